@@ -1,0 +1,30 @@
+# `make run` / `make test` set up .venv/ themselves (idempotent: the install
+# step re-runs only when requirements.txt or setup.py changed).
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed
+RUN_ARGS ?=
+
+.PHONY: install run test clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt setup.py
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (TFF 0.87 needs Python 3.11)" >&2; exit 2; }
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	# Everything but TFF, with jax/jaxlib at 0.4.13 (TFF's pin 0.4.14 is gone).
+	grep -v '^tensorflow-federated' requirements.txt > $(VENV)/requirements-no-tff.txt
+	$(VENV)/bin/python -m pip install -q -r $(VENV)/requirements-no-tff.txt
+	$(VENV)/bin/python -m pip install -q --no-deps $$(grep '^tensorflow-federated' requirements.txt)
+	$(VENV)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/python run_experiment.py --algo=fedprox $(RUN_ARGS)
+
+test: install
+	$(VENV)/bin/python -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,188 @@
+"""Runs one federated training experiment and writes OUTPUT_DIR/metrics.csv.
+
+  python run_experiment.py --algo=fedprox --task=synthetic_1_1 --rounds=200 \\
+      --clients_per_round=10 --epochs=20 --batch_size=10 --client_lr=0.01 \\
+      --mu=1 --straggler_fraction=0.5 --seed=0 --output_dir=runs/fedprox
+
+Flags can also come from a file: --flagfile=configs/fedprox/synthetic_1_1.flags
+(flags given after it on the command line override the file). Invalid flag
+values give one line on stderr and exit code 2, and write nothing.
+"""
+
+import dataclasses
+import os
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # TF's import chatter.
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import logging  # pylint: disable=g-import-not-at-top
+
+from tff_algos import config as config_lib
+
+_DEFAULTS = config_lib.Config()
+FLAGS = flags.FLAGS
+flags.DEFINE_enum('algo', _DEFAULTS.algo, config_lib.ALGORITHMS,
+                  'Federated algorithm.')
+flags.DEFINE_string('task', _DEFAULTS.task,
+                    'Task: synthetic_A_B (FedProx Synthetic(A,B)) or '
+                    'synthetic_iid.')
+flags.DEFINE_integer('rounds', _DEFAULTS.rounds, 'Communication rounds T.')
+flags.DEFINE_integer('clients_per_round', None,
+                     f'Clients K selected per round (default '
+                     f'{_DEFAULTS.clients_per_round}).')
+flags.DEFINE_float('client_fraction', None,
+                   'FedAvg\'s C: select max(⌊C·N⌋, 1) of the N clients per '
+                   'round (instead of --clients_per_round).')
+flags.DEFINE_integer('epochs', None, f'Local epochs E (default '
+                     f'{_DEFAULTS.epochs}; FedSGD: 1).')
+flags.DEFINE_integer('batch_size', None, f'Local minibatch size B; -1 = the '
+                     f'whole local dataset (default {_DEFAULTS.batch_size}; '
+                     'FedSGD: -1).')
+flags.DEFINE_float('client_lr', _DEFAULTS.client_lr,
+                   'Client SGD learning rate (FedSGD: its η unless '
+                   '--server_lr is given).')
+flags.DEFINE_float('server_lr', None,
+                   'Server SGD learning rate: 1 = model averaging for '
+                   'FedAvg/FedProx; FedISGD\'s initial η_gi.')
+flags.DEFINE_float('server_lr_decay', _DEFAULTS.server_lr_decay,
+                   'FedISGD: η_g is multiplied by this every '
+                   '--server_lr_decay_every rounds.')
+flags.DEFINE_integer('server_lr_decay_every', _DEFAULTS.server_lr_decay_every,
+                     'FedISGD: rounds between η_g decays.')
+flags.DEFINE_float('mu', None, f'FedProx proximal weight μ, FedISGD λ '
+                   f'(default {_DEFAULTS.mu}); not for fedavg/fedsgd.')
+flags.DEFINE_bool('adaptive_mu', False,
+                  'FedProx: adapt μ by ±0.1 from the training loss '
+                  '(Li et al. §5.3.2); --mu is the initial value.')
+flags.DEFINE_float('straggler_fraction', 0.0,
+                   'Fraction of the selected clients that are stragglers '
+                   'each round (they run x ~ U{1..E} epochs).')
+flags.DEFINE_enum('straggler_policy', None, ['drop', 'partial'],
+                  'drop: discard stragglers\' updates (FedAvg\'s default); '
+                  'partial: aggregate their partial work (FedProx/FedISGD).')
+flags.DEFINE_enum('client_weighting', None, ['num_examples', 'uniform'],
+                  'Weights of the client-model mean: n_k (default) or 1/K '
+                  '(FedISGD\'s default).')
+flags.DEFINE_integer('dissimilarity_every', 0,
+                     'Log gradient variance and B(w) every N rounds (0: off).')
+flags.DEFINE_integer('eval_every', 1, 'Evaluate on all clients every N '
+                     'rounds (and after the last).')
+flags.DEFINE_integer('seed', 0, 'Seed of the initial model, client '
+                     'selection, stragglers and minibatch order.')
+flags.DEFINE_integer('data_seed', 0, 'Seed of the generated synthetic data '
+                     '(fixed by default so all --seed values share data).')
+flags.DEFINE_string('data_dir', None, 'Read the task\'s data from here '
+                    '(for synthetic tasks: a LEAF folder with train/ and '
+                    'test/ JSON); default: generate it.')
+flags.DEFINE_float('train_fraction', None, 'Generated synthetic data: '
+                   'share of each client\'s samples used for training '
+                   '(default 0.9 as FedProx; FedISGD used 0.8).')
+flags.DEFINE_string('output_dir', None, 'Where metrics.csv, config.json and '
+                    'summary.json go (default runs/ALGO_TASK_seedSEED).')
+flags.DEFINE_bool('overwrite', False, 'Replace the results in an existing '
+                  '--output_dir.')
+flags.DEFINE_bool('progress', True, 'Show a progress bar on stderr.')
+
+
+def usage_error(message):
+  print(f'run_experiment.py: error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def config_from_flags(num_clients=None):
+  """Config from FLAGS; per-algorithm defaults where a flag was not given."""
+  fedsgd = FLAGS.algo == 'fedsgd'
+  if FLAGS.mu is not None and FLAGS.mu != 0 and FLAGS.algo in (
+      'fedavg', 'fedsgd'):
+    usage_error(f'--mu is not a {FLAGS.algo} hyper-parameter; use '
+                '--algo=fedprox (μ = 0 is FedAvg)')
+  if FLAGS.clients_per_round is not None and FLAGS.client_fraction is not None:
+    usage_error('give --clients_per_round or --client_fraction, not both')
+  clients_per_round = FLAGS.clients_per_round or _DEFAULTS.clients_per_round
+  if FLAGS.client_fraction is not None:
+    if not 0 < FLAGS.client_fraction <= 1:
+      usage_error(f'--client_fraction must be in (0, 1], '
+                  f'got {FLAGS.client_fraction}')
+    clients_per_round = max(int(FLAGS.client_fraction * num_clients + 1e-9),
+                            1)
+
+  def pick(value, default, fedsgd_default):
+    if value is not None:
+      return value
+    return fedsgd_default if fedsgd else default
+
+  return config_lib.Config(
+      algo=FLAGS.algo, task=FLAGS.task, rounds=FLAGS.rounds,
+      clients_per_round=clients_per_round,
+      epochs=pick(FLAGS.epochs, _DEFAULTS.epochs, 1),
+      batch_size=pick(FLAGS.batch_size, _DEFAULTS.batch_size, -1),
+      client_lr=FLAGS.client_lr, server_lr=FLAGS.server_lr,
+      mu=_DEFAULTS.mu if FLAGS.mu is None else FLAGS.mu,
+      adaptive_mu=FLAGS.adaptive_mu,
+      straggler_fraction=FLAGS.straggler_fraction,
+      straggler_policy=FLAGS.straggler_policy,
+      server_lr_decay=FLAGS.server_lr_decay,
+      server_lr_decay_every=FLAGS.server_lr_decay_every,
+      client_weighting=FLAGS.client_weighting,
+      dissimilarity_every=FLAGS.dissimilarity_every,
+      eval_every=FLAGS.eval_every, seed=FLAGS.seed,
+      data_seed=FLAGS.data_seed, data_dir=FLAGS.data_dir,
+      train_fraction=FLAGS.train_fraction)
+
+
+def main(argv):
+  logging.set_verbosity(logging.WARNING)
+  if len(argv) > 1:
+    usage_error(f'unexpected arguments: {" ".join(argv[1:])}')
+  try:
+    config = config_from_flags(num_clients=1)
+    config.validate()
+  except config_lib.ConfigError as e:
+    usage_error(e)
+  output_dir = FLAGS.output_dir or os.path.join(
+      'runs', f'{config.algo}_{config.task}_seed{config.seed}')
+  if os.path.exists(os.path.join(output_dir, 'metrics.csv')) and (
+      not FLAGS.overwrite):
+    usage_error(f'{output_dir} already holds results; pass --overwrite to '
+                'replace them or choose another --output_dir')
+
+  # TensorFlow loads only now: bad flags fail fast and quietly.
+  import tasks  # pylint: disable=g-import-not-at-top
+  from tff_algos import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  try:
+    task = tasks.load_task(config.task, seed=config.data_seed,
+                           data_dir=config.data_dir,
+                           train_fraction=config.train_fraction)
+    if FLAGS.client_fraction is not None:
+      config = dataclasses.replace(config, clients_per_round=config_from_flags(
+          len(task.client_ids)).clients_per_round)
+    config.validate(num_clients=len(task.client_ids))
+    runtime.start()
+    print(f'{config.algo} on {task.description}: {len(task.client_ids)} '
+          f'clients, K={config.clients_per_round}, E={config.epochs}, '
+          f'B={config.batch_size}, {config.rounds} rounds → {output_dir}',
+          file=sys.stderr)
+    experiment.run(config, task, output_dir, show_progress=FLAGS.progress)
+  except (config_lib.ConfigError, tasks.DataError) as e:
+    usage_error(e)
+  except experiment.NonFiniteLoss as e:
+    print(f'run_experiment.py: stopped: {e}', file=sys.stderr)
+    sys.exit(1)
+  finally:
+    runtime.stop()
+  print(open(os.path.join(output_dir, 'summary.json')).read())
+
+
+def parse_flags(argv):
+  """absl's parser, but a bad flag is one line on stderr and exit code 2."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    usage_error(e)
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=parse_flags)

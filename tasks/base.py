@@ -1,0 +1,49 @@
+"""What every task provides: federated train/test data and a model."""
+
+import collections
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks import DataError
+
+
+@dataclasses.dataclass(frozen=True)
+class FederatedTask:
+  name: str
+  train: tff.simulation.datasets.ClientData
+  test: tff.simulation.datasets.ClientData
+  model_fn: Callable[[], tff.learning.models.VariableModel]
+  description: str = ''
+
+  @property
+  def client_ids(self):
+    return self.train.client_ids
+
+
+def client_data_from_arrays(arrays_by_client):
+  """ClientData whose examples are OrderedDict(x=..., y=...) rows.
+
+  `arrays_by_client` maps client id → OrderedDict of equal-length arrays.
+  """
+  def dataset_fn(client_id):
+    return tf.data.Dataset.from_tensor_slices(arrays_by_client[client_id])
+
+  return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
+      list(arrays_by_client), dataset_fn)
+
+
+def client_arrays(client_data):
+  """Each client's whole dataset as numpy arrays, in `client_ids` order."""
+  result = []
+  for client_id in client_data.client_ids:
+    dataset = client_data.create_tf_dataset_for_client(client_id)
+    rows = list(dataset.batch(1 << 30).as_numpy_iterator())
+    if not rows:
+      raise DataError(f'client {client_id!r} has no examples')
+    result.append(collections.OrderedDict(
+        (k, np.asarray(v)) for k, v in rows[0].items()))
+  return result

@@ -1,6 +1,6 @@
 # `make run` / `make test` set up .venv/ themselves (idempotent: the install
 # step re-runs only when requirements.txt or setup.py changed).
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 RUN_ARGS ?=
@@ -10,7 +10,7 @@ RUN_ARGS ?=
 install: $(STAMP)
 
 $(STAMP): requirements.txt setup.py
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (TFF 0.87 needs Python 3.11)" >&2; exit 2; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "error: TFF 0.87 needs Python 3.11; set PYTHON=/path/to/python3.11" >&2; exit 2; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	# Everything but TFF, with jax/jaxlib at 0.4.13 (TFF's pin 0.4.14 is gone).

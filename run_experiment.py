@@ -19,7 +19,12 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging  # pylint: disable=g-import-not-at-top
 
-from tff_algos import config as config_lib
+# TensorFlow (Keras) must be imported before absl's app.run: imported inside
+# main(), Keras fails to build Sequential models.
+import tasks  # pylint: disable=g-import-not-at-top
+from tff_algos import config as config_lib  # pylint: disable=g-import-not-at-top
+from tff_algos import experiment  # pylint: disable=g-import-not-at-top
+from tff_algos import runtime  # pylint: disable=g-import-not-at-top
 
 _DEFAULTS = config_lib.Config()
 FLAGS = flags.FLAGS
@@ -148,10 +153,6 @@ def main(argv):
     usage_error(f'{output_dir} already holds results; pass --overwrite to '
                 'replace them or choose another --output_dir')
 
-  # TensorFlow loads only now: bad flags fail fast and quietly.
-  import tasks  # pylint: disable=g-import-not-at-top
-  from tff_algos import experiment  # pylint: disable=g-import-not-at-top
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   try:
     task = tasks.load_task(config.task, seed=config.data_seed,
                            data_dir=config.data_dir,

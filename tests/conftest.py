@@ -1,0 +1,26 @@
+"""Session set-up: one TFF runtime for the whole suite, stopped at the end."""
+
+import os
+import pathlib
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / 'shared' / 'data'
+
+
+@pytest.fixture(scope='session', autouse=True)
+def tff_runtime():
+  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  runtime.start()
+  yield runtime
+  runtime.stop()
+
+
+@pytest.fixture
+def shared_data():
+  if not SHARED_DATA.is_dir():
+    pytest.skip(f'needs the shared datasets at {SHARED_DATA}')
+  return SHARED_DATA

@@ -1,0 +1,95 @@
+"""The command line and the TFF runtime's lifetime (issue 2)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import REPO
+
+
+# The environment a user's shell gives the CLI (the suite sets TF's log level).
+USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+
+
+def _cli(*args):
+  return subprocess.run(
+      [sys.executable, 'run_experiment.py', *args], cwd=REPO, env=USER_ENV,
+      capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize('args', [
+    ['--algo=fedfoo'], ['--rounds=0'], ['--task=nope'],
+    ['--clients_per_round=31'], ['--client_lr=-0.1'],
+    ['--straggler_fraction=1.5'], ['--algo=fedavg', '--mu=1'],
+    ['--algo=fedsgd', '--epochs=5'], ['--batch_size=0'], ['--rounds=x'],
+])
+def test_invalid_flags_are_one_line_exit_2_and_write_nothing(tmp_path, args):
+  out = tmp_path / 'run'
+  result = _cli(*args, f'--output_dir={out}')
+  assert result.returncode == 2, result.stderr
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('run_experiment.py: error:')
+  assert not out.exists()
+
+
+def test_existing_results_are_not_overwritten(tmp_path):
+  out = tmp_path / 'run'
+  out.mkdir()
+  (out / 'metrics.csv').write_text('precious')
+  result = _cli('--rounds=1', f'--output_dir={out}')
+  assert result.returncode == 2 and '--overwrite' in result.stderr
+  assert (out / 'metrics.csv').read_text() == 'precious'
+
+
+def test_cli_runs_and_writes_metrics(tmp_path):
+  out = tmp_path / 'run'
+  result = _cli('--algo=fedprox', '--rounds=2', '--epochs=1',
+                '--dissimilarity_every=1', f'--output_dir={out}')
+  assert result.returncode == 0, result.stderr
+  header, *rows = (out / 'metrics.csv').read_text().splitlines()
+  assert header.startswith('round,train_loss,train_accuracy,test_loss,'
+                           'test_accuracy,mu')
+  assert len(rows) == 3 and all(r.split(',')[9] for r in rows)  # B logged.
+  assert (out / 'config.json').exists() and (out / 'summary.json').exists()
+
+
+def _workers_of(process):
+  return [p for p in process.children(recursive=True)
+          if 'worker_binary' in ' '.join(p.cmdline())]
+
+
+def _gone(process):
+  try:
+    return process.status() == psutil.STATUS_ZOMBIE
+  except psutil.NoSuchProcess:
+    return True
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
+                                 signal.SIGKILL])
+def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
+  metrics = tmp_path / 'run' / 'metrics.csv'
+  cli = subprocess.Popen(
+      [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
+       f'--output_dir={tmp_path / "run"}'], cwd=REPO,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  deadline = time.monotonic() + 240
+  while not (metrics.exists() and len(metrics.read_text().splitlines()) > 3):
+    assert cli.poll() is None and time.monotonic() < deadline, 'no progress'
+    time.sleep(0.2)
+  workers = _workers_of(psutil.Process(cli.pid))
+  assert workers, 'the run should be using a TFF worker'
+  cli.send_signal(sig)
+  # A worker holding our stdout/stderr would make this wait forever.
+  cli.communicate(timeout=60)
+  assert cli.returncode != 0
+  deadline = time.monotonic() + 10
+  while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert all(_gone(w) for w in workers)
+  assert metrics.read_text().startswith('round,')  # Rows so far are kept.

@@ -85,7 +85,8 @@ flags.DEFINE_float('train_fraction', None, 'Generated synthetic data: '
                    'share of each client\'s samples used for training '
                    '(default 0.9 as FedProx; FedISGD used 0.8).')
 flags.DEFINE_string('output_dir', None, 'Where metrics.csv, config.json and '
-                    'summary.json go (default runs/ALGO_TASK_seedSEED).')
+                    'summary.json go (default: a new runs/ALGO_TASK_seedSEED '
+                    'folder, suffixed -2, -3, … rather than reusing one).')
 flags.DEFINE_bool('overwrite', False, 'Replace the results in an existing '
                   '--output_dir.')
 flags.DEFINE_bool('progress', True, 'Show a progress bar on stderr.')
@@ -137,17 +138,29 @@ def config_from_flags(num_clients=None):
       train_fraction=FLAGS.train_fraction)
 
 
+def fresh_output_dir(config):
+  """runs/ALGO_TASK_seedSEED, or with -2, -3, … if that already exists."""
+  base = os.path.join('runs', f'{config.algo}_{config.task}_seed{config.seed}')
+  candidate, n = base, 1
+  while os.path.exists(candidate):
+    n += 1
+    candidate = f'{base}-{n}'
+  return candidate
+
+
 def main(argv):
   logging.set_verbosity(logging.WARNING)
   if len(argv) > 1:
     usage_error(f'unexpected arguments: {" ".join(argv[1:])}')
+  if not tasks.is_known(FLAGS.task):
+    usage_error(f'unknown --task={FLAGS.task!r}; known: '
+                f'{", ".join(tasks.TASK_NAMES)}')
   try:
     config = config_from_flags(num_clients=1)
     config.validate()
   except config_lib.ConfigError as e:
     usage_error(e)
-  output_dir = FLAGS.output_dir or os.path.join(
-      'runs', f'{config.algo}_{config.task}_seed{config.seed}')
+  output_dir = FLAGS.output_dir or fresh_output_dir(config)
   if os.path.exists(os.path.join(output_dir, 'metrics.csv')) and (
       not FLAGS.overwrite):
     usage_error(f'{output_dir} already holds results; pass --overwrite to '

@@ -47,7 +47,7 @@ def _client_update_norms(mus):
   """‖w_k − w_t‖ of one client's update for each μ, via set_hparams."""
   task, arrays = helpers.task_and_arrays()
   work = local_training.build_proximal_sgd_client_work(
-      task.model_fn, learning_rate=0.05)
+      task.model_fn, tff.learning.optimizers.build_sgdm(0.05))
   sampler = ClientSampler(30, 1, epochs=5, seed=0)
   plan = sampler.round_plan(1)
   inputs = experiment.round_inputs(sampler, plan, arrays, 1, 10)
@@ -56,7 +56,7 @@ def _client_update_norms(mus):
   updates = []
   for mu in mus:
     state = work.set_hparams(
-        state, collections.OrderedDict(learning_rate=0.05, mu=mu))
+        state, collections.OrderedDict(mu=mu, learning_rate=0.05))
     result = work.next(state, [weights], inputs).result[0]
     updates.append(np.concatenate([np.ravel(u) for u in result.update]))
   return updates

@@ -94,6 +94,7 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
   """
   train_arrays = tasks_lib.client_arrays(task.train)
   test_arrays = tasks_lib.client_arrays(task.test)
+  config = dataclasses.replace(config, task=task.name)
   config.validate(num_clients=len(train_arrays))
   process = build_process(config, task.model_fn)
   evaluate = evaluation.build_evaluation(task.model_fn)

@@ -18,6 +18,7 @@ def build_fed_avg(model_fn, client_learning_rate: float,
   return composition.compose(
       model_fn,
       local_training.build_proximal_sgd_client_work(
-          model_fn, client_learning_rate, mu=0.0,
+          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+          mu=0.0,
           client_weighting=client_weighting),
       tff.learning.optimizers.build_sgdm(server_learning_rate))

@@ -41,7 +41,8 @@ def build_fed_isgd(model_fn, client_learning_rate: float, lam: float,
   return composition.compose(
       model_fn,
       local_training.build_proximal_sgd_client_work(
-          model_fn, client_learning_rate, mu=lam,
+          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+          mu=lam,
           client_weighting=client_weighting, report_update_spread=True),
       tff.learning.optimizers.schedule_learning_rate(
           tff.learning.optimizers.build_sgdm(server_learning_rate * lam),

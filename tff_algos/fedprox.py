@@ -19,7 +19,8 @@ def build_fed_prox(model_fn, client_learning_rate: float, mu: float,
   return composition.compose(
       model_fn,
       local_training.build_proximal_sgd_client_work(
-          model_fn, client_learning_rate, mu=mu,
+          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+          mu=mu,
           client_weighting=client_weighting),
       tff.learning.optimizers.build_sgdm(server_learning_rate))
 

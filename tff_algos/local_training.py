@@ -178,41 +178,53 @@ def _build_client_work(model_fn, state_value, local_update, client_weighting,
 
 def build_proximal_sgd_client_work(
     model_fn: ModelFn,
-    learning_rate: float,
+    optimizer: tff.learning.optimizers.Optimizer,
     mu: float = 0.0,
     client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
     report_update_spread: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
-  """Minibatch SGD on h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (FedProx, eq. 2).
+  """Local solver of h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (FedProx, eq. 2).
 
-  Each step uses the gradient ∇F_k(w) on the minibatch plus μ(w − w_t).
+  Each minibatch step feeds `optimizer` (the papers': plain SGD,
+  `tff.learning.optimizers.build_sgdm(lr)`) the gradient ∇F_k(w) + μ(w − w_t).
   μ = 0 is FedAvg's local solver (McMahan et al. 2017, Algorithm 1). The
   update is w_t − w_k (TFF's convention: a pseudo-gradient for the server
   optimizer), weighted by n_k, the client's number of training examples
-  (`NUM_EXAMPLES`), or 1 (`UNIFORM`). Hyper-parameters: `learning_rate`, `mu`.
+  (`NUM_EXAMPLES`), or 1 (`UNIFORM`). Hyper-parameters: `mu` and the
+  optimizer's (e.g. `learning_rate`).
   """
+  with tf.Graph().as_default():
+    optimizer_hparams = optimizer.get_hparams(optimizer.initialize(
+        tf.TensorSpec([], tf.float32)))
 
   def proximal_sgd(state, model, initial_weights, client_input):
     data = client_input['data']
     order, ends = client_input['example_order'], client_input['batch_ends']
     trainable = model.trainable_variables
-    anchor = tf.nest.flatten(initial_weights.trainable)
-    lr, mu = state['learning_rate'], state['mu']
+    anchor = tuple(tf.nest.flatten(initial_weights.trainable))
+    optimizer_state = optimizer.set_hparams(
+        optimizer.initialize(tuple(tf.TensorSpec.from_tensor(w)
+                                   for w in anchor)),
+        collections.OrderedDict((k, state[k]) for k in optimizer_hparams))
     start = tf.constant(0)
     for end in ends:
       batch = _take(data, order[start:end])
       with tf.GradientTape() as tape:
         loss = model.forward_pass(batch, training=True).loss
-      grads = tape.gradient(loss, trainable)
-      for w, g, w0 in zip(trainable, grads, anchor):
-        w.assign_sub(lr * (g + mu * (w - w0)))
+      weights = tuple(tf.identity(w) for w in trainable)
+      proximal_grads = tuple(
+          g + state['mu'] * (w - w0) for g, w, w0 in
+          zip(tape.gradient(loss, trainable), weights, anchor))
+      optimizer_state, weights = optimizer.next(optimizer_state, weights,
+                                                proximal_grads)
+      for variable, value in zip(trainable, weights):
+        variable.assign(value)
       start = end
     update = [w0 - w for w0, w in zip(anchor, trainable)]
     return (tf.nest.pack_sequence_as(initial_weights.trainable, update),
             tf.size(ends))
 
-  state = collections.OrderedDict(learning_rate=float(learning_rate),
-                                  mu=float(mu))
+  state = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
   return _build_client_work(model_fn, state, proximal_sgd, client_weighting,
                             report_update_spread)
 

@@ -30,9 +30,13 @@ def label(run_dir):
   with open(path) as f:
     config = json.load(f)
   text = config['algo']
-  if config['algo'] in ('fedprox', 'fedisgd'):
+  if config['algo'] == 'fedprox':
     text += f' μ={config["mu"]:g}' + (' adaptive' if config['adaptive_mu']
                                        else '')
+  elif config['algo'] == 'fedisgd':
+    text += f' λ={config["mu"]:g}'
+  if config.get('straggler_fraction'):
+    text += f' ({config["straggler_policy"] or "default"} stragglers)'
   return text
 
 

@@ -8,6 +8,8 @@ ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox', 'fedisgd')
 # FedAvg drops stragglers; FedProx (and FedISGD) aggregate partial work.
 DEFAULT_STRAGGLER_POLICY = dict(fedavg='drop', fedsgd='drop',
                                 fedprox='partial', fedisgd='partial')
+
+
 class ConfigError(ValueError):
   """An invalid combination of settings (reported as a usage error)."""
 

@@ -36,7 +36,6 @@ class NonFiniteLoss(RuntimeError):
   """The global training loss became NaN or infinite."""
 
 
-
 def build_process(config: Config,
                   model_fn) -> tff.learning.templates.LearningProcess:
   """The algorithm named by config.algo, with the config's hyper-parameters."""
@@ -45,7 +44,8 @@ def build_process(config: Config,
     return fedavg.build_fed_avg(model_fn, config.client_lr,
                                 config.server_lr or 1.0, weighting)
   if config.algo == 'fedsgd':
-    return fedsgd.build_fed_sgd(model_fn, config.server_lr or config.client_lr)
+    return fedsgd.build_fed_sgd(model_fn, config.server_lr or config.client_lr,
+                                weighting)
   if config.algo == 'fedprox':
     return fedprox.build_fed_prox(model_fn, config.client_lr, config.mu,
                                   config.server_lr or 1.0, weighting)

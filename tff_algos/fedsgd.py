@@ -10,8 +10,9 @@ from tff_algos import composition
 from tff_algos import local_training
 
 
-def build_fed_sgd(model_fn, learning_rate: float):
+def build_fed_sgd(model_fn, learning_rate: float,
+                  client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES):
   return composition.compose(
       model_fn,
-      local_training.build_gradient_client_work(model_fn),
+      local_training.build_gradient_client_work(model_fn, client_weighting),
       tff.learning.optimizers.build_sgdm(learning_rate))

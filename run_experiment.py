@@ -31,8 +31,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_enum('algo', _DEFAULTS.algo, config_lib.ALGORITHMS,
                   'Federated algorithm.')
 flags.DEFINE_string('task', _DEFAULTS.task,
-                    'Task: synthetic_A_B (FedProx Synthetic(A,B)) or '
-                    'synthetic_iid.')
+                    'Task: synthetic_A_B (FedProx Synthetic(A,B)), '
+                    'synthetic_iid, or a dataset task (see tasks/).')
 flags.DEFINE_integer('rounds', _DEFAULTS.rounds, 'Communication rounds T.')
 flags.DEFINE_integer('clients_per_round', None,
                      f'Clients K selected per round (default '
@@ -78,9 +78,12 @@ flags.DEFINE_integer('seed', 0, 'Seed of the initial model, client '
                      'selection, stragglers and minibatch order.')
 flags.DEFINE_integer('data_seed', 0, 'Seed of the generated synthetic data '
                      '(fixed by default so all --seed values share data).')
-flags.DEFINE_string('data_dir', None, 'Read the task\'s data from here '
-                    '(for synthetic tasks: a LEAF folder with train/ and '
-                    'test/ JSON); default: generate it.')
+flags.DEFINE_string('data_dir', None, 'Dataset tasks: the folder holding '
+                    'their files (default $TFF_DATA_DIR, else ~/.tff). '
+                    'Synthetic tasks: a LEAF folder with train/ and test/ '
+                    'JSON to read instead of generating the data.')
+flags.DEFINE_string('embeddings', None, 'Sent140: a GloVe-format text file '
+                    'of word embeddings (else embeddings are trained).')
 flags.DEFINE_float('train_fraction', None, 'Generated synthetic data: '
                    'share of each client\'s samples used for training '
                    '(default 0.9 as FedProx; FedISGD used 0.8).')
@@ -154,7 +157,7 @@ def main(argv):
     usage_error(f'unexpected arguments: {" ".join(argv[1:])}')
   if not tasks.is_known(FLAGS.task):
     usage_error(f'unknown --task={FLAGS.task!r}; known: '
-                f'{", ".join(tasks.TASK_NAMES)}')
+                f'{", ".join(tasks.task_names())}')
   try:
     config = config_from_flags(num_clients=1)
     config.validate()
@@ -167,9 +170,10 @@ def main(argv):
                 'replace them or choose another --output_dir')
 
   try:
+    options = {'embeddings': FLAGS.embeddings} if FLAGS.embeddings else {}
     task = tasks.load_task(config.task, seed=config.data_seed,
                            data_dir=config.data_dir,
-                           train_fraction=config.train_fraction)
+                           train_fraction=config.train_fraction, **options)
     if FLAGS.client_fraction is not None:
       config = dataclasses.replace(config, clients_per_round=config_from_flags(
           len(task.client_ids)).clients_per_round)

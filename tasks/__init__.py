@@ -1,39 +1,81 @@
 """Federated tasks: client data plus the papers' models. No algorithms here.
 
-Task names are checked without importing TensorFlow; data and models load on
-first use.
+Each dataset module (`tasks/<module>.py`) exposes `TASKS = {name: loader}`
+with `loader(data_dir, seed, **options) -> FederatedTask`; the Synthetic
+family is generated and needs no files. Modules load on first use.
 """
 
 import importlib
+import inspect
+import os
 import re
 
-TASK_NAMES = ('synthetic_0_0', 'synthetic_0.5_0.5', 'synthetic_1_1',
-              'synthetic_iid')
 SYNTHETIC_NAME = re.compile(
     r'^synthetic_(?:iid|(\d+(?:\.\d+)?)_(\d+(?:\.\d+)?))$')
+SYNTHETIC_TASKS = ('synthetic_0_0', 'synthetic_0.5_0.5', 'synthetic_1_1',
+                   'synthetic_iid')
+DATASET_MODULES = ('mnist', 'femnist', 'cifar10', 'shakespeare', 'sent140')
 
 
 class DataError(Exception):
   """A dataset is missing, malformed or truncated (message says which)."""
 
 
+def _dataset_tasks():
+  """{task name: loader} over the dataset modules present."""
+  loaders = {}
+  for module in DATASET_MODULES:
+    try:
+      loaders.update(importlib.import_module(f'tasks.{module}').TASKS)
+    except ModuleNotFoundError as e:
+      if e.name != f'tasks.{module}':
+        raise
+  return loaders
+
+
+def task_names():
+  return SYNTHETIC_TASKS + tuple(sorted(_dataset_tasks()))
+
+
 def is_known(name: str) -> bool:
-  """Any synthetic_A_B (FedProx's family) or a name in TASK_NAMES."""
-  return name in TASK_NAMES or SYNTHETIC_NAME.match(name) is not None
+  """Any synthetic_A_B (FedProx's family) or a dataset module's task."""
+  return SYNTHETIC_NAME.match(name) is not None or name in _dataset_tasks()
+
+
+def default_data_dir() -> str:
+  """$TFF_DATA_DIR, else ~/.tff: where dataset tasks look for their files."""
+  return os.environ.get('TFF_DATA_DIR') or os.path.expanduser('~/.tff')
 
 
 def load_task(name: str, seed: int = 0, data_dir: str | None = None,
-              train_fraction: float | None = None):
+              train_fraction: float | None = None, **options):
   """The task `name` as a `tasks.base.FederatedTask`.
 
-  `seed` seeds generated data; `train_fraction` sets the per-client
-  train/test split where the task generates one.
+  `seed` seeds generated data and random partitions. Synthetic tasks read
+  LEAF JSON from `data_dir` only when it is given (else they generate);
+  dataset tasks read their files under `data_dir` (default
+  `default_data_dir()`). `train_fraction` re-splits generated data;
+  `options` go to the dataset's loader (e.g. `embeddings=PATH`).
   """
   if SYNTHETIC_NAME.match(name):
     from tasks import synthetic  # pylint: disable=g-import-not-at-top
+    if options:
+      raise DataError(f'{name} takes no options {sorted(options)}')
     return synthetic.load(name, seed=seed, data_dir=data_dir,
                           train_fraction=train_fraction)
-  raise ValueError(f'unknown task {name!r}; known: {", ".join(TASK_NAMES)}')
+  loaders = _dataset_tasks()
+  if name not in loaders:
+    raise ValueError(f'unknown task {name!r}; known: '
+                     f'{", ".join(task_names())}')
+  if train_fraction is not None:
+    raise DataError(f'--train_fraction applies to generated synthetic data, '
+                    f'not to {name}')
+  accepted = inspect.signature(loaders[name]).parameters
+  for option in options:
+    if option not in accepted and not any(
+        p.kind == p.VAR_KEYWORD for p in accepted.values()):
+      raise DataError(f'{name} takes no option {option!r}')
+  return loaders[name](data_dir or default_data_dir(), seed, **options)
 
 
 def __getattr__(name):

@@ -9,6 +9,8 @@ import pytest  # pylint: disable=g-import-not-at-top
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / 'shared' / 'data'
+if SHARED_DATA.is_dir():  # Dataset tasks read ../shared/data when present.
+  os.environ.setdefault('TFF_DATA_DIR', str(SHARED_DATA))
 
 
 @pytest.fixture(scope='session', autouse=True)

@@ -12,6 +12,7 @@ setuptools.setup(
     description='FedAvg, FedSGD, FedProx and FedISGD on TensorFlow Federated',
     python_requires='>=3.11,<3.12',
     packages=['tff_algos', 'tasks'],
+    package_data={'tff_algos': ['loopback_bind.c']},
     install_requires=[
         'tensorflow', 'tensorflow-federated', 'tensorflow-datasets', 'numpy',
         'absl-py', 'tqdm',

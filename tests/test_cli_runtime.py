@@ -70,6 +70,19 @@ def _gone(process):
     return True
 
 
+def _assert_listens_on_loopback_only(processes):
+  listening = [c.laddr.ip for p in processes
+               for c in p.connections(kind='inet')
+               if c.status == psutil.CONN_LISTEN]
+  assert listening
+  assert set(listening) <= {'127.0.0.1', '::ffff:127.0.0.1', '::1'}, listening
+
+
+def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
+  worker = psutil.Process(tff_runtime.worker_pid())
+  _assert_listens_on_loopback_only([worker])
+
+
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
                                  signal.SIGKILL])
 def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
@@ -84,6 +97,7 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
     time.sleep(0.2)
   workers = _workers_of(psutil.Process(cli.pid))
   assert workers, 'the run should be using a TFF worker'
+  _assert_listens_on_loopback_only(workers)
   cli.send_signal(sig)
   # A worker holding our stdout/stderr would make this wait forever.
   cli.communicate(timeout=60)

@@ -8,12 +8,16 @@ with one whose worker
   * is started here, with its output going to a log file instead of our pipes,
   * dies with us even on SIGKILL (Linux `PR_SET_PDEATHSIG`),
   * is stopped at interpreter exit, on an exception, on SIGINT and on SIGTERM.
+  * listens on loopback only (`loopback_bind.c`, preloaded into it): TFF's
+    worker binds to all interfaces and serves an unauthenticated protocol.
 Every entry point (CLI, tests, notebooks, benchmarks) calls `start()`.
 """
 
 import atexit
 import ctypes
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +25,7 @@ import tempfile
 import threading
 import time
 
+from absl import logging
 import grpc
 import portpicker
 import tensorflow_federated as tff
@@ -31,6 +36,36 @@ _GRPC_OPTIONS = [('grpc.max_message_length', 2 * 10**9),
                  ('grpc.max_receive_message_length', 2 * 10**9),
                  ('grpc.max_send_message_length', 2 * 10**9)]
 _PR_SET_PDEATHSIG = 1
+
+
+_LOOPBACK_SOURCE = os.path.join(os.path.dirname(__file__), 'loopback_bind.c')
+
+
+def loopback_shim():
+  """Path of the compiled loopback-only bind() shim, or None (with a warning).
+
+  Built once per source version with the system C compiler into
+  $XDG_CACHE_HOME/tff_algos (default ~/.cache/tff_algos).
+  """
+  with open(_LOOPBACK_SOURCE, 'rb') as f:
+    digest = hashlib.sha256(f.read()).hexdigest()[:16]
+  cache = os.path.join(os.environ.get('XDG_CACHE_HOME') or
+                       os.path.expanduser('~/.cache'), 'tff_algos')
+  path = os.path.join(cache, f'loopback_bind-{digest}.so')
+  if os.path.exists(path):
+    return path
+  compiler = os.environ.get('CC') or shutil.which('cc') or shutil.which('gcc')
+  try:
+    os.makedirs(cache, exist_ok=True)
+    partial = f'{path}.{os.getpid()}.tmp'
+    subprocess.run([compiler or 'cc', '-shared', '-fPIC', '-O2', '-o', partial,
+                    _LOOPBACK_SOURCE, '-ldl'], check=True, capture_output=True)
+    os.replace(partial, path)
+    return path
+  except (OSError, subprocess.CalledProcessError) as e:
+    logging.warning('No C compiler to build %s (%s): the TFF worker will '
+                    'listen on all network interfaces.', _LOOPBACK_SOURCE, e)
+    return None
 
 
 def _die_with_parent():  # Runs in the child between fork and exec.
@@ -61,12 +96,17 @@ class _Worker:
     log = tempfile.NamedTemporaryFile(
         prefix='tff_worker_', suffix='.log', delete=False)
     self.log_path = log.name
+    env = dict(os.environ)
+    shim = loopback_shim()
+    if shim:
+      env['LD_PRELOAD'] = ' '.join(filter(None, [shim,
+                                                 env.get('LD_PRELOAD')]))
     self.process = subprocess.Popen(
-        [_WORKER_BINARY, f'--port={port}'] + self._args,
+        [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         preexec_fn=_die_with_parent, close_fds=True)
     log.close()
-    channel = grpc.insecure_channel(f'localhost:{port}', _GRPC_OPTIONS)
+    channel = grpc.insecure_channel(f'127.0.0.1:{port}', _GRPC_OPTIONS)
     self._stub = tff.framework.RemoteExecutorGrpcStub(channel)
     deadline = time.monotonic() + 60
     while not self._stub.is_ready:

@@ -84,6 +84,9 @@ flags.DEFINE_string('data_dir', None, 'Dataset tasks: the folder holding '
                     'JSON to read instead of generating the data.')
 flags.DEFINE_string('embeddings', None, 'Sent140: a GloVe-format text file '
                     'of word embeddings (else embeddings are trained).')
+flags.DEFINE_integer('num_clients', None, 'Dataset tasks that support it: '
+                     'use a seeded random subset of this many clients '
+                     '(quick runs on a CPU).')
 flags.DEFINE_float('train_fraction', None, 'Generated synthetic data: '
                    'share of each client\'s samples used for training '
                    '(default 0.9 as FedProx; FedISGD used 0.8).')
@@ -170,7 +173,8 @@ def main(argv):
                 'replace them or choose another --output_dir')
 
   try:
-    options = {'embeddings': FLAGS.embeddings} if FLAGS.embeddings else {}
+    options = {name: FLAGS[name].value for name in ('embeddings', 'num_clients')
+               if FLAGS[name].value is not None}
     task = tasks.load_task(config.task, seed=config.data_seed,
                            data_dir=config.data_dir,
                            train_fraction=config.train_fraction, **options)

@@ -1,0 +1,312 @@
+"""Sent140: tweet sentiment, one client per Twitter user (FedProx §5.1, LEAF).
+
+`sent140` reads, from `<data_dir>/sent140/`, the first source that exists
+(or the one named by the option `source=`):
+
+1. `leaf`: full LEAF output, `sent140/train/*.json` + `sent140/test/*.json`
+   (x = [id, date, query, user, text, source], y = 0/1); used as split.
+2. `csv`: the raw Sentiment140 training CSV,
+   `sent140/training.1600000.processed.noemoticon.csv` (six columns
+   polarity,id,date,query,user,text, no header, ISO-8859-1). Polarity 0 → 0,
+   4 → 1; neutral (2) tweets are dropped. Tweets are grouped by user, users
+   with fewer than `min_tweets` (default 3, LEAF's keep_3) are dropped and
+   each user's tweets are split as LEAF does: a random (seeded)
+   max(1, int(0.9 n)) train, the rest test.
+3. `leaf_sample`: the shared data's `sent140/leaf_test_sample.json`, ONE
+   LEAF test split (7,086 users, 8,692 tweets; its train split is not
+   available offline). It is re-split per user like the CSV, with
+   `min_tweets` default 2 (906 users have >= 2 tweets): a partial stand-in,
+   not LEAF/FedProx Sent140.
+
+Any CSV path can also be given with `csv_path=` (six columns, or the shared
+`training_sample_3000.csv`'s seven with a leading pandas index, whose first
+line is skipped; a header line whose polarity is not a number is skipped).
+
+Text → 25 ids: lower-case, LEAF's `split_line` regex ([\\w']+ or one of
+.,!?;), pad id 0, unknown id 1, words from 2. The vocabulary is the training
+words seen at least twice (at most 10,000, by frequency), or with
+`embeddings=PATH` (a GloVe text file: "word v1 ... vd" lines) the words of
+the GloVe file that occur in the data's tweets (train or test: frozen
+pretrained vectors, equivalent to using the whole GloVe vocabulary), whose
+vectors become the frozen embedding (pad and unknown rows are 0).
+
+Model: `text_models.sent140_lstm` (2 × LSTM(256), 2 logits).
+"""
+
+import collections
+import csv
+import functools
+import glob
+import io
+import os
+import re
+
+import numpy as np
+
+import tasks
+from tasks import base
+from tasks import leaf
+from tasks import text_models
+
+SEQUENCE_LENGTH = 25
+PAD, UNK = 0, 1
+EMBEDDING_DIM = 100      # trainable embedding without GloVe
+MAX_VOCAB = 10_000
+MIN_COUNT = 2
+TRAIN_FRACTION = 0.9
+RAW_CSV = 'training.1600000.processed.noemoticon.csv'
+LEAF_SAMPLE = 'leaf_test_sample.json'
+SOURCES = ('leaf', 'csv', 'leaf_sample')
+_WORDS = re.compile(r"[\w']+|[.,!?;]")
+
+HELP = (
+    'Sent140 needs one of, under {root}: (1) LEAF output train/*.json and '
+    'test/*.json (LEAF data/sent140, ./preprocess.sh; '
+    'https://github.com/TalwalkarLab/leaf); (2) {raw} (Sentiment140 '
+    'training set, http://help.sentiment140.com/for-students, '
+    'trainingandtestdata.zip); (3) {sample} (a LEAF Sent140 test split, as '
+    'in the shared data). Nothing is downloaded.')
+
+
+def split_line(text):
+  """LEAF's tokenizer, lower-cased: words (with ') and . , ! ? ;."""
+  return _WORDS.findall(text.lower())
+
+
+# ------------------------------------------------------------------ readers
+def _fingerprint(path):
+  stat = os.stat(path)
+  return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def read_csv(path):
+  """{user: [(text, label)]} from a Sentiment140 CSV; neutral dropped."""
+  try:
+    with open(path, 'rb') as f:
+      raw = f.read()
+  except OSError as e:
+    raise tasks.DataError(f'{path}: cannot read ({e})') from None
+  try:
+    text = raw.decode('utf-8')
+  except UnicodeDecodeError:
+    text = raw.decode('latin-1')  # The official file is ISO-8859-1.
+  rows = list(csv.reader(io.StringIO(text, newline='')))
+  by_user = collections.OrderedDict()
+  for number, row in enumerate(rows, 1):
+    if not row:
+      continue
+    if len(row) == 7:  # A pandas to_csv copy: a leading index column.
+      if number == 1 and row[0] == '':
+        continue  # pandas' header line (really a tweet): skip, as README.
+      row = row[1:]
+    if len(row) != 6:
+      raise tasks.DataError(
+          f'{path}:{number}: {len(row)} fields, expected 6 '
+          '(polarity,id,date,query,user,text); truncated or corrupt file?')
+    polarity = row[0].strip()
+    if number == 1 and not polarity.lstrip('-').isdigit():
+      continue  # A header line.
+    if polarity not in ('0', '2', '4'):
+      raise tasks.DataError(f'{path}:{number}: polarity {polarity!r} is not '
+                            '0, 2 or 4')
+    if polarity == '2':
+      continue
+    by_user.setdefault(row[4], []).append((row[5], int(polarity == '4')))
+  if not by_user:
+    raise tasks.DataError(f'{path}: no tweets')
+  if text and not text.endswith('\n') and rows and len(rows[-1]) not in (6, 7):
+    raise tasks.DataError(f'{path}: last line is cut off')
+  return by_user
+
+
+def _leaf_tweets(path_or_split):
+  """{user: [(text, label)]} from LEAF data {user: (x, y)}."""
+  result = collections.OrderedDict()
+  for user, (xs, ys) in path_or_split.items():
+    tweets = []
+    for x, y in zip(xs, ys):
+      if not isinstance(x, list) or len(x) < 5 or y not in (0, 1):
+        raise tasks.DataError(f'user {user!r}: LEAF Sent140 x must be '
+                              '[id, date, query, user, text, ...], y 0/1')
+      tweets.append((x[4], int(y)))
+    result[user] = tweets
+  return result
+
+
+def split_users(by_user, min_tweets, seed=0, train_fraction=TRAIN_FRACTION):
+  """LEAF's per-user split: a random max(1, int(0.9 n)) train, rest test.
+
+  Random (seeded), not by position: Sentiment140 lists all negative tweets
+  before all positive ones, so a positional split would skew test labels.
+  """
+  rng = np.random.default_rng([seed, 4])
+  train, test = collections.OrderedDict(), collections.OrderedDict()
+  for user, tweets in by_user.items():
+    if len(tweets) < max(min_tweets, 2):
+      continue
+    cut = min(max(1, int(train_fraction * len(tweets))), len(tweets) - 1)
+    order = rng.permutation(len(tweets))
+    train[user] = [tweets[i] for i in sorted(order[:cut])]
+    test[user] = [tweets[i] for i in sorted(order[cut:])]
+  return train, test
+
+
+@functools.lru_cache(maxsize=4)
+def _read_source(source, fingerprint, min_tweets, seed=0):
+  path = fingerprint[0]
+  if source == 'leaf':
+    train = _leaf_tweets(leaf.read_leaf_split(os.path.join(path, 'train')))
+    test = _leaf_tweets(leaf.read_leaf_split(os.path.join(path, 'test')))
+    if set(train) != set(test):
+      raise tasks.DataError(f'{path}: train and test hold different users')
+    return train, collections.OrderedDict((u, test[u]) for u in train)
+  if source == 'leaf_sample':
+    by_user = _leaf_tweets(leaf.read_leaf_file(path))
+  else:
+    by_user = read_csv(path)
+  train, test = split_users(by_user, min_tweets, seed)
+  if not train:
+    raise tasks.DataError(f'{path}: no user has {min_tweets} tweets')
+  return train, test
+
+
+def find_source(data_dir, source='auto', csv_path=None):
+  """(source, path) of the data to read; DataError naming what is expected."""
+  root = os.path.join(data_dir, 'sent140')
+  if csv_path:
+    if not os.path.isfile(csv_path):
+      raise tasks.DataError(f'no Sentiment140 CSV at {csv_path}')
+    return 'csv', csv_path
+  candidates = dict(
+      leaf=(root, glob.glob(os.path.join(root, 'train', '*.json')) and
+            glob.glob(os.path.join(root, 'test', '*.json'))),
+      csv=(os.path.join(root, RAW_CSV),
+           os.path.isfile(os.path.join(root, RAW_CSV))),
+      leaf_sample=(os.path.join(root, LEAF_SAMPLE),
+                   os.path.isfile(os.path.join(root, LEAF_SAMPLE))))
+  if source != 'auto':
+    if source not in SOURCES:
+      raise ValueError(f'source must be auto or one of {SOURCES}')
+    if not candidates[source][1]:
+      raise tasks.DataError(f'sent140 source {source!r}: nothing at '
+                            f'{candidates[source][0]}. ' +
+                            HELP.format(root=root, raw=RAW_CSV,
+                                        sample=LEAF_SAMPLE))
+    return source, candidates[source][0]
+  for name in SOURCES:
+    if candidates[name][1]:
+      return name, candidates[name][0]
+  raise tasks.DataError(HELP.format(root=root, raw=RAW_CSV,
+                                    sample=LEAF_SAMPLE))
+
+
+# --------------------------------------------------------------- vocabulary
+def read_glove(path, words=None):
+  """(word list, float32[n, d]) from a GloVe text file (only `words`)."""
+  if not os.path.isfile(path):
+    raise tasks.DataError(f'no GloVe embeddings file at {path} (a text file '
+                          'of "word v1 ... vd" lines, e.g. glove.6B.300d.txt '
+                          'from https://nlp.stanford.edu/projects/glove/)')
+  found, vectors, dim = [], [], None
+  with open(path, encoding='utf-8', errors='replace') as f:
+    for number, line in enumerate(f, 1):
+      parts = line.rstrip('\n').rstrip(' ').split(' ')
+      if len(parts) < 2:
+        if not line.strip():
+          continue
+        raise tasks.DataError(f'{path}:{number}: not "word v1 ... vd"')
+      if dim is None:
+        dim = len(parts) - 1
+      if len(parts) - 1 != dim:
+        raise tasks.DataError(f'{path}:{number}: {len(parts) - 1} values, '
+                              f'expected {dim} (truncated or corrupt file?)')
+      if words is not None and parts[0] not in words:
+        continue
+      try:
+        vectors.append(np.asarray(parts[1:], np.float32))
+      except ValueError:
+        raise tasks.DataError(f'{path}:{number}: non-numeric vector') from None
+      found.append(parts[0])
+  if dim is None:
+    raise tasks.DataError(f'{path}: empty GloVe file')
+  matrix = np.stack(vectors) if vectors else np.zeros((0, dim), np.float32)
+  return found, matrix
+
+
+def build_vocabulary(train, test, embeddings=None):
+  """(word → id, embedding matrix or None)."""
+  counts = collections.Counter(
+      w for tweets in train.values() for text, _ in tweets
+      for w in split_line(text))
+  if embeddings:
+    seen = set(counts) | {w for tweets in test.values() for text, _ in tweets
+                          for w in split_line(text)}
+    words, vectors = read_glove(embeddings, seen)
+    order = sorted(range(len(words)), key=lambda i: (-counts[words[i]], i))
+    words = [words[i] for i in order]
+    matrix = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32),
+                             vectors[order]])
+  else:
+    words = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1],
+                                                                  kv[0]))
+             if c >= MIN_COUNT][:MAX_VOCAB]
+    matrix = None
+  return {w: i + 2 for i, w in enumerate(words)}, matrix
+
+
+def encode(text, vocabulary):
+  ids = [vocabulary.get(w, UNK) for w in split_line(text)[:SEQUENCE_LENGTH]]
+  return ids + [PAD] * (SEQUENCE_LENGTH - len(ids))
+
+
+def to_examples(tweets, vocabulary):
+  return collections.OrderedDict(
+      x=np.asarray([encode(t, vocabulary) for t, _ in tweets], np.int32),
+      y=np.asarray([y for _, y in tweets], np.int32))
+
+
+# --------------------------------------------------------------------- task
+def load(data_dir, seed=0, embeddings=None, source='auto', csv_path=None,
+         min_tweets=None, num_clients=None):
+  """The Sent140 FederatedTask (see the module docstring)."""
+  source, path = find_source(data_dir, source, csv_path)
+  if min_tweets is None:
+    min_tweets = 2 if source == 'leaf_sample' else 3
+  train, test = _read_source(source, _fingerprint(path), min_tweets, seed)
+  if num_clients is not None:
+    if not 1 <= num_clients <= len(train):
+      raise ValueError(f'num_clients must be in 1..{len(train)}')
+    rng = np.random.default_rng([seed, 3])
+    users = [list(train)[k] for k in sorted(
+        rng.choice(len(train), num_clients, replace=False))]
+    train = collections.OrderedDict((u, train[u]) for u in users)
+    test = collections.OrderedDict((u, test[u]) for u in users)
+  vocabulary, matrix = build_vocabulary(train, test, embeddings)
+  vocab_size = len(vocabulary) + 2
+  model_fn = text_models.sent140_lstm(
+      vocab_size, SEQUENCE_LENGTH,
+      EMBEDDING_DIM if matrix is None else matrix.shape[1], matrix)
+  what = dict(
+      leaf='full LEAF Sent140 split',
+      csv=f'Sentiment140 CSV {os.path.basename(path)}, users with >= '
+          f'{min_tweets} tweets, LEAF 90/10 split per user',
+      leaf_sample=f'PARTIAL: one LEAF test split ({LEAF_SAMPLE}) re-split '
+                  f'90/10 per user, users with >= {min_tweets} tweets')[source]
+  subset = f', {len(train)}-user subset (seed {seed})' if num_clients else ''
+  embedding = (f'frozen GloVe {matrix.shape[1]}-d ({len(vocabulary)} words)'
+               if matrix is not None else
+               f'trainable {EMBEDDING_DIM}-d embedding '
+               f'({len(vocabulary)} words)')
+  task = base.FederatedTask(
+      name='sent140',
+      train=base.client_data_from_arrays(collections.OrderedDict(
+          (u, to_examples(t, vocabulary)) for u, t in train.items())),
+      test=base.client_data_from_arrays(collections.OrderedDict(
+          (u, to_examples(t, vocabulary)) for u, t in test.items())),
+      model_fn=model_fn,
+      description=f'Sent140 ({what}{subset}); 2-layer LSTM(256), '
+                  f'{embedding}')
+  return task
+
+
+TASKS = {'sent140': load}

@@ -1,0 +1,348 @@
+"""Shakespeare next-character prediction (FedAvg §3; FedProx §5.1; LEAF).
+
+Tasks (each `loader(data_dir, seed, **options) -> FederatedTask`):
+
+* `shakespeare`: TFF's federated Shakespeare (715 roles, LEAF-derived), read
+  from `<data_dir>/tff/shakespeare.sqlite` (TFF's `SqlClientData` file; never
+  downloaded). Each client's train/test snippets become fixed 81-token
+  windows exactly as TFF's `simulation.baselines.shakespeare` preprocessing
+  does: bytes → TFF `CHAR_VOCAB` ids + 1 (pad 0, oov 87, bos 88, eos 89;
+  90 symbols), [bos] + snippet + [eos] padded with 0 to a multiple of 81,
+  cut into windows; x = window[:-1], y = window[1:] (int32[80] each).
+* `shakespeare_roles`: a LEAF-style split of the complete works
+  (`<data_dir>/shakespeare/pg100.txt.gz`): one client per speaking role
+  (play + character) with at least 2 lines; each role's first 80% of lines
+  (at least 1) is its training text and the rest its test text, each joined
+  with '\\n' and tokenized as above. Non-IID by role.
+* `shakespeare_roles_iid`: the same lines, shuffled (seeded) across the same
+  number of clients, balanced (FedAvg's IID Shakespeare).
+
+Options: `num_clients=N` keeps a seeded random subset of N clients (for
+short runs on a CPU), `seed` chooses it (and the IID shuffle).
+
+The model is `text_models.char_lstm(90)` (820,522 parameters).
+"""
+
+import collections
+import functools
+import gzip
+import os
+import re
+import sqlite3
+
+import numpy as np
+
+import tasks
+from tasks import base
+from tasks import text_models
+
+SEQUENCE_LENGTH = 80
+# TFF's vocabulary (tff.simulation.baselines.shakespeare, from TFF's text
+# generation tutorial); ids are index + 1, 0 being padding.
+CHAR_VOCAB = list(
+    'dhlptx@DHLPTX'
+    ' $(,048cgkoswCGKOSW[_#\'/37;?bfjnrvzBFJNRVZ"&*.26:\naeimquyAEIMQUY]!%)-159\r'
+)
+PAD = 0
+OOV = len(CHAR_VOCAB) + 1
+BOS = len(CHAR_VOCAB) + 2
+EOS = len(CHAR_VOCAB) + 3
+VOCAB_SIZE = len(CHAR_VOCAB) + 4   # 90: pad, 86 characters, oov, bos, eos.
+TRAIN_FRACTION = 0.8
+
+_BYTE_TO_ID = np.full(256, OOV, np.int32)
+for _i, _c in enumerate(CHAR_VOCAB):
+  _BYTE_TO_ID[ord(_c)] = _i + 1
+
+SQLITE_HELP = (
+    'expected {path}: TFF\'s federated Shakespeare SQLite file (what '
+    'tff.simulation.datasets.shakespeare.load_data caches, from '
+    'https://storage.googleapis.com/tff-datasets-public/shakespeare.sqlite.lzma'
+    ', unpacked), under <data_dir>/tff/. Nothing is downloaded.')
+PG100_HELP = (
+    'expected {path}: Project Gutenberg EBook #100, The Complete Works of '
+    'William Shakespeare (https://www.gutenberg.org/ebooks/100, gzipped '
+    'pg100.txt), under <data_dir>/shakespeare/. Nothing is downloaded.')
+
+
+def _fingerprint(path):
+  stat = os.stat(path)
+  return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+# -------------------------------------------------------------- tokenization
+def tokenize(snippet) -> np.ndarray:
+  """int32[n, 81] windows of one snippet (str or UTF-8 bytes), as TFF does."""
+  if isinstance(snippet, str):
+    snippet = snippet.encode('utf-8')
+  ids = _BYTE_TO_ID[np.frombuffer(snippet, np.uint8)]
+  tokens = np.concatenate([[BOS], ids, [EOS]]).astype(np.int32)
+  pad = (-len(tokens)) % (SEQUENCE_LENGTH + 1)
+  tokens = np.concatenate([tokens, np.zeros(pad, np.int32)])
+  return tokens.reshape(-1, SEQUENCE_LENGTH + 1)
+
+
+def to_examples(snippets):
+  """OrderedDict(x=int32[n, 80], y=int32[n, 80]) from a list of snippets."""
+  windows = np.concatenate([tokenize(s) for s in snippets]) if snippets else (
+      np.zeros((0, SEQUENCE_LENGTH + 1), np.int32))
+  return collections.OrderedDict(x=windows[:, :-1].copy(),
+                                 y=windows[:, 1:].copy())
+
+
+def detokenize(ids) -> str:
+  """Readable text of token ids (pad dropped; oov/bos/eos as ¤ ^ $)."""
+  special = {OOV: '¤', BOS: '^', EOS: '$'}
+  return ''.join(special.get(int(i), CHAR_VOCAB[int(i) - 1] if 0 < i <= len(
+      CHAR_VOCAB) else '') for i in ids if i != PAD)
+
+
+# ---------------------------------------------------------- TFF SQLite file
+@functools.lru_cache(maxsize=4)
+def _read_sqlite(fingerprint):
+  """{split: {client: [snippet bytes]}} from TFF's SQLite, validated."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  path = fingerprint[0]
+  splits = {'train': collections.OrderedDict(),
+            'test': collections.OrderedDict()}
+  try:
+    with sqlite3.connect(f'file:{path}?mode=ro', uri=True) as db:
+      metadata = db.execute(
+          'SELECT client_id, split_name, num_examples FROM client_metadata '
+          'ORDER BY client_id').fetchall()
+      rows = db.execute(
+          'SELECT split_name, client_id, serialized_example_proto '
+          'FROM examples ORDER BY rowid').fetchall()
+    db.close()
+  except sqlite3.Error as e:
+    raise tasks.DataError(
+        f'{path}: not a readable TFF Shakespeare SQLite file ({e}); '
+        'is it truncated or corrupt?') from None
+  for split_name, client_id, proto in rows:
+    if split_name not in splits:
+      raise tasks.DataError(f'{path}: unknown split {split_name!r}')
+    try:
+      example = tf.train.Example.FromString(proto)
+      snippet = example.features.feature['snippets'].bytes_list.value[0]
+    except Exception as e:  # pylint: disable=broad-except
+      raise tasks.DataError(f'{path}: client {client_id!r} has an example '
+                            f'that is not a snippets proto ({e})') from None
+    splits[split_name].setdefault(client_id, []).append(snippet)
+  expected = {(c, s): n for c, s, n in metadata}
+  actual = {(c, s): len(v) for s, d in splits.items() for c, v in d.items()}
+  if expected != actual or not expected:
+    missing = sorted(set(expected.items()) - set(actual.items()))[:3]
+    raise tasks.DataError(
+        f'{path}: examples do not match client_metadata (e.g. '
+        f'{missing or sorted(set(actual.items()) - set(expected.items()))[:3]}'
+        '); the file is truncated or corrupt')
+  for split_name in splits:
+    splits[split_name] = collections.OrderedDict(
+        sorted(splits[split_name].items()))
+  if list(splits['train']) != list(splits['test']):
+    raise tasks.DataError(f'{path}: train and test hold different clients')
+  return splits
+
+
+def read_tff_shakespeare(data_dir):
+  """(train, test) {client: [snippet bytes]} from <data_dir>/tff/.
+
+  Checks the file first, so TFF never tries to download it, then opens it
+  with `tff.simulation.datasets.shakespeare.load_data` (TFF's own reader) to
+  confirm TFF sees the same clients; the snippets are then read in bulk
+  with sqlite3 (the per-client TFF datasets take ~1.5 min for 715 clients;
+  tests check both give the same snippets).
+  """
+  cache_dir = os.path.join(data_dir, 'tff')
+  path = os.path.join(cache_dir, 'shakespeare.sqlite')
+  if not os.path.isfile(path):
+    raise tasks.DataError(SQLITE_HELP.format(path=path))
+  splits = _read_sqlite(_fingerprint(path))
+  try:
+    train, _ = tff_client_data(data_dir)
+    tff_ids = list(train.client_ids)
+  except Exception as e:  # pylint: disable=broad-except
+    raise tasks.DataError(f'{path}: TFF cannot read it ({e})') from None
+  if sorted(tff_ids) != list(splits['train']):
+    raise tasks.DataError(f'{path}: TFF lists different clients')
+  return splits['train'], splits['test']
+
+
+def tff_client_data(data_dir):
+  """TFF's (train, test) ClientData of snippets; the file must exist."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  cache_dir = os.path.join(data_dir, 'tff')
+  path = os.path.join(cache_dir, 'shakespeare.sqlite')
+  if not os.path.isfile(path):
+    raise tasks.DataError(SQLITE_HELP.format(path=path))
+  return tff.simulation.datasets.shakespeare.load_data(cache_dir=cache_dir)
+
+
+# ------------------------------------------------------------- pg100 roles
+_TITLE_MARK = 'by William Shakespeare'
+_LICENSE = re.compile(r'<<THIS ELECTRONIC VERSION.*?>>', re.S)
+# A speech starts with an indented capitalised name and '.': "  KING. Text".
+# The Comedy of Errors is not indented ("DUKE. Text", continuation "  Text").
+_NAME = r"([A-Z][A-Za-z'&-]*(?: [A-Za-z'&-]+)*)"
+_SPEAKER = re.compile(r'^  ' + _NAME + r'\. (.*)$')
+_CONTINUATION = re.compile(r'^    (\S.*)$')
+_COE_SPEAKER = re.compile(r'^' + _NAME + r'\. (.*)$')
+_COE_CONTINUATION = re.compile(r'^  (\S.*)$')
+_NOT_ROLES = re.compile(r'^(ACT|SCENE|EPILOGUE|PROLOGUE|THE END)\b')
+
+
+def parse_plays(text):
+  """[(title, {role: [lines]})] from the complete works' text.
+
+  Works start at the line before "by William Shakespeare" (the title);
+  speech lines follow LEAF's rules (indented capitalised name + '.', then
+  more-indented continuation lines); a blank or unmatched line ends a speech.
+  Names are upper-cased (LEAF's fix for SIR Toby / SIR TOBY). Works with no
+  speakers (the sonnets, the poems) give no roles.
+  """
+  text = _LICENSE.sub('', text.replace('\r\n', '\n').replace('\r', '\n'))
+  end = text.find('End of the Project Gutenberg EBook')
+  if end >= 0:
+    text = text[:end]
+  lines = text.split('\n')
+  plays, current, speaker, coe = [], None, None, False
+  for i, line in enumerate(lines):
+    if line.strip() == _TITLE_MARK:
+      title = next((lines[j].strip() for j in range(i - 1, max(i - 8, -1), -1)
+                    if lines[j].strip()), '')
+      if not title:
+        raise tasks.DataError(f'pg100: no title above line {i + 1}')
+      current = collections.OrderedDict()
+      plays.append((title, current))
+      coe = title == 'THE COMEDY OF ERRORS'
+      speaker = None
+      continue
+    if current is None:
+      continue
+    match = (_COE_SPEAKER if coe else _SPEAKER).match(line)
+    if match and not _NOT_ROLES.match(match.group(1)):
+      speaker = match.group(1).upper()
+      current.setdefault(speaker, []).append(match.group(2).strip())
+      continue
+    match = (_COE_CONTINUATION if coe else _CONTINUATION).match(line)
+    if speaker and match:
+      current[speaker].append(match.group(1).strip())
+      continue
+    speaker = None
+  return [(title, roles) for title, roles in plays if roles]
+
+
+def _client_name(title, role):
+  return re.sub(r'[^A-Za-z0-9]+', '_', f'{title}_{role}').strip('_')
+
+
+@functools.lru_cache(maxsize=4)
+def _read_roles(fingerprint):
+  """{client: [lines]} of roles with >= 2 lines, from pg100.txt.gz."""
+  path = fingerprint[0]
+  try:
+    with gzip.open(path, 'rt', encoding='utf-8-sig') as f:
+      text = f.read()
+  except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
+    raise tasks.DataError(f'{path}: not a readable gzipped text file ({e}); '
+                          'is it truncated or corrupt?') from None
+  if 'End of the Project Gutenberg EBook' not in text and (
+      'End of The Project Gutenberg' not in text):
+    raise tasks.DataError(
+        f'{path}: no "End of the Project Gutenberg EBook" line; the text is '
+        'truncated')
+  roles = collections.OrderedDict()
+  for title, by_role in parse_plays(text):
+    for role, lines in by_role.items():
+      if len(lines) >= 2:
+        roles[_client_name(title, role)] = lines
+  if not roles:
+    raise tasks.DataError(f'{path}: no speaking roles found')
+  return roles
+
+
+def read_roles(data_dir):
+  path = os.path.join(data_dir, 'shakespeare', 'pg100.txt.gz')
+  if not os.path.isfile(path):
+    raise tasks.DataError(PG100_HELP.format(path=path))
+  return _read_roles(_fingerprint(path))
+
+
+def split_roles(roles, iid=False, seed=0, train_fraction=TRAIN_FRACTION):
+  """(train, test) {client: [text]}: per role, first 80% of lines train.
+
+  With `iid`, all train lines (and all test lines) are shuffled and dealt
+  evenly to as many clients as there are roles.
+  """
+  train, test = collections.OrderedDict(), collections.OrderedDict()
+  for client, lines in roles.items():
+    cut = min(max(1, int(train_fraction * len(lines))), len(lines) - 1)
+    train[client], test[client] = lines[:cut], lines[cut:]
+  if iid:
+    rng = np.random.default_rng([seed, 2])
+    names = [f'iid_{k:04d}' for k in range(len(roles))]
+    dealt = []
+    for split in (train, test):
+      pool = [line for lines in split.values() for line in lines]
+      order = rng.permutation(len(pool))
+      dealt.append(collections.OrderedDict(
+          (name, [pool[j] for j in part])
+          for name, part in zip(names, np.array_split(order, len(names)))))
+    train, test = dealt
+  join = lambda split: collections.OrderedDict(
+      (c, ['\n'.join(lines)]) for c, lines in split.items())
+  return join(train), join(test)
+
+
+# ------------------------------------------------------------------- tasks
+def _subset(train, test, num_clients, seed):
+  if num_clients is None:
+    return train, test
+  if not 1 <= num_clients <= len(train):
+    raise ValueError(f'num_clients must be in 1..{len(train)}')
+  rng = np.random.default_rng([seed, 3])
+  keep = sorted(rng.choice(len(train), num_clients, replace=False))
+  names = [list(train)[k] for k in keep]
+  return (collections.OrderedDict((c, train[c]) for c in names),
+          collections.OrderedDict((c, test[c]) for c in names))
+
+
+def build_task(name, train_snippets, test_snippets, description):
+  """A FederatedTask from {client: [snippets]} train/test dicts."""
+  train = collections.OrderedDict(
+      (c, to_examples(s)) for c, s in train_snippets.items())
+  test = collections.OrderedDict(
+      (c, to_examples(s)) for c, s in test_snippets.items())
+  return base.FederatedTask(
+      name=name, train=base.client_data_from_arrays(train),
+      test=base.client_data_from_arrays(test),
+      model_fn=text_models.char_lstm(VOCAB_SIZE, SEQUENCE_LENGTH, PAD),
+      description=description)
+
+
+def load_shakespeare(data_dir, seed=0, num_clients=None):
+  train, test = read_tff_shakespeare(data_dir)
+  train, test = _subset(train, test, num_clients, seed)
+  subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
+  return build_task(
+      'shakespeare', train, test,
+      'TFF federated Shakespeare (715 roles; snippets → 80-char sequences, '
+      f'TFF vocabulary){subset}; char-LSTM, next-character prediction')
+
+
+def load_roles(data_dir, seed=0, num_clients=None, iid=False):
+  train, test = split_roles(read_roles(data_dir), iid=iid, seed=seed)
+  train, test = _subset(train, test, num_clients, seed)
+  subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
+  kind = 'IID: lines shuffled across' if iid else 'one client per'
+  return build_task(
+      'shakespeare_roles_iid' if iid else 'shakespeare_roles', train, test,
+      f'LEAF-style Shakespeare from pg100 ({kind} speaking role with >= 2 '
+      f'lines, 80/20 lines per role){subset}; char-LSTM')
+
+
+TASKS = {
+    'shakespeare': load_shakespeare,
+    'shakespeare_roles': load_roles,
+    'shakespeare_roles_iid': functools.partial(load_roles, iid=True),
+}

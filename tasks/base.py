@@ -41,9 +41,10 @@ def client_arrays(client_data):
   result = []
   for client_id in client_data.client_ids:
     dataset = client_data.create_tf_dataset_for_client(client_id)
-    rows = list(dataset.batch(1 << 30).as_numpy_iterator())
-    if not rows:
+    # Bounded batches: one huge batch hangs on TFF's SQL-backed datasets.
+    batches = list(dataset.batch(4096).as_numpy_iterator())
+    if not batches:
       raise DataError(f'client {client_id!r} has no examples')
     result.append(collections.OrderedDict(
-        (k, np.asarray(v)) for k, v in rows[0].items()))
+        (k, np.concatenate([b[k] for b in batches])) for k in batches[0]))
   return result

@@ -36,6 +36,27 @@ def client_data_from_arrays(arrays_by_client):
       list(arrays_by_client), dataset_fn)
 
 
+def split_devices(x, y, devices, train_fraction, rng, client_id):
+  """FedProx-style per-device split of index lists into train/test dicts.
+
+  Each device's indices are shuffled with `rng` (in device order); the first
+  ⌊train_fraction·n⌋ are training data. Raises DataError for a device too
+  small to have both.
+  """
+  train, test = collections.OrderedDict(), collections.OrderedDict()
+  for u, idx in enumerate(devices):
+    idx = rng.permutation(idx)
+    cut = int(train_fraction * len(idx))
+    if cut == 0 or cut == len(idx):
+      raise DataError(f'device {client_id(u)} has {len(idx)} examples, too '
+                      'few for a train/test split')
+    train[client_id(u)] = collections.OrderedDict(x=x[idx[:cut]],
+                                                  y=y[idx[:cut]])
+    test[client_id(u)] = collections.OrderedDict(x=x[idx[cut:]],
+                                                 y=y[idx[cut:]])
+  return train, test
+
+
 def client_arrays(client_data):
   """Each client's whole dataset as numpy arrays, in `client_ids` order."""
   result = []

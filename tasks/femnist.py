@@ -203,17 +203,8 @@ def load_fedprox(data_dir, seed, name='femnist_fedprox',
   x, y = _float(np.concatenate(xs), True), np.concatenate(ys).astype(np.int32)
   rng = np.random.default_rng(seed)
   devices = fedprox_split(y, num_devices, rng)
-  train, test = collections.OrderedDict(), collections.OrderedDict()
-  for u, idx in enumerate(devices):
-    idx = rng.permutation(idx)
-    cut = int(FEDPROX_TRAIN_FRACTION * len(idx))
-    if cut == 0 or cut == len(idx):
-      raise tasks.DataError(f'{name}: device {u} has {len(idx)} images, too '
-                            'few for a train/test split')
-    train[f'f_{u:05d}'] = collections.OrderedDict(x=x[idx[:cut]],
-                                                  y=y[idx[:cut]])
-    test[f'f_{u:05d}'] = collections.OrderedDict(x=x[idx[cut:]],
-                                                 y=y[idx[cut:]])
+  train, test = base.split_devices(x, y, devices, FEDPROX_TRAIN_FRACTION,
+                                   rng, lambda u: f'f_{u:05d}')
   total = sum(len(d) for d in devices)
   return image_models.Splits(
       name=name,

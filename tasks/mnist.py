@@ -35,6 +35,7 @@ import zlib
 import numpy as np
 
 import tasks
+from tasks import base
 from tasks import image_models
 
 FILES = collections.OrderedDict(
@@ -196,14 +197,8 @@ def powerlaw_task(name, data_dir, seed):
   y = np.concatenate([train_y, test_y]).astype(np.int32)
   rng = np.random.default_rng(seed)
   devices = powerlaw_split(y, FEDPROX_DEVICES, rng)
-  train, test = collections.OrderedDict(), collections.OrderedDict()
-  for u, idx in enumerate(devices):
-    idx = rng.permutation(idx)
-    cut = int(FEDPROX_TRAIN_FRACTION * len(idx))
-    train[_client_id(u)] = collections.OrderedDict(x=x[idx[:cut]],
-                                                   y=y[idx[:cut]])
-    test[_client_id(u)] = collections.OrderedDict(x=x[idx[cut:]],
-                                                  y=y[idx[cut:]])
+  train, test = base.split_devices(x, y, devices, FEDPROX_TRAIN_FRACTION,
+                                   rng, _client_id)
   total = sum(len(d) for d in devices)
   return image_models.Splits(
       name=name,

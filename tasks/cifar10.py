@@ -197,13 +197,9 @@ def splits(data_dir, seed, name='cifar10', num_clients=NUM_CLIENTS):
           f'(24×24 crops), {image_models.CIFAR_CNN_PARAMS:,} parameters'))
 
 
-def load_splits(data_dir, seed, name='cifar10', num_clients=NUM_CLIENTS):
-  return splits(data_dir, seed, name, num_clients)
-
-
 def load(data_dir, seed, name='cifar10', num_clients=NUM_CLIENTS):
   return image_models.as_task(splits(data_dir, seed, name, num_clients))
 
 
-SPLITS = collections.OrderedDict(cifar10=load_splits)
+SPLITS = collections.OrderedDict(cifar10=splits)
 TASKS = collections.OrderedDict(cifar10=load)

@@ -7,9 +7,18 @@
 Flags can also come from a file: --flagfile=configs/fedprox/synthetic_1_1.flags
 (flags given after it on the command line override the file). Invalid flag
 values give one line on stderr and exit code 2, and write nothing.
+
+The program state is checkpointed every --checkpoint_every rounds: the same
+command on the same --output_dir continues an interrupted run (--resume says
+so explicitly), leaves a finished one alone, and refuses one with another
+config unless --overwrite. A flag file with --variant/--sweep flags runs a
+whole sweep and writes summary.md/summary.csv (see tff_algos/sweep.py):
+
+  python run_experiment.py --flagfile=configs/fedprox/fig1_synthetic_1_1.flags
 """
 
 import dataclasses
+import json
 import os
 import sys
 
@@ -25,6 +34,7 @@ import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import config as config_lib  # pylint: disable=g-import-not-at-top
 from tff_algos import experiment  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+from tff_algos import sweep  # pylint: disable=g-import-not-at-top
 
 _DEFAULTS = config_lib.Config()
 FLAGS = flags.FLAGS
@@ -96,6 +106,25 @@ flags.DEFINE_string('output_dir', None, 'Where metrics.csv, config.json and '
 flags.DEFINE_bool('overwrite', False, 'Replace the results in an existing '
                   '--output_dir.')
 flags.DEFINE_bool('progress', True, 'Show a progress bar on stderr.')
+flags.DEFINE_string('workers', '', 'Spread the client work over remote TFF '
+                    'workers, host:port,... (python -m tff_algos.worker; '
+                    'README "Remote workers": their protocol is '
+                    'unauthenticated). Empty: the local runtime only.')
+flags.DEFINE_integer('checkpoint_every', 10, 'Save the program state every N '
+                     'rounds (and after the last) under OUTPUT_DIR/'
+                     'checkpoints; a re-run on the same --output_dir resumes.')
+flags.DEFINE_bool('resume', False, 'Continue the unfinished run in '
+                  '--output_dir (an error if there is none; the same command '
+                  'without --resume also continues it).')
+flags.DEFINE_float('target_accuracy', None, 'Report the rounds to reach this '
+                   'test accuracy (FedAvg §3), e.g. 0.99.')
+flags.DEFINE_multi_string('variant', [], 'A sweep: one run per variant, '
+                          '"NAME: --flag=value ..." (see tff_algos/sweep.py).')
+flags.DEFINE_list('only', [], 'A sweep: run only these variants (names).')
+flags.DEFINE_bool('dry_run', False, 'Validate the flags and print the run\'s '
+                  'config (a sweep: its runs\' folders and flags); run nothing.')
+flags.DEFINE_multi_string('sweep', [], 'A sweep: run every variant for each '
+                          'value, "FLAG=V1,V2,..." (repeatable: cartesian).')
 
 
 def usage_error(message):
@@ -154,23 +183,93 @@ def fresh_output_dir(config):
   return candidate
 
 
-def main(argv):
-  logging.set_verbosity(logging.WARNING)
-  if len(argv) > 1:
-    usage_error(f'unexpected arguments: {" ".join(argv[1:])}')
+def checked_config():
+  """The Config of the flags, or a usage error (before any data is read)."""
   if not tasks.is_known(FLAGS.task):
     usage_error(f'unknown --task={FLAGS.task!r}; known: '
                 f'{", ".join(tasks.task_names())}')
+  if FLAGS.checkpoint_every < 1:
+    usage_error('--checkpoint_every must be >= 1')
+  try:
+    runtime.parse_workers(FLAGS.workers)
+  except ValueError as e:
+    usage_error(e)
+  if FLAGS.target_accuracy is not None and not 0 < FLAGS.target_accuracy <= 1:
+    usage_error(f'--target_accuracy must be in (0, 1], '
+                f'got {FLAGS.target_accuracy}')
   try:
     config = config_from_flags(num_clients=1)
     config.validate()
   except config_lib.ConfigError as e:
     usage_error(e)
+  return config
+
+
+def sweep_plan(argv0):
+  """(runs, shared flags) of a --variant/--sweep command line.
+
+  Every run's flags are parsed and validated first: a bad one is a usage
+  error before anything runs. Leaves FLAGS parsed as the last run's.
+  """
+  try:
+    runs = sweep.expand(FLAGS.variant, FLAGS.sweep, FLAGS.only)
+  except ValueError as e:
+    usage_error(e)
+  own = ('--variant', '--sweep', '--only', '--output_dir')
+  common = [a for a in _ARGV if a.split('=')[0] not in own]
+  if any(a in own for a in common):
+    usage_error('write sweep flags as --flag=value')
+  for run in runs:
+    FLAGS.unparse_flags()
+    parse_flags([argv0, *common, *run.args])
+    if FLAGS.variant or FLAGS.sweep:
+      usage_error(f'variant {run.variant}: --variant/--sweep inside a variant')
+    checked_config()
+  return runs, common
+
+
+def run_sweep(argv0):
+  """--variant/--sweep: every run in its own process, then the summary."""
+  if FLAGS.resume or FLAGS.overwrite:
+    usage_error('a sweep resumes by itself; give --resume/--overwrite to '
+                'single runs only')
+  output_dir = FLAGS.output_dir or os.path.join(
+      'runs', _FLAGFILES[-1] if _FLAGFILES else 'sweep')
+  target, dry_run = FLAGS.target_accuracy, FLAGS.dry_run
+  runs, common = sweep_plan(argv0)
+  if dry_run:
+    for run in runs:
+      print(os.path.join(output_dir, run.name), *run.args)
+    return
+  os.makedirs(output_dir, exist_ok=True)
+  codes = sweep.run_all(runs, common, output_dir, argv0)
+  rows = sweep.table(runs, output_dir, target)
+  print('\n'.join(sweep.write_summary(rows, output_dir, target)))
+  sweep.plot_runs(runs, output_dir, target)
+  failed = [f'{name} (exit {code})' for name, code in codes.items() if code]
+  if failed or len(codes) < len(runs):
+    print(f'run_experiment.py: {len(runs) - len(codes) + len(failed)} of '
+          f'{len(runs)} runs did not finish: {", ".join(failed)}',
+          file=sys.stderr)
+    sys.exit(1)
+
+
+def main(argv):
+  logging.set_verbosity(logging.WARNING)
+  if len(argv) > 1:
+    usage_error(f'unexpected arguments: {" ".join(argv[1:])}')
+  if FLAGS.variant or FLAGS.sweep:
+    return run_sweep(argv[0])
+  if FLAGS.only:
+    usage_error('--only selects variants of a sweep (--variant flags)')
+  config = checked_config()
+  if FLAGS.dry_run:
+    print(json.dumps(dataclasses.asdict(config), indent=2))
+    return
+  if FLAGS.resume and (FLAGS.overwrite or not FLAGS.output_dir):
+    usage_error('--resume needs the --output_dir of the run, and no '
+                '--overwrite')
   output_dir = FLAGS.output_dir or fresh_output_dir(config)
-  if os.path.exists(os.path.join(output_dir, 'metrics.csv')) and (
-      not FLAGS.overwrite):
-    usage_error(f'{output_dir} already holds results; pass --overwrite to '
-                'replace them or choose another --output_dir')
 
   try:
     options = {name: FLAGS[name].value for name in ('embeddings', 'num_clients')
@@ -182,14 +281,29 @@ def main(argv):
       config = dataclasses.replace(config, clients_per_round=config_from_flags(
           len(task.client_ids)).clients_per_round)
     config.validate(num_clients=len(task.client_ids))
-    runtime.start()
+    if FLAGS.overwrite:
+      experiment.remove_outputs(output_dir)
+    status = experiment.output_dir_status(output_dir, config)
+    if FLAGS.resume and status == 'new':
+      usage_error(f'--resume: {output_dir} holds no run to resume')
+    if status == 'finished':
+      print(f'{output_dir} already holds this finished run (--overwrite '
+            'runs it again)', file=sys.stderr)
+      print(open(os.path.join(output_dir, experiment.SUMMARY_FILE)).read())
+      return
+    runtime.start(workers=FLAGS.workers)
     print(f'{config.algo} on {task.description}: {len(task.client_ids)} '
           f'clients, K={config.clients_per_round}, E={config.epochs}, '
-          f'B={config.batch_size}, {config.rounds} rounds → {output_dir}',
-          file=sys.stderr)
-    experiment.run(config, task, output_dir, show_progress=FLAGS.progress)
+          f'B={config.batch_size}, {config.rounds} rounds → {output_dir}' +
+          (' (resuming)' if status == 'resume' else ''), file=sys.stderr)
+    experiment.run(config, task, output_dir, show_progress=FLAGS.progress,
+                   checkpoint_every=FLAGS.checkpoint_every,
+                   target_accuracy=FLAGS.target_accuracy)
   except (config_lib.ConfigError, tasks.DataError) as e:
     usage_error(e)
+  except runtime.WorkerError as e:
+    print(f'run_experiment.py: stopped: {e}', file=sys.stderr)
+    sys.exit(1)
   except experiment.NonFiniteLoss as e:
     print(f'run_experiment.py: stopped: {e}', file=sys.stderr)
     sys.exit(1)
@@ -198,9 +312,18 @@ def main(argv):
   print(open(os.path.join(output_dir, 'summary.json')).read())
 
 
+_ARGV = []  # The command line's flags, --flagfile expanded (for sweeps),
+_FLAGFILES = []  # and the names of its flag files (without .flags).
+
+
 def parse_flags(argv):
   """absl's parser, but a bad flag is one line on stderr and exit code 2."""
   try:
+    if not _ARGV:
+      _ARGV.extend(FLAGS.read_flags_from_files(argv[1:], force_gnu=False))
+      _FLAGFILES.extend(
+          os.path.splitext(os.path.basename(a.split('=', 1)[1]))[0]
+          for a in argv[1:] if a.startswith('--flagfile='))
     return FLAGS(argv)
   except flags.Error as e:
     usage_error(e)

@@ -1,16 +1,29 @@
-"""Local-SGD throughput: ours vs TFF's built-in FedProx vs a fused TF loop.
+"""Local-SGD throughput: ours vs TFF's built-in algorithm vs a fused TF loop.
 
-  .venv/bin/python benchmarks/throughput.py --workload=synthetic_mlr [--json PATH]
+  .venv/bin/python benchmarks/throughput.py --workload=NAME [--json PATH]
+      [--data_dir DIR] [--rounds N] [--warmup N]
+
+Workloads (WORKLOADS below): `synthetic_mlr` (FedProx Synthetic(1,1), μ = 1,
+MLR), `mnist_cnn` (FedAvg, MNIST IID 100 × 600, CNN) and `shakespeare_lstm`
+(FedAvg, TFF's federated Shakespeare, char-LSTM); the dataset workloads read
+--data_dir (default: as run_experiment.py, $TFF_DATA_DIR else ~/.tff).
 
 In ONE process, the same rounds (same clients, minibatches and μ) are run
-  1. ours: tff_algos.build_fed_prox through the TFF runtime;
-  2. TFF's tff.learning.algorithms.build_weighted_fed_prox on tf.data
-     datasets holding exactly the same minibatches;
-  3. fused: the same proximal SGD steps as one plain tf.function per client,
+  1. ours: tff_algos.build_fed_prox (μ > 0) or build_fed_avg (μ = 0) through
+     the TFF runtime;
+  2. TFF's tff.learning.algorithms.build_weighted_fed_prox (μ > 0) or
+     build_weighted_fed_avg (μ = 0) on tf.data datasets holding exactly the
+     same minibatches;
+  3. fused: the same (proximal) SGD steps as one plain tf.function per client,
      no federated runtime (the practical limit of this machine).
-Each reports local SGD steps per second and seconds per round (median over
---rounds measured rounds after --warmup rounds). The last line gives the
-ratios ours/TFF-built-in and ours/fused.
+The three run round by round in turn (so that load from other processes hits
+all three alike). Each reports local SGD steps per second and seconds per
+round (median over --rounds measured rounds after --warmup rounds), and the
+same per CPU second of this process plus the TFF worker (CPU time is less
+skewed than wall time by other processes on the machine; wall time is the
+figure that counts). The last line gives the ratios ours/TFF-built-in and
+ours/fused (then the same per CPU second). --clients_per_round and --epochs
+shrink a workload for quick checks (the test suite uses them).
 """
 
 import collections
@@ -31,13 +44,20 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import composition  # pylint: disable=g-import-not-at-top
 from tff_algos import experiment  # pylint: disable=g-import-not-at-top
+from tff_algos import fedavg  # pylint: disable=g-import-not-at-top
 from tff_algos import fedprox  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top
 from tff_algos.sampling import ClientSampler  # pylint: disable=g-import-not-at-top
 
-# name: (task, clients per round K, epochs E, batch size B, client lr, μ)
+Workload = collections.namedtuple(
+    'Workload', 'task clients_per_round epochs batch_size client_lr mu')
 WORKLOADS = {
-    'synthetic_mlr': ('synthetic_1_1', 10, 20, 10, 0.01, 1.0),
+    # FedProx Synthetic(1,1) (Li et al. 2020): K=10, E=20, B=10, lr 0.01, μ=1.
+    'synthetic_mlr': Workload('synthetic_1_1', 10, 20, 10, 0.01, 1.0),
+    # FedAvg CNN on MNIST IID (McMahan et al. 2017): K=10 (C=0.1), E=5, B=10.
+    'mnist_cnn': Workload('mnist_iid_cnn', 10, 5, 10, 0.05, 0.0),
+    # FedAvg char-LSTM on TFF's Shakespeare: K=10, E=1, B=10.
+    'shakespeare_lstm': Workload('shakespeare', 10, 1, 10, 1.0, 0.0),
 }
 
 FLAGS = flags.FLAGS
@@ -46,6 +66,10 @@ flags.DEFINE_integer('rounds', 5, 'Measured rounds.')
 flags.DEFINE_integer('warmup', 2, 'Rounds run first and not measured '
                      '(tracing, compilation).')
 flags.DEFINE_string('json', None, 'Also write the results to this file.')
+flags.DEFINE_string('data_dir', None, 'Where dataset workloads find their '
+                    'files (default $TFF_DATA_DIR, else ~/.tff).')
+flags.DEFINE_integer('clients_per_round', None, 'Override the workload\'s K.')
+flags.DEFINE_integer('epochs', None, 'Override the workload\'s E.')
 
 
 def tf_dataset(client_input):
@@ -63,9 +87,22 @@ def tf_dataset(client_input):
   return dataset
 
 
+def cpu_seconds():
+  """CPU time used so far by this process and the TFF worker (Linux): less
+  sensitive than wall time to other processes sharing the machine."""
+  total = time.process_time()
+  pid = runtime.worker_pid()
+  if pid is not None:
+    with open(f'/proc/{pid}/stat') as f:
+      fields = f.read().rsplit(')', 1)[1].split()
+    total += (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+  return total
+
+
 def build_fused_round(model, learning_rate, mu):
   """One round's local work as plain TF: a tf.function per client (traced
-  once), then the n_k-weighted mean of the client models."""
+  once), then the n_k-weighted mean of the client models. μ = 0 (a Python
+  number here) traces plain SGD steps, without the proximal term."""
   variables = model.trainable_variables
 
   @tf.function(reduce_retracing=True)
@@ -79,7 +116,8 @@ def build_fused_round(model, learning_rate, mu):
       with tf.GradientTape() as tape:
         loss = model.forward_pass(batch, training=True).loss
       for v, g, w0 in zip(variables, tape.gradient(loss, variables), initial):
-        v.assign_sub(learning_rate * (g + mu * (v - w0)))
+        g = tf.convert_to_tensor(g)  # Embeddings' gradients: IndexedSlices.
+        v.assign_sub(learning_rate * (g + mu * (v - w0) if mu else g))
       start = end
     return [tf.identity(v) for v in variables]
 
@@ -101,9 +139,13 @@ def build_fused_round(model, learning_rate, mu):
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  load_at_start = os.getloadavg()  # Other processes skew the figures.
   runtime.start()
-  task_name, k, epochs, batch_size, lr, mu = WORKLOADS[FLAGS.workload]
-  task = tasks.load_task(task_name)
+  workload = WORKLOADS[FLAGS.workload]
+  k = FLAGS.clients_per_round or workload.clients_per_round
+  epochs = FLAGS.epochs or workload.epochs
+  batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
+  task = tasks.load_task(workload.task, data_dir=FLAGS.data_dir)
   arrays = tasks.client_arrays(task.train)
   sampler = ClientSampler(len(arrays), k, epochs, seed=0)
   rounds = range(1, FLAGS.warmup + FLAGS.rounds + 1)
@@ -113,56 +155,77 @@ def main(argv):
   datasets = {r: [tf_dataset(i[0]) for i in inputs[r]] for r in rounds}
   initial = composition.initial_model_weights(task.model_fn, 0)
 
-  def measure(run_round):
-    seconds = []
-    for r in rounds:
-      start = time.perf_counter()
-      run_round(r)
-      if r > FLAGS.warmup:
-        seconds.append(time.perf_counter() - start)
-    total_steps = sum(steps[r] for r in rounds if r > FLAGS.warmup)
-    return dict(steps_per_second=total_steps / sum(seconds),
-                seconds_per_round=statistics.median(seconds))
+  sgd = tff.learning.optimizers.build_sgdm
+  if mu:
+    ours = fedprox.build_fed_prox(task.model_fn, lr, mu)
+    builtin = tff.learning.algorithms.build_weighted_fed_prox(
+        task.model_fn, proximal_strength=mu, client_optimizer_fn=sgd(lr),
+        server_optimizer_fn=sgd(1.0))
+  else:
+    ours = fedavg.build_fed_avg(task.model_fn, lr)
+    builtin = tff.learning.algorithms.build_weighted_fed_avg(
+        task.model_fn, client_optimizer_fn=sgd(lr),
+        server_optimizer_fn=sgd(1.0))
 
-  results = {}
-  for name, process, round_data in (
-      ('ours', fedprox.build_fed_prox(task.model_fn, lr, mu), inputs),
-      ('tff_builtin', tff.learning.algorithms.build_weighted_fed_prox(
-          task.model_fn, proximal_strength=mu,
-          client_optimizer_fn=tff.learning.optimizers.build_sgdm(lr),
-          server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0)),
-       datasets)):
+  def federated(process, round_data):
     state = process.set_model_weights(process.initialize(), initial)
 
-    def run_round(r, process=process, round_data=round_data):
+    def run_round(r):
       nonlocal state
       state = process.next(state, round_data[r]).state
+    return run_round
 
-    results[name] = measure(run_round)
+  def fused(fused_round):
+    weights = [tf.constant(w) for w in initial.trainable]
 
-  fused_round = build_fused_round(task.model_fn(), lr, mu)
-  weights = [tf.constant(w) for w in initial.trainable]
+    def run_round(r):
+      nonlocal weights
+      weights = fused_round(weights, inputs[r])
+    return run_round
 
-  def fused(r):
-    nonlocal weights
-    weights = fused_round(weights, inputs[r])
-
-  results['fused'] = measure(fused)
-  results['ratio_ours_over_tff_builtin'] = (
-      results['ours']['steps_per_second'] /
-      results['tff_builtin']['steps_per_second'])
-  results['ratio_ours_over_fused'] = (
-      results['ours']['steps_per_second'] /
-      results['fused']['steps_per_second'])
-  for name in ('ours', 'tff_builtin', 'fused'):
+  runners = collections.OrderedDict(
+      ours=federated(ours, inputs), tff_builtin=federated(builtin, datasets),
+      fused=fused(build_fused_round(task.model_fn(), lr, mu)))
+  # Round by round, the three ways in turn: a change in the load from other
+  # processes then hits all three alike.
+  wall, cpu = collections.defaultdict(list), collections.defaultdict(list)
+  for r in rounds:
+    for name, run_round in runners.items():
+      start, start_cpu = time.perf_counter(), cpu_seconds()
+      run_round(r)
+      if r > FLAGS.warmup:
+        wall[name].append(time.perf_counter() - start)
+        cpu[name].append(cpu_seconds() - start_cpu)
+  total_steps = sum(steps[r] for r in rounds if r > FLAGS.warmup)
+  results = collections.OrderedDict()
+  for name in runners:
+    results[name] = dict(
+        steps_per_second=total_steps / sum(wall[name]),
+        seconds_per_round=statistics.median(wall[name]),
+        steps_per_cpu_second=total_steps / sum(cpu[name]),
+        cpu_seconds_per_round=statistics.median(cpu[name]))
+  for other in ('tff_builtin', 'fused'):
+    for measure in ('steps_per_second', 'steps_per_cpu_second'):
+      results[f'ratio_ours_over_{other}' + (
+          '' if measure == 'steps_per_second' else '_cpu')] = (
+              results['ours'][measure] / results[other][measure])
+  for name in runners:
     print(f'{name:12s} {results[name]["steps_per_second"]:10.0f} steps/s '
-          f'{results[name]["seconds_per_round"]:8.3f} s/round')
+          f'{results[name]["seconds_per_round"]:8.3f} s/round '
+          f'{results[name]["steps_per_cpu_second"]:10.0f} steps/CPU-s '
+          f'{results[name]["cpu_seconds_per_round"]:8.3f} CPU-s/round')
   print(f'{FLAGS.workload}: ours/tff_builtin = '
         f'{results["ratio_ours_over_tff_builtin"]:.2f}x, ours/fused = '
-        f'{results["ratio_ours_over_fused"]:.2f}x')
+        f'{results["ratio_ours_over_fused"]:.2f}x (per CPU second: '
+        f'{results["ratio_ours_over_tff_builtin_cpu"]:.2f}x, '
+        f'{results["ratio_ours_over_fused_cpu"]:.2f}x)')
   if FLAGS.json:
     with open(FLAGS.json, 'w') as f:
-      json.dump(dict(workload=FLAGS.workload, **results), f, indent=2)
+      json.dump(dict(workload=FLAGS.workload, clients_per_round=k,
+                     epochs=epochs, rounds=FLAGS.rounds, warmup=FLAGS.warmup,
+                     load_average_at_start_and_end=[load_at_start,
+                                                    os.getloadavg()],
+                     **results), f, indent=2)
   runtime.stop()
 
 

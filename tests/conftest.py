@@ -2,6 +2,8 @@
 
 import os
 import pathlib
+import subprocess
+import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -11,6 +13,17 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / 'shared' / 'data'
 if SHARED_DATA.is_dir():  # Dataset tasks read ../shared/data when present.
   os.environ.setdefault('TFF_DATA_DIR', str(SHARED_DATA))
+
+
+# The environment a user's shell gives the CLI (the suite sets TF's log level).
+USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+
+
+def cli(*args, **kwargs):
+  """run_experiment.py ARGS as a user runs it: (CompletedProcess, text)."""
+  return subprocess.run([sys.executable, 'run_experiment.py', *args],
+                        cwd=REPO, env=USER_ENV, capture_output=True, text=True,
+                        timeout=600, **kwargs)
 
 
 @pytest.fixture(scope='session', autouse=True)

@@ -4,17 +4,36 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
+from conftest import SHARED_DATA
 
 
-def test_throughput_benchmark_runs_and_reports_ratios(tmp_path):
+def _run_benchmark(tmp_path, workload, *flags):
   out = tmp_path / 'bench.json'
   result = subprocess.run(
-      [sys.executable, 'benchmarks/throughput.py', '--workload=synthetic_mlr',
-       '--rounds=1', '--warmup=1', f'--json={out}'],
+      [sys.executable, 'benchmarks/throughput.py', f'--workload={workload}',
+       '--rounds=1', '--warmup=1', f'--json={out}', *flags],
       cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'ours/tff_builtin' in result.stdout.strip().splitlines()[-1]
   report = json.loads(out.read_text())
   for name in ('ours', 'tff_builtin', 'fused'):
     assert report[name]['steps_per_second'] > 0
+    assert report[name]['steps_per_cpu_second'] > 0
+  return report
+
+
+def test_throughput_benchmark_runs_and_reports_ratios(tmp_path):
+  report = _run_benchmark(tmp_path, 'synthetic_mlr')  # FedProx, μ = 1.
+  assert report['ratio_ours_over_tff_builtin'] > 0
+
+
+def test_throughput_benchmark_runs_a_fed_avg_dataset_workload(tmp_path):
+  """mnist_cnn shrunk to one client and one epoch (FedAvg: μ = 0)."""
+  if not (SHARED_DATA / 'mnist').is_dir():
+    pytest.skip(f'needs MNIST in {SHARED_DATA}/mnist')
+  report = _run_benchmark(tmp_path, 'mnist_cnn', f'--data_dir={SHARED_DATA}',
+                          '--clients_per_round=1', '--epochs=1')
+  assert (report['clients_per_round'], report['epochs']) == (1, 1)

@@ -1,6 +1,5 @@
 """The command line and the TFF runtime's lifetime (issue 2)."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,16 +9,8 @@ import psutil
 import pytest
 
 from conftest import REPO
-
-
-# The environment a user's shell gives the CLI (the suite sets TF's log level).
-USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
-
-
-def _cli(*args):
-  return subprocess.run(
-      [sys.executable, 'run_experiment.py', *args], cwd=REPO, env=USER_ENV,
-      capture_output=True, text=True, timeout=300)
+from conftest import USER_ENV
+from conftest import cli
 
 
 @pytest.mark.parametrize('args', [
@@ -30,7 +21,7 @@ def _cli(*args):
 ])
 def test_invalid_flags_are_one_line_exit_2_and_write_nothing(tmp_path, args):
   out = tmp_path / 'run'
-  result = _cli(*args, f'--output_dir={out}')
+  result = cli(*args, f'--output_dir={out}')
   assert result.returncode == 2, result.stderr
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('run_experiment.py: error:')
@@ -41,14 +32,14 @@ def test_existing_results_are_not_overwritten(tmp_path):
   out = tmp_path / 'run'
   out.mkdir()
   (out / 'metrics.csv').write_text('precious')
-  result = _cli('--rounds=1', f'--output_dir={out}')
+  result = cli('--rounds=1', f'--output_dir={out}')
   assert result.returncode == 2 and '--overwrite' in result.stderr
   assert (out / 'metrics.csv').read_text() == 'precious'
 
 
 def test_cli_runs_and_writes_metrics(tmp_path):
   out = tmp_path / 'run'
-  result = _cli('--algo=fedprox', '--rounds=2', '--epochs=1',
+  result = cli('--algo=fedprox', '--rounds=2', '--epochs=1',
                 '--dissimilarity_every=1', f'--output_dir={out}')
   assert result.returncode == 0, result.stderr
   header, *rows = (out / 'metrics.csv').read_text().splitlines()
@@ -87,21 +78,21 @@ def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
                                  signal.SIGKILL])
 def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   metrics = tmp_path / 'run' / 'metrics.csv'
-  cli = subprocess.Popen(
+  process = subprocess.Popen(
       [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
        f'--output_dir={tmp_path / "run"}'], cwd=REPO,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   deadline = time.monotonic() + 240
   while not (metrics.exists() and len(metrics.read_text().splitlines()) > 3):
-    assert cli.poll() is None and time.monotonic() < deadline, 'no progress'
+    assert process.poll() is None and time.monotonic() < deadline, 'no progress'
     time.sleep(0.2)
-  workers = _workers_of(psutil.Process(cli.pid))
+  workers = _workers_of(psutil.Process(process.pid))
   assert workers, 'the run should be using a TFF worker'
   _assert_listens_on_loopback_only(workers)
-  cli.send_signal(sig)
+  process.send_signal(sig)
   # A worker holding our stdout/stderr would make this wait forever.
-  cli.communicate(timeout=60)
-  assert cli.returncode != 0
+  process.communicate(timeout=60)
+  assert process.returncode != 0
   deadline = time.monotonic() + 10
   while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
     time.sleep(0.1)

@@ -109,3 +109,39 @@ def test_train_loss_is_the_global_objective_over_all_clients(tmp_path):
   loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
       y, x @ kernel + bias))
   assert abs(float(rows[0]['train_loss']) - float(loss)) < 1e-4
+
+
+def _embedding_model_fn():
+  """A tiny model whose embedding gradient is sparse (tf.IndexedSlices)."""
+  spec = collections.OrderedDict(x=tf.TensorSpec([None, 5], tf.int32),
+                                 y=tf.TensorSpec([None], tf.int32))
+  return tff.learning.models.from_keras_model(
+      tf.keras.Sequential([tf.keras.layers.Embedding(20, 4),
+                           tf.keras.layers.GlobalAveragePooling1D(),
+                           tf.keras.layers.Dense(3)]),
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      input_spec=spec)
+
+
+def test_fed_avg_with_an_embedding_matches_tff_build_weighted_fed_avg():
+  rng = np.random.default_rng(0)
+  arrays = [collections.OrderedDict(
+      x=rng.integers(0, 20, size=(n, 5)).astype(np.int32),
+      y=rng.integers(0, 3, size=n).astype(np.int32)) for n in (12, 7, 20)]
+  sampler = ClientSampler(num_clients=3, clients_per_round=3, epochs=2, seed=0)
+  inputs = experiment.round_inputs(sampler, sampler.round_plan(1), arrays, 1,
+                                   5)
+  ours = helpers.train(fedavg.build_fed_avg(_embedding_model_fn, 0.1),
+                       _embedding_model_fn, [inputs])
+  builtin = helpers.train(
+      tff.learning.algorithms.build_weighted_fed_avg(
+          _embedding_model_fn,
+          client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+          server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0)),
+      _embedding_model_fn,
+      [[_as_tf_dataset(i[0]['data'], i[0]['example_order'],
+                       i[0]['batch_ends'], len(i[0]['data']['y']))
+        for i in inputs]])
+  initial = composition.initial_model_weights(_embedding_model_fn, 0)
+  assert helpers.max_abs_diff(ours, initial) > 1e-3
+  assert helpers.max_abs_diff(ours, builtin) <= 1e-5

@@ -7,6 +7,9 @@ hyper-parameter of the process state: read and change it with
 `process.get_hparams` / `set_hparams` (key ['client_work']['mu']).
 """
 
+import dataclasses
+import math
+
 import tensorflow_federated as tff
 
 from tff_algos import composition
@@ -25,30 +28,32 @@ def build_fed_prox(model_fn, client_learning_rate: float, mu: float,
       tff.learning.optimizers.build_sgdm(server_learning_rate))
 
 
+@dataclasses.dataclass
 class AdaptiveMu:
   """The heuristic of Li et al. 2020, §5.3.2 (Fig. 3).
 
   μ grows by `step` whenever the training loss increases, and shrinks by
   `step` (not below 0) once the loss has decreased for `patience`
-  consecutive rounds (the count then restarts).
+  consecutive rounds (the count then restarts). Its fields are its whole
+  state (checkpointed with the run).
   """
-
-  def __init__(self, mu: float, step: float = 0.1, patience: int = 5):
-    self.mu, self.step, self.patience = mu, step, patience
-    self._previous_loss = None
-    self._decreases = 0
+  mu: float
+  step: float = 0.1
+  patience: int = 5
+  previous_loss: float = math.nan  # NaN: no round seen yet.
+  decreases: int = 0
 
   def update(self, loss: float) -> float:
     """Feeds one round's training loss; returns μ for the next round."""
-    previous, self._previous_loss = self._previous_loss, loss
-    if previous is None:
+    previous, self.previous_loss = self.previous_loss, loss
+    if math.isnan(previous):
       return self.mu
     if loss > previous:
       self.mu += self.step
-      self._decreases = 0
+      self.decreases = 0
     elif loss < previous:
-      self._decreases += 1
-      if self._decreases == self.patience:
+      self.decreases += 1
+      if self.decreases == self.patience:
         self.mu = max(0.0, self.mu - self.step)
-        self._decreases = 0
+        self.decreases = 0
     return self.mu

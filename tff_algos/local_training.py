@@ -212,9 +212,14 @@ def build_proximal_sgd_client_work(
       with tf.GradientTape() as tape:
         loss = model.forward_pass(batch, training=True).loss
       weights = tuple(tf.identity(w) for w in trainable)
-      proximal_grads = tuple(
-          g + state['mu'] * (w - w0) for g, w, w0 in
-          zip(tape.gradient(loss, trainable), weights, anchor))
+      gradients = tuple(tf.convert_to_tensor(g)  # Embeddings: IndexedSlices.
+                        for g in tape.gradient(loss, trainable))
+      # μ = 0 (FedAvg) skips the proximal term: three elementwise passes
+      # over the weights per step, ~18% of a CNN step on CPU (PERFORMANCE.md).
+      proximal_grads = tf.cond(
+          tf.equal(state['mu'], 0.0), lambda: gradients,
+          lambda: tuple(g + state['mu'] * (w - w0)  # pylint: disable=g-long-lambda
+                        for g, w, w0 in zip(gradients, weights, anchor)))
       optimizer_state, weights = optimizer.next(optimizer_state, weights,
                                                 proximal_grads)
       for variable, value in zip(trainable, weights):

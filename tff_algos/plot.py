@@ -6,8 +6,6 @@ Each RUN_DIR holds a metrics.csv (and config.json, which names the line).
 """
 
 import argparse
-import csv
-import json
 import os
 import sys
 
@@ -15,20 +13,14 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-
-def read_metric(run_dir, metric):
-  """(rounds, values) of the rows of run_dir/metrics.csv that have `metric`."""
-  with open(os.path.join(run_dir, 'metrics.csv'), newline='') as f:
-    rows = [r for r in csv.DictReader(f) if r.get(metric)]
-  return [int(r['round']) for r in rows], [float(r[metric]) for r in rows]
+from tff_algos import results  # pylint: disable=g-import-not-at-top
 
 
 def label(run_dir):
-  path = os.path.join(run_dir, 'config.json')
-  if not os.path.exists(path):
+  """The line's name: the algorithm and its μ/λ and stragglers."""
+  config = results.read_json(run_dir, 'config.json')
+  if config is None:
     return os.path.basename(os.path.normpath(run_dir))
-  with open(path) as f:
-    config = json.load(f)
   text = config['algo']
   if config['algo'] == 'fedprox':
     text += f' μ={config["mu"]:g}' + (' adaptive' if config['adaptive_mu']
@@ -40,6 +32,27 @@ def label(run_dir):
   return text
 
 
+def plot_runs(run_dirs, metric, out, title='', labels=None, target=None):
+  """Draws `metric` against rounds, one line per run, into the file `out`
+  (with a dashed horizontal line at `target`, if given)."""
+  figure, axes = plt.subplots(figsize=(5, 3.5))
+  for i, run_dir in enumerate(run_dirs):
+    rounds, values = results.series(results.read_rows(run_dir), metric)
+    if not rounds:
+      raise ValueError(f'{run_dir} has no {metric!r} values')
+    axes.plot(rounds, values, label=labels[i] if labels else label(run_dir))
+  if target is not None:
+    axes.axhline(target, color='gray', linestyle='--', linewidth=1,
+                 label=f'target {target:g}')
+  axes.set_xlabel('# rounds')
+  axes.set_ylabel(metric)
+  axes.set_title(title)
+  axes.legend()
+  figure.tight_layout()
+  figure.savefig(out, dpi=120)
+  plt.close(figure)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('run_dirs', nargs='+')
@@ -47,20 +60,13 @@ def main(argv=None):
   parser.add_argument('--out', required=True)
   parser.add_argument('--title', default='')
   args = parser.parse_args(argv)
-  figure, axes = plt.subplots(figsize=(5, 3.5))
   for run_dir in args.run_dirs:
     if not os.path.exists(os.path.join(run_dir, 'metrics.csv')):
       parser.exit(2, f'plot: error: no metrics.csv in {run_dir}\n')
-    rounds, values = read_metric(run_dir, args.metric)
-    if not rounds:
-      parser.exit(2, f'plot: error: {run_dir} has no {args.metric!r} values\n')
-    axes.plot(rounds, values, label=label(run_dir))
-  axes.set_xlabel('# rounds')
-  axes.set_ylabel(args.metric)
-  axes.set_title(args.title)
-  axes.legend()
-  figure.tight_layout()
-  figure.savefig(args.out, dpi=120)
+  try:
+    plot_runs(args.run_dirs, args.metric, args.out, args.title)
+  except ValueError as e:
+    parser.exit(2, f'plot: error: {e}\n')
   return 0
 
 

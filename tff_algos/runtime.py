@@ -11,13 +11,14 @@ with one whose worker
   * listens on loopback only (`loopback_bind.c`, preloaded into it): TFF's
     worker binds to all interfaces and serves an unauthenticated protocol.
 Every entry point (CLI, tests, notebooks, benchmarks) calls `start()`.
+`start(workers=[...])` also spreads the client work over remote workers
+(`remote.py`; README, "Remote workers"); the local worker then does the
+aggregation and the server update.
 """
 
 import atexit
 import ctypes
-import hashlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,47 +26,15 @@ import tempfile
 import threading
 import time
 
-from absl import logging
 import grpc
 import portpicker
 import tensorflow_federated as tff
 
-_WORKER_BINARY = os.path.join(
-    os.path.dirname(tff.__file__), 'data', 'worker_binary')
-_GRPC_OPTIONS = [('grpc.max_message_length', 2 * 10**9),
-                 ('grpc.max_receive_message_length', 2 * 10**9),
-                 ('grpc.max_send_message_length', 2 * 10**9)]
+from tff_algos import loopback
+from tff_algos import remote
+
+_WORKER_BINARY = loopback.worker_binary()
 _PR_SET_PDEATHSIG = 1
-
-
-_LOOPBACK_SOURCE = os.path.join(os.path.dirname(__file__), 'loopback_bind.c')
-
-
-def loopback_shim():
-  """Path of the compiled loopback-only bind() shim, or None (with a warning).
-
-  Built once per source version with the system C compiler into
-  $XDG_CACHE_HOME/tff_algos (default ~/.cache/tff_algos).
-  """
-  with open(_LOOPBACK_SOURCE, 'rb') as f:
-    digest = hashlib.sha256(f.read()).hexdigest()[:16]
-  cache = os.path.join(os.environ.get('XDG_CACHE_HOME') or
-                       os.path.expanduser('~/.cache'), 'tff_algos')
-  path = os.path.join(cache, f'loopback_bind-{digest}.so')
-  if os.path.exists(path):
-    return path
-  compiler = os.environ.get('CC') or shutil.which('cc') or shutil.which('gcc')
-  try:
-    os.makedirs(cache, exist_ok=True)
-    partial = f'{path}.{os.getpid()}.tmp'
-    subprocess.run([compiler or 'cc', '-shared', '-fPIC', '-O2', '-o', partial,
-                    _LOOPBACK_SOURCE, '-ldl'], check=True, capture_output=True)
-    os.replace(partial, path)
-    return path
-  except (OSError, subprocess.CalledProcessError) as e:
-    logging.warning('No C compiler to build %s (%s): the TFF worker will '
-                    'listen on all network interfaces.', _LOOPBACK_SOURCE, e)
-    return None
 
 
 def _die_with_parent():  # Runs in the child between fork and exec.
@@ -96,17 +65,13 @@ class _Worker:
     log = tempfile.NamedTemporaryFile(
         prefix='tff_worker_', suffix='.log', delete=False)
     self.log_path = log.name
-    env = dict(os.environ)
-    shim = loopback_shim()
-    if shim:
-      env['LD_PRELOAD'] = ' '.join(filter(None, [shim,
-                                                 env.get('LD_PRELOAD')]))
+    env = loopback.preload_env(os.environ, loopback.loopback_shim())
     self.process = subprocess.Popen(
         [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         preexec_fn=_die_with_parent, close_fds=True)
     log.close()
-    channel = grpc.insecure_channel(f'127.0.0.1:{port}', _GRPC_OPTIONS)
+    channel = grpc.insecure_channel(f'127.0.0.1:{port}', remote.GRPC_OPTIONS)
     self._stub = tff.framework.RemoteExecutorGrpcStub(channel)
     deadline = time.monotonic() + 60
     while not self._stub.is_ready:
@@ -129,47 +94,90 @@ class _Worker:
       self.log_path = None
 
 
-def _install_context():
-  """Makes TFF run computations on `_worker` (started on first use).
-
-  Done at import, so TFF's own default context (whose never-started service
-  manager logs an error when collected at interpreter exit) is dropped now.
-  """
+def _local_context():
+  """A TFF context that runs computations on `_worker` (started on first use)."""
   def executor_stack(cardinalities):
     cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
     executor = tff.framework.RemoteExecutor(_worker.stub())
     executor.set_cardinalities(cardinalities)
     return executor
 
-  tff.framework.set_default_context(tff.framework.SyncExecutionContext(
+  return tff.framework.SyncExecutionContext(
       executor_fn=tff.framework.ResourceManagingExecutorFactory(
           executor_stack_fn=executor_stack),
       compiler_fn=tff.backends.native.desugar_and_transform_to_native,
       transform_args=tff.tensorflow.transform_args,
-      transform_result=tff.tensorflow.transform_result))
+      transform_result=tff.tensorflow.transform_result)
 
 
 _worker = _Worker(max_concurrent_computation_calls=-1)
-_install_context()
-atexit.register(lambda: _worker.stop())
+# Installed at import, so TFF's own default context (whose never-started
+# service manager logs an error when collected at interpreter exit) is
+# dropped now.
+_LOCAL_CONTEXT = _local_context()
+tff.framework.set_default_context(_LOCAL_CONTEXT)
+_spread = None  # The remote.SpreadContext while remote workers are in use.
+atexit.register(lambda: stop())
+
+WorkerError = remote.WorkerError
+parse_workers = remote.parse_workers
 
 
-def start() -> None:
-  """Starts the worker now, from the calling (normally the main) thread.
+def start(workers=()) -> None:
+  """Starts the local worker now, from the calling (normally the main) thread.
 
   Idempotent. The worker's lifetime is tied to the thread that starts it
   (`PR_SET_PDEATHSIG`); it is stopped by `stop()`, at interpreter exit, and
   on SIGINT/SIGTERM (SIGTERM handling is installed here, from the main
   thread, unless the program has its own handler).
+
+  `workers`: addresses ('host:port' strings, or one comma-separated string)
+  of remote TFF workers (`python -m tff_algos.worker`, README "Remote
+  workers") to spread the client work over; the aggregation and the server
+  update stay on the local worker (see `remote`). Empty: everything runs on
+  the local worker. Raises ValueError for a malformed address and
+  `WorkerError` when a worker cannot be reached.
   """
+  global _spread
+  if isinstance(workers, str):
+    workers = parse_workers(workers)
+  else:
+    workers = parse_workers(','.join(workers))
   _install_signal_handlers()
   _worker.stub()
+  _disconnect()
+  if workers:
+    connected = []
+    try:
+      for address in workers:
+        connected.append(remote.RemoteWorker(address))
+    except BaseException:
+      for worker in connected:
+        worker.close()
+      raise
+    _spread = remote.SpreadContext(_LOCAL_CONTEXT, connected)
+    tff.framework.set_default_context(_spread)
+
+
+def _disconnect():
+  global _spread
+  if _spread is not None:
+    spread, _spread = _spread, None
+    tff.framework.set_default_context(_LOCAL_CONTEXT)
+    spread.close()
 
 
 def stop() -> None:
-  """Stops the worker (safe to call more than once; a later computation
-  starts a fresh one)."""
+  """Stops the local worker and disconnects from remote workers (which keep
+  running); safe to call more than once. A later computation runs on a
+  fresh local worker."""
+  _disconnect()
   _worker.stop()
+
+
+def remote_workers():
+  """The connected remote workers (`remote.RemoteWorker`), or []."""
+  return list(_spread.workers) if _spread is not None else []
 
 
 def worker_pid():

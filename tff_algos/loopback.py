@@ -1,0 +1,60 @@
+"""The loopback-only bind() shim for TFF's worker_binary (no TF import).
+
+TFF's `worker_binary` binds to all interfaces and has no flag to change
+that; preloading `loopback_bind.c` into it turns the wildcard address into
+loopback. Used by `runtime` (the local worker) and `worker` (a worker
+started for `--workers`).
+"""
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+
+from absl import logging
+
+_SOURCE = os.path.join(os.path.dirname(__file__), 'loopback_bind.c')
+
+
+def worker_binary():
+  """Path of TFF's C++ worker_binary, found without importing TFF."""
+  spec = importlib.util.find_spec('tensorflow_federated')
+  if spec is None or spec.origin is None:
+    raise RuntimeError('tensorflow_federated is not installed')
+  return os.path.join(os.path.dirname(spec.origin), 'data', 'worker_binary')
+
+
+def loopback_shim():
+  """Path of the compiled loopback-only bind() shim, or None (with a warning).
+
+  Built once per source version with the system C compiler into
+  $XDG_CACHE_HOME/tff_algos (default ~/.cache/tff_algos).
+  """
+  with open(_SOURCE, 'rb') as f:
+    digest = hashlib.sha256(f.read()).hexdigest()[:16]
+  cache = os.path.join(os.environ.get('XDG_CACHE_HOME') or
+                       os.path.expanduser('~/.cache'), 'tff_algos')
+  path = os.path.join(cache, f'loopback_bind-{digest}.so')
+  if os.path.exists(path):
+    return path
+  compiler = os.environ.get('CC') or shutil.which('cc') or shutil.which('gcc')
+  try:
+    os.makedirs(cache, exist_ok=True)
+    partial = f'{path}.{os.getpid()}.tmp'
+    subprocess.run([compiler or 'cc', '-shared', '-fPIC', '-O2', '-o', partial,
+                    _SOURCE, '-ldl'], check=True, capture_output=True)
+    os.replace(partial, path)
+    return path
+  except (OSError, subprocess.CalledProcessError) as e:
+    logging.warning('No C compiler to build %s (%s): the TFF worker will '
+                    'listen on all network interfaces.', _SOURCE, e)
+    return None
+
+
+def preload_env(env, shim):
+  """`env` with `shim` prepended to LD_PRELOAD (unchanged if shim is None)."""
+  env = dict(env)
+  if shim:
+    env['LD_PRELOAD'] = ' '.join(filter(None, [shim, env.get('LD_PRELOAD')]))
+  return env

@@ -8,12 +8,13 @@ gradient dissimilarity (Li et al. 2020, §4.1 Def. 3 and §5.3.3):
     B(w)     = sqrt(Σ_k p_k ‖∇F_k(w)‖² / ‖∇f(w)‖²).
 
 Both are measurements, not part of any algorithm, so they run in this
-process: one plain `tf.function` per client over its arrays (the same
-per-client TF code as the TFF computations `build_federated_evaluation` and
-`build_federated_dissimilarity`), then the same federated sums and weighted
-means those computations do, in client order, in float32. Through the TFF
-runtime every evaluation shipped every client's data to the worker over
-gRPC, which took most of a round's time (docs/PERFORMANCE.md); the TFF
+process as plain TensorFlow: one `tf.function` (traced once) loops over the
+clients, runs on each client's arrays the same per-client TF code as the TFF
+computations `build_federated_evaluation` and `build_federated_dissimilarity`
+and combines the results with the same federated sums and weighted means,
+in client order, in float32 — the same numbers. Through the TFF runtime
+every evaluation shipped every client's data to the worker over gRPC, which
+took most of a round's time on small models (docs/PERFORMANCE.md); the TFF
 versions stay here as the reference the tests compare against.
 """
 

@@ -215,7 +215,8 @@ def build_proximal_sgd_client_work(
       gradients = tuple(tf.convert_to_tensor(g)  # Embeddings: IndexedSlices.
                         for g in tape.gradient(loss, trainable))
       # μ = 0 (FedAvg) skips the proximal term: three elementwise passes
-      # over the weights per step, ~18% of a CNN step on CPU (PERFORMANCE.md).
+      # over the weights per step, ~15% of a CNN step's CPU time
+      # (docs/PERFORMANCE.md). Same values: g + 0·(w − w_t) = g.
       proximal_grads = tf.cond(
           tf.equal(state['mu'], 0.0), lambda: gradients,
           lambda: tuple(g + state['mu'] * (w - w0)  # pylint: disable=g-long-lambda

@@ -18,6 +18,7 @@ before issue 6; split the same way) and once in this process
 import collections
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -71,7 +72,11 @@ def main(argv):
   _timed(stub, 'create_call', 'create_call (the worker computes)')
   _timed(stub, 'compute', 'compute (results back to Python)')
   runtime.start()
-  task = tasks.load_task(FLAGS.task, data_dir=FLAGS.data_dir)
+  try:
+    task = tasks.load_task(FLAGS.task, data_dir=FLAGS.data_dir)
+  except tasks.DataError as e:  # A missing or bad file: one line, exit 2.
+    print(f'round_profile.py: error: {e}', file=sys.stderr)
+    sys.exit(2)
   train = tasks.client_arrays(task.train)
   test = tasks.client_arrays(task.test)
   process = fedavg.build_fed_avg(task.model_fn, FLAGS.client_lr)

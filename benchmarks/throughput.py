@@ -145,7 +145,11 @@ def main(argv):
   k = FLAGS.clients_per_round or workload.clients_per_round
   epochs = FLAGS.epochs or workload.epochs
   batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
-  task = tasks.load_task(workload.task, data_dir=FLAGS.data_dir)
+  try:
+    task = tasks.load_task(workload.task, data_dir=FLAGS.data_dir)
+  except tasks.DataError as e:  # A missing or bad file: one line, exit 2.
+    print(f'throughput.py: error: {e}', file=sys.stderr)
+    sys.exit(2)
   arrays = tasks.client_arrays(task.train)
   sampler = ClientSampler(len(arrays), k, epochs, seed=0)
   rounds = range(1, FLAGS.warmup + FLAGS.rounds + 1)

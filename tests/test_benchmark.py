@@ -8,6 +8,7 @@ import pytest
 
 from conftest import REPO
 from conftest import SHARED_DATA
+from conftest import USER_ENV
 
 
 def _run_benchmark(tmp_path, workload, *flags):
@@ -37,3 +38,15 @@ def test_throughput_benchmark_runs_a_fed_avg_dataset_workload(tmp_path):
   report = _run_benchmark(tmp_path, 'mnist_cnn', f'--data_dir={SHARED_DATA}',
                           '--clients_per_round=1', '--epochs=1')
   assert (report['clients_per_round'], report['epochs']) == (1, 1)
+
+
+def test_throughput_benchmark_without_its_data_is_one_line_exit_2(tmp_path):
+  out = tmp_path / 'bench.json'
+  result = subprocess.run(
+      [sys.executable, 'benchmarks/throughput.py', '--workload=mnist_cnn',
+       f'--data_dir={tmp_path}', f'--json={out}'],
+      cwd=REPO, env=USER_ENV, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('throughput.py: error: MNIST')
+  assert not out.exists()

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 from conftest import USER_ENV
 from conftest import cli
+from tff_algos import runtime
 
 
 @pytest.mark.parametrize('args', [
@@ -72,6 +73,26 @@ def _assert_listens_on_loopback_only(processes):
 def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
   worker = psutil.Process(tff_runtime.worker_pid())
   _assert_listens_on_loopback_only([worker])
+
+
+def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
+    tmp_path, monkeypatch):
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
+  monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
+  monkeypatch.delenv('TFF_ALGOS_WORKER_LISTEN_ALL', raising=False)
+  worker = runtime._Worker(max_concurrent_computation_calls=-1)  # pylint: disable=protected-access
+  with pytest.raises(runtime.WorkerError, match='C compiler.*LISTEN_ALL'):
+    worker.stub()
+  assert worker.process is None and worker.log_path is None
+  monkeypatch.setenv('TFF_ALGOS_WORKER_LISTEN_ALL', '1')  # The opt-in.
+  try:
+    worker.stub()
+    listening = {c.laddr.ip for c in psutil.Process(
+        worker.process.pid).connections(kind='inet')
+                 if c.status == psutil.CONN_LISTEN}
+    assert listening & {'0.0.0.0', '::'}, listening
+  finally:
+    worker.stop()
 
 
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,

@@ -219,3 +219,15 @@ def test_the_worker_script_refuses_a_busy_port(monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
       worker_main.main([f'--port={busy.getsockname()[1]}'])
   assert e.value.code == 2 and 'not free' in capsys.readouterr().err
+
+
+def test_without_a_c_compiler_the_worker_script_refuses_to_listen_on_all(
+    tmp_path, monkeypatch, capsys):
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
+  monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
+  monkeypatch.setattr(os, 'execve', lambda *args: pytest.fail('started'))
+  with pytest.raises(SystemExit) as e:
+    worker_main.main([f'--port={_free_port()}'])
+  err = capsys.readouterr().err
+  assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+  assert 'C compiler' in err and '--listen_all' in err

@@ -12,8 +12,6 @@ import os
 import shutil
 import subprocess
 
-from absl import logging
-
 _SOURCE = os.path.join(os.path.dirname(__file__), 'loopback_bind.c')
 
 
@@ -25,11 +23,16 @@ def worker_binary():
   return os.path.join(os.path.dirname(spec.origin), 'data', 'worker_binary')
 
 
-def loopback_shim():
-  """Path of the compiled loopback-only bind() shim, or None (with a warning).
+class ShimUnavailable(RuntimeError):
+  """The shim cannot be built: a worker would listen on all interfaces."""
 
-  Built once per source version with the system C compiler into
-  $XDG_CACHE_HOME/tff_algos (default ~/.cache/tff_algos).
+
+def loopback_shim():
+  """Path of the compiled loopback-only bind() shim.
+
+  Built once per source version with the system C compiler ($CC, else cc or
+  gcc) into $XDG_CACHE_HOME/tff_algos (default ~/.cache/tff_algos). Raises
+  `ShimUnavailable` when it cannot be built.
   """
   with open(_SOURCE, 'rb') as f:
     digest = hashlib.sha256(f.read()).hexdigest()[:16]
@@ -47,14 +50,15 @@ def loopback_shim():
     os.replace(partial, path)
     return path
   except (OSError, subprocess.CalledProcessError) as e:
-    logging.warning('No C compiler to build %s (%s): the TFF worker will '
-                    'listen on all network interfaces.', _SOURCE, e)
-    return None
+    detail = getattr(e, 'stderr', None) or e
+    if isinstance(detail, bytes):
+      detail = detail.decode(errors='replace').strip().splitlines()[-1]
+    raise ShimUnavailable(f'cannot build {_SOURCE} with a C compiler '
+                          f'({detail})') from e
 
 
 def preload_env(env, shim):
-  """`env` with `shim` prepended to LD_PRELOAD (unchanged if shim is None)."""
+  """`env` with `shim` prepended to LD_PRELOAD."""
   env = dict(env)
-  if shim:
-    env['LD_PRELOAD'] = ' '.join(filter(None, [shim, env.get('LD_PRELOAD')]))
+  env['LD_PRELOAD'] = ' '.join(filter(None, [shim, env.get('LD_PRELOAD')]))
   return env

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 
+from absl import logging
 import grpc
 import portpicker
 import tensorflow_federated as tff
@@ -61,11 +62,11 @@ class _Worker:
 
   def _restart(self):
     self.stop()
+    env = _loopback_only_env()
     port = portpicker.pick_unused_port()
     log = tempfile.NamedTemporaryFile(
         prefix='tff_worker_', suffix='.log', delete=False)
     self.log_path = log.name
-    env = loopback.preload_env(os.environ, loopback.loopback_shim())
     self.process = subprocess.Popen(
         [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -92,6 +93,23 @@ class _Worker:
     if self.log_path and os.path.exists(self.log_path):
       os.unlink(self.log_path)
       self.log_path = None
+
+
+def _loopback_only_env():
+  """The environment that confines the local worker to loopback (see the
+  module docstring); refuses to start an exposed one unless
+  $TFF_ALGOS_WORKER_LISTEN_ALL=1."""
+  try:
+    return loopback.preload_env(os.environ, loopback.loopback_shim())
+  except loopback.ShimUnavailable as e:
+    if os.environ.get('TFF_ALGOS_WORKER_LISTEN_ALL') != '1':
+      raise WorkerError(
+          f'{e}, so TFF\'s worker would accept connections from the network; '
+          'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
+          'run it so anyway') from e
+    logging.warning('%s: the TFF worker listens on all interfaces '
+                    '(TFF_ALGOS_WORKER_LISTEN_ALL=1).', e)
+    return dict(os.environ)
 
 
 def _local_context():

@@ -72,12 +72,11 @@ def main(argv=None):
     print(_WARNING.format(port=args.port, user=user), file=sys.stderr)
     where = f'all interfaces, port {args.port}'
   else:
-    shim = loopback.loopback_shim()
-    if shim is None:
-      parser.exit(2, f'{parser.prog}: error: cannot build the loopback-only '
-                  'shim (no C compiler); refusing to listen on all '
+    try:
+      env = loopback.preload_env(env, loopback.loopback_shim())
+    except loopback.ShimUnavailable as e:
+      parser.exit(2, f'{parser.prog}: error: {e}; refusing to listen on all '
                   'interfaces without --listen_all\n')
-    env = loopback.preload_env(env, shim)
     where = f'127.0.0.1:{args.port} (loopback only)'
   print(f'TFF worker (pid {os.getpid()}) on {where}', file=sys.stderr,
         flush=True)

@@ -217,7 +217,7 @@ def sweep_plan(argv0):
     usage_error(e)
   own = ('--variant', '--sweep', '--only', '--output_dir')
   common = [a for a in _ARGV if a.split('=')[0] not in own]
-  if any(a in own for a in common):
+  if any(a in own for a in _ARGV):  # "--output_dir out" (two words).
     usage_error('write sweep flags as --flag=value')
   for run in runs:
     FLAGS.unparse_flags()
@@ -301,15 +301,12 @@ def main(argv):
                    target_accuracy=FLAGS.target_accuracy)
   except (config_lib.ConfigError, tasks.DataError) as e:
     usage_error(e)
-  except runtime.WorkerError as e:
-    print(f'run_experiment.py: stopped: {e}', file=sys.stderr)
-    sys.exit(1)
-  except experiment.NonFiniteLoss as e:
+  except (runtime.WorkerError, experiment.NonFiniteLoss) as e:
     print(f'run_experiment.py: stopped: {e}', file=sys.stderr)
     sys.exit(1)
   finally:
     runtime.stop()
-  print(open(os.path.join(output_dir, 'summary.json')).read())
+  print(open(os.path.join(output_dir, experiment.SUMMARY_FILE)).read())
 
 
 _ARGV = []  # The command line's flags, --flagfile expanded (for sweeps),

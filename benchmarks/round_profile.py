@@ -18,7 +18,6 @@ before issue 6; split the same way) and once in this process
 import collections
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -29,6 +28,7 @@ from absl import logging  # pylint: disable=g-import-not-at-top
 from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub  # pylint: disable=g-import-not-at-top
 from tensorflow_federated.python.core.impl.executors import value_serialization  # pylint: disable=g-import-not-at-top
 
+import common  # pylint: disable=g-import-not-at-top
 import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import composition  # pylint: disable=g-import-not-at-top
 from tff_algos import evaluation  # pylint: disable=g-import-not-at-top
@@ -71,12 +71,8 @@ def main(argv):
   _timed(stub, 'create_value', 'create_value (gRPC + worker)')
   _timed(stub, 'create_call', 'create_call (the worker computes)')
   _timed(stub, 'compute', 'compute (results back to Python)')
+  task = common.load_task_or_exit(FLAGS.task, FLAGS.data_dir)
   runtime.start()
-  try:
-    task = tasks.load_task(FLAGS.task, data_dir=FLAGS.data_dir)
-  except tasks.DataError as e:  # A missing or bad file: one line, exit 2.
-    print(f'round_profile.py: error: {e}', file=sys.stderr)
-    sys.exit(2)
   train = tasks.client_arrays(task.train)
   test = tasks.client_arrays(task.test)
   process = fedavg.build_fed_avg(task.model_fn, FLAGS.client_lr)
@@ -115,7 +111,7 @@ def main(argv):
   print(f'{FLAGS.task}: K={FLAGS.clients_per_round}, E={FLAGS.epochs}, '
         f'B={FLAGS.batch_size}; median seconds over {FLAGS.rounds} rounds')
   for (label, part), seconds in rows.items():
-    print(f'{part or label:50s} {statistics.median(seconds):8.3f}'
+    print(f'{label:50s} {statistics.median(seconds):8.3f}'
           if part is None else f'  {part:48s} {statistics.median(seconds):8.3f}')
   runtime.stop()
 

@@ -30,7 +30,6 @@ import collections
 import json
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -41,6 +40,7 @@ from absl import logging  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
+import common  # pylint: disable=g-import-not-at-top
 import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import composition  # pylint: disable=g-import-not-at-top
 from tff_algos import experiment  # pylint: disable=g-import-not-at-top
@@ -140,16 +140,12 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   load_at_start = os.getloadavg()  # Other processes skew the figures.
-  runtime.start()
   workload = WORKLOADS[FLAGS.workload]
+  task = common.load_task_or_exit(workload.task, FLAGS.data_dir)
+  runtime.start()
   k = FLAGS.clients_per_round or workload.clients_per_round
   epochs = FLAGS.epochs or workload.epochs
   batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
-  try:
-    task = tasks.load_task(workload.task, data_dir=FLAGS.data_dir)
-  except tasks.DataError as e:  # A missing or bad file: one line, exit 2.
-    print(f'throughput.py: error: {e}', file=sys.stderr)
-    sys.exit(2)
   arrays = tasks.client_arrays(task.train)
   sampler = ClientSampler(len(arrays), k, epochs, seed=0)
   rounds = range(1, FLAGS.warmup + FLAGS.rounds + 1)
@@ -209,10 +205,10 @@ def main(argv):
         steps_per_cpu_second=total_steps / sum(cpu[name]),
         cpu_seconds_per_round=statistics.median(cpu[name]))
   for other in ('tff_builtin', 'fused'):
-    for measure in ('steps_per_second', 'steps_per_cpu_second'):
-      results[f'ratio_ours_over_{other}' + (
-          '' if measure == 'steps_per_second' else '_cpu')] = (
-              results['ours'][measure] / results[other][measure])
+    for measure, suffix in (('steps_per_second', ''),
+                            ('steps_per_cpu_second', '_cpu')):
+      results[f'ratio_ours_over_{other}{suffix}'] = (
+          results['ours'][measure] / results[other][measure])
   for name in runners:
     print(f'{name:12s} {results[name]["steps_per_second"]:10.0f} steps/s '
           f'{results[name]["seconds_per_round"]:8.3f} s/round '

@@ -7,6 +7,7 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+import psutil  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -19,11 +20,17 @@ if SHARED_DATA.is_dir():  # Dataset tasks read ../shared/data when present.
 USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
 
 
-def cli(*args, **kwargs):
+def cli(*args):
   """run_experiment.py ARGS as a user runs it: (CompletedProcess, text)."""
   return subprocess.run([sys.executable, 'run_experiment.py', *args],
                         cwd=REPO, env=USER_ENV, capture_output=True, text=True,
-                        timeout=600, **kwargs)
+                        timeout=600)
+
+
+def listening_ips(pid):
+  """The addresses process `pid` accepts TCP connections on."""
+  return {c.laddr.ip for c in psutil.Process(pid).connections(kind='inet')
+          if c.status == psutil.CONN_LISTEN}
 
 
 @pytest.fixture(scope='session', autouse=True)

@@ -1,6 +1,5 @@
 """Small shared pieces of the tests: a task, runs and model comparisons."""
 
-import csv
 import functools
 
 import numpy as np
@@ -8,6 +7,7 @@ import numpy as np
 import tasks
 from tff_algos import composition
 from tff_algos import experiment
+from tff_algos import results
 from tff_algos.config import Config
 
 
@@ -31,9 +31,7 @@ def run(tmp_path, name, **overrides):
   task, _ = task_and_arrays(config.task)
   out = tmp_path / name
   experiment.run(config, task, str(out), show_progress=False)
-  text = (out / 'metrics.csv').read_text()
-  with open(out / 'metrics.csv', newline='') as f:
-    return text, list(csv.DictReader(f))
+  return (out / results.METRICS_FILE).read_text(), results.read_rows(out)
 
 
 def train(process, model_fn, inputs_by_round, seed=0):

@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from conftest import REPO
-from conftest import USER_ENV
 from conftest import cli
+from conftest import listening_ips
 from tff_algos import runtime
 
 
@@ -63,11 +63,9 @@ def _gone(process):
 
 
 def _assert_listens_on_loopback_only(processes):
-  listening = [c.laddr.ip for p in processes
-               for c in p.connections(kind='inet')
-               if c.status == psutil.CONN_LISTEN]
+  listening = set().union(*(listening_ips(p.pid) for p in processes))
   assert listening
-  assert set(listening) <= {'127.0.0.1', '::ffff:127.0.0.1', '::1'}, listening
+  assert listening <= {'127.0.0.1', '::ffff:127.0.0.1', '::1'}, listening
 
 
 def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
@@ -87,9 +85,7 @@ def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
   monkeypatch.setenv('TFF_ALGOS_WORKER_LISTEN_ALL', '1')  # The opt-in.
   try:
     worker.stub()
-    listening = {c.laddr.ip for c in psutil.Process(
-        worker.process.pid).connections(kind='inet')
-                 if c.status == psutil.CONN_LISTEN}
+    listening = listening_ips(worker.process.pid)
     assert listening & {'0.0.0.0', '::'}, listening
   finally:
     worker.stop()

@@ -8,21 +8,18 @@ import sys
 import threading
 import time
 
+import portpicker
 import psutil
 import pytest
 
 from conftest import REPO
 from conftest import USER_ENV
+from conftest import cli
+from conftest import listening_ips
 import helpers
 from tff_algos import remote
 from tff_algos import runtime
 from tff_algos import worker as worker_main
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
 
 
 def _wait_listening(port, process, timeout=30):
@@ -45,13 +42,14 @@ def _cpu_seconds(process):
 def workers(tmp_path):
   """Two `python -m tff_algos.worker` processes on 127.0.0.1.
 
-  Afterwards: this process is back on the local runtime alone, and both
-  worker processes are gone (checked by pid), even when the test failed.
+  Afterwards, even when the test failed: this process is back on the local
+  runtime alone, and both worker processes are killed and reaped (the
+  module exec()s into worker_binary, which starts no processes).
   """
   processes, addresses = [], []
   try:
     for i in range(2):
-      port = _free_port()
+      port = portpicker.pick_unused_port()
       log = open(tmp_path / f'worker{i}.log', 'w')
       processes.append(subprocess.Popen(
           [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
@@ -66,17 +64,13 @@ def workers(tmp_path):
     for process in processes:
       process.kill()  # Also ends a SIGSTOPped one.
       process.wait(timeout=10)
-    for process in processes:
-      assert not psutil.pid_exists(process.pid) or (
-          psutil.Process(process.pid).status() == psutil.STATUS_ZOMBIE)
 
 
 def test_workers_listen_on_loopback_only(workers):
   processes, _ = workers
   for process in processes:  # The module exec()s into worker_binary.
     assert 'worker_binary' in psutil.Process(process.pid).exe()
-    listening = {c.laddr.ip for c in psutil.Process(process.pid).connections(
-        kind='inet') if c.status == psutil.CONN_LISTEN}
+    listening = listening_ips(process.pid)
     assert listening and listening <= {'127.0.0.1', '::ffff:127.0.0.1'}
 
 
@@ -102,7 +96,7 @@ def test_a_worker_killed_mid_run_stops_the_cli_with_a_clear_error(
     tmp_path, workers):
   processes, addresses = workers
   metrics = tmp_path / 'run' / 'metrics.csv'
-  cli = subprocess.Popen(
+  run = subprocess.Popen(
       [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
        f'--workers={",".join(addresses)}', '--progress=false',
        f'--output_dir={tmp_path / "run"}'], cwd=REPO, env=USER_ENV,
@@ -110,22 +104,22 @@ def test_a_worker_killed_mid_run_stops_the_cli_with_a_clear_error(
   try:
     deadline = time.monotonic() + 120
     while not (metrics.exists() and len(metrics.read_text().splitlines()) > 2):
-      assert cli.poll() is None, cli.communicate()[1]
+      assert run.poll() is None, run.communicate()[1]
       assert time.monotonic() < deadline, 'no progress'
       time.sleep(0.1)
-    local_workers = [p for p in psutil.Process(cli.pid).children(
+    local_workers = [p for p in psutil.Process(run.pid).children(
         recursive=True) if 'worker_binary' in ' '.join(p.cmdline())]
     processes[1].kill()
     killed = time.monotonic()
-    _, stderr = cli.communicate(timeout=60)
+    _, stderr = run.communicate(timeout=60)
   finally:
-    if cli.poll() is None:
-      cli.kill()
-      cli.wait()
+    if run.poll() is None:
+      run.kill()
+      run.wait()
   assert time.monotonic() - killed < 30
   assert local_workers and not any(p.is_running() and p.status() !=
                                    psutil.STATUS_ZOMBIE for p in local_workers)
-  assert cli.returncode == 1, stderr
+  assert run.returncode == 1, stderr
   last = stderr.strip().splitlines()[-1]
   assert last.startswith('run_experiment.py: stopped: ') and (
       addresses[1] in last), stderr
@@ -154,15 +148,15 @@ def test_a_hung_worker_is_an_error_not_a_hang(tmp_path, workers, monkeypatch):
 
 def test_an_unreachable_worker_is_a_clear_error(monkeypatch):
   monkeypatch.setattr(remote, 'CONNECT_TIMEOUT_S', 1.0)
-  address = f'127.0.0.1:{_free_port()}'
+  address = f'127.0.0.1:{portpicker.pick_unused_port()}'
   start = time.monotonic()
   try:
     with pytest.raises(runtime.WorkerError, match=f'cannot reach .*{address}'):
       runtime.start(workers=[address])
+    assert not runtime.remote_workers()  # Nothing half-connected is kept.
   finally:
     runtime.start()
   assert time.monotonic() - start < 10
-  assert not runtime.remote_workers()
 
 
 @pytest.mark.parametrize('text', [
@@ -182,10 +176,7 @@ def test_worker_addresses_are_parsed():
 
 def test_a_malformed_workers_flag_is_one_line_exit_2(tmp_path):
   out = tmp_path / 'run'
-  result = subprocess.run(
-      [sys.executable, 'run_experiment.py', '--workers=127.0.0.1',
-       f'--output_dir={out}'], cwd=REPO, env=USER_ENV, capture_output=True,
-      text=True, timeout=300)
+  result = cli('--workers=127.0.0.1', f'--output_dir={out}')
   assert result.returncode == 2, result.stderr
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('run_experiment.py: error:')
@@ -196,7 +187,7 @@ def test_the_worker_script_binds_loopback_unless_listen_all(monkeypatch,
                                                             capsys):
   started = []
   monkeypatch.setattr(os, 'execve', lambda *args: started.append(args))
-  port = _free_port()
+  port = portpicker.pick_unused_port()
   worker_main.main([f'--port={port}'])
   binary, argv, env = started.pop()
   assert binary.endswith('worker_binary') and f'--port={port}' in argv
@@ -227,7 +218,7 @@ def test_without_a_c_compiler_the_worker_script_refuses_to_listen_on_all(
   monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
   monkeypatch.setattr(os, 'execve', lambda *args: pytest.fail('started'))
   with pytest.raises(SystemExit) as e:
-    worker_main.main([f'--port={_free_port()}'])
+    worker_main.main([f'--port={portpicker.pick_unused_port()}'])
   err = capsys.readouterr().err
   assert e.value.code == 2 and len(err.strip().splitlines()) == 1
   assert 'C compiler' in err and '--listen_all' in err

@@ -56,6 +56,10 @@ class _AllClients:
     return concatenated, splits
 
 
+_CLIENTS = _AllClients()  # Shared: evaluation and dissimilarity of a run
+                          # read the same training clients.
+
+
 class _InProcess:
   """A model built once in this process, and what a tf.function over all
   clients needs: its input signature, the weights' structure, the reset of
@@ -73,12 +77,10 @@ class _InProcess:
     self.input_signature = [
         [tf.TensorSpec(v.shape, v.dtype)
          for v in tf.nest.flatten(self._template)],
-        tf.nest.map_structure(
-            lambda s: tf.TensorSpec([None] + list(s.shape[1:]), s.dtype),
-            self.model.input_spec),
+        local_training.batched_spec(self.model.input_spec),
         tf.TensorSpec([None], tf.int32)]
     self._fresh_metrics = [v.numpy() for v in self.model.local_variables]
-    self.clients = _AllClients()
+    self.clients = _CLIENTS
 
   def function(self, python_function):
     function = tf.function(python_function,
@@ -127,7 +129,6 @@ def build_evaluation(model_fn):
     """Σ_k client k's unfinalized metrics, in client order from zero (what
     TFF's federated_sum does)."""
     weights = local.weights(flat_weights)
-    local.reset_metrics()
     total = tf.nest.map_structure(tf.zeros_like,
                                   model.report_local_unfinalized_metrics())
     for k in tf.range(tf.size(splits) - 1):
@@ -162,7 +163,6 @@ def build_dissimilarity(model_fn):
     num_clients = tf.size(splits) - 1
     gradients = [tf.TensorArray(tf.float32, size=num_clients,
                                 element_shape=shape) for shape in shapes]
-    counts = tf.TensorArray(tf.float32, size=num_clients)
     weighted_sum = [tf.zeros(shape) for shape in shapes]
     n_sum, norms_sum = tf.constant(0.0), tf.constant(0.0)
     for k in tf.range(num_clients):
@@ -170,7 +170,6 @@ def build_dissimilarity(model_fn):
           local.model, weights, local.client(data, splits, k))
       gradient = tf.nest.flatten(gradient)
       gradients = [a.write(k, g) for a, g in zip(gradients, gradient)]
-      counts = counts.write(k, n)
       weighted_sum = [s + g * n for s, g in zip(weighted_sum, gradient)]
       n_sum += n
       norms_sum += squared_norm * n
@@ -179,7 +178,7 @@ def build_dissimilarity(model_fn):
     for k in tf.range(num_clients):
       distances_sum += statistics.squared_norm(
           [a.read(k) - g for a, g in zip(gradients, global_gradient)]
-      ) * counts.read(k)
+      ) * tf.cast(splits[k + 1] - splits[k], tf.float32)
     return collections.OrderedDict(
         grad_variance=distances_sum / n_sum,
         B=tf.sqrt((norms_sum / n_sum) /

@@ -83,8 +83,8 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
   return inputs
 
 
-CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = ('config.json', 'metrics.csv',
-                                          'summary.json')
+CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
+    results.CONFIG_FILE, results.METRICS_FILE, results.SUMMARY_FILE)
 CHECKPOINT_DIR, TENSORBOARD_DIR = 'checkpoints', 'tensorboard'
 _OUTPUTS = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR,
             TENSORBOARD_DIR)
@@ -136,12 +136,7 @@ def remove_outputs(output_dir: str):
 
 
 def _write_json_atomically(path, value):
-  partial = f'{path}.partial'
-  with open(partial, 'w') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(partial, path)
+  results.write_atomically(path, json.dumps(value, indent=2, sort_keys=True))
 
 
 def _wait(coroutine):
@@ -199,11 +194,11 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
       state, composition.initial_model_weights(task.model_fn, config.seed))
   os.makedirs(output_dir, exist_ok=True)
   if status == 'new':
-    _write_json_atomically(os.path.join(output_dir, CONFIG_FILE),
-                           _config_dict(config))
+    hparams = _config_dict(config)
+    _write_json_atomically(os.path.join(output_dir, CONFIG_FILE), hparams)
     with tf.summary.create_file_writer(os.path.join(
         output_dir, TENSORBOARD_DIR)).as_default():  # TensorBoard's HPARAMS.
-      hparams_api.hparams({k: v for k, v in _config_dict(config).items()
+      hparams_api.hparams({k: v for k, v in hparams.items()
                            if isinstance(v, (bool, int, float, str))})
   checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
   checkpoints = tff.program.FileProgramStateManager(
@@ -222,6 +217,8 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
           for k, v in saved['adaptive_mu'].items()})
   mu = adaptive_mu.mu if adaptive_mu else effective_mu(config)
   releases = tff.program.GroupingReleaseManager([
+      # WRITE: the whole file is rewritten and renamed each round, so a kill
+      # never leaves a half row (O(rounds²) bytes over a run; small).
       tff.program.CSVFileReleaseManager(
           metrics_path, tff.program.CSVSaveMode.WRITE, key_fieldname='round'),
       tff.program.TensorBoardReleaseManager(

@@ -26,11 +26,17 @@ EVAL_CHUNK_SIZE = 4096  # Examples per forward pass when a client's data is
                         # processed "as one batch" (gradients, evaluation).
 
 
+def batched_spec(input_spec):
+  """The TensorSpecs of a client's whole dataset, given the model's batch
+  spec (any number of examples)."""
+  return tf.nest.map_structure(
+      lambda s: tf.TensorSpec([None] + list(s.shape[1:]), s.dtype),
+      input_spec)
+
+
 def _batched_spec_type(input_spec):
   """The TFF type of a client's whole dataset, given the model's batch spec."""
-  return tff.types.tensorflow_to_type(tf.nest.map_structure(
-      lambda s: tf.TensorSpec([None] + list(s.shape[1:]), s.dtype),
-      input_spec))
+  return tff.types.tensorflow_to_type(batched_spec(input_spec))
 
 
 def client_data_type(input_spec):

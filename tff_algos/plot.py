@@ -18,7 +18,7 @@ from tff_algos import results  # pylint: disable=g-import-not-at-top
 
 def label(run_dir):
   """The line's name: the algorithm and its μ/λ and stragglers."""
-  config = results.read_json(run_dir, 'config.json')
+  config = results.read_json(run_dir, results.CONFIG_FILE)
   if config is None:
     return os.path.basename(os.path.normpath(run_dir))
   text = config['algo']
@@ -61,8 +61,9 @@ def main(argv=None):
   parser.add_argument('--title', default='')
   args = parser.parse_args(argv)
   for run_dir in args.run_dirs:
-    if not os.path.exists(os.path.join(run_dir, 'metrics.csv')):
-      parser.exit(2, f'plot: error: no metrics.csv in {run_dir}\n')
+    if not results.has_rows(run_dir):
+      parser.exit(2, f'plot: error: no rounds in {run_dir}/'
+                  f'{results.METRICS_FILE}\n')
   try:
     plot_runs(args.run_dirs, args.metric, args.out, args.title)
   except ValueError as e:

@@ -89,16 +89,34 @@ def parse_workers(text):
   return addresses
 
 
+def executor_context(stub_fn, compiler_fn=None, on_executor=None):
+  """A synchronous TFF context whose executors talk to `stub_fn()` (a
+  `tff.framework.RemoteExecutorStub`); `on_executor` sees each new one."""
+  def executor_stack(cardinalities):
+    cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
+    executor = tff.framework.RemoteExecutor(stub_fn())
+    executor.set_cardinalities(cardinalities)
+    if on_executor is not None:
+      on_executor(executor)
+    return executor
+
+  return tff.framework.SyncExecutionContext(
+      executor_fn=tff.framework.ResourceManagingExecutorFactory(
+          executor_stack_fn=executor_stack),
+      compiler_fn=compiler_fn,
+      transform_args=tff.tensorflow.transform_args,
+      transform_result=tff.tensorflow.transform_result)
+
+
 class RemoteWorker:
   """A connection to one remote `worker_binary` and a TFF context on it.
 
-  Timeouts default to the module's CONNECT_TIMEOUT_S, PROBE_EVERY_S and
+  Timeouts: the module's CONNECT_TIMEOUT_S, PROBE_EVERY_S and
   PROBE_TIMEOUT_S as they are when the worker is connected.
   """
 
-  def __init__(self, address, connect_timeout=None, probe_every=None,
-               probe_timeout=None):
-    connect_timeout = connect_timeout or CONNECT_TIMEOUT_S
+  def __init__(self, address):
+    connect_timeout = CONNECT_TIMEOUT_S
     self.address = address
     self.clients_served = 0  # Clients whose work this worker computed.
     self.failure = None      # Why it is unusable, once it is.
@@ -129,25 +147,14 @@ class RemoteWorker:
       raise WorkerError(f'{address} does not answer as a TFF worker: '
                         f'{e.code().name}: {e.details()}') from None
     self.stub = _CheckedStub(self, grpc_stub)
-
-    def executor_stack(cardinalities):
-      cardinalities.setdefault(tff.CLIENTS, 0)
-      executor = tff.framework.RemoteExecutor(self.stub)
-      executor.set_cardinalities(cardinalities)
-      self._executors.append(executor)
-      return executor
-
     # No compiler: SpreadContext hands it computations compiled once.
-    self.context = tff.framework.SyncExecutionContext(
-        executor_fn=tff.framework.ResourceManagingExecutorFactory(
-            executor_stack_fn=executor_stack),
-        transform_args=tff.tensorflow.transform_args,
-        transform_result=tff.tensorflow.transform_result)
+    self.context = executor_context(lambda: self.stub,
+                                    on_executor=self._executors.append)
     # Any answer (UNIMPLEMENTED) shows the worker alive; none in time: not.
     self._probe = self._channel.unary_unary('/tff_algos.Liveness/Probe')
     threading.Thread(
         target=self._probe_loop,
-        args=(probe_every or PROBE_EVERY_S, probe_timeout or PROBE_TIMEOUT_S),
+        args=(PROBE_EVERY_S, PROBE_TIMEOUT_S),
         name=f'probe {address}', daemon=True).start()
 
   def _probe_loop(self, every, timeout):
@@ -346,31 +353,29 @@ def slice_clients(value, type_spec, start, stop):
   return value
 
 
-def _has_clients_placed_result(type_spec):
-  return type_analysis.contains(type_spec, _clients_placed)
-
-
 class SpreadContext(tff.framework.SyncContext):
   """Runs each client-data computation's client work on remote workers."""
 
   def __init__(self, local_context, workers):
     self._local = local_context
     self.workers = workers
-    self._forms = {}  # Computation → (_SplitForm, compiled client_values),
-                      # or None: run it on the local context.
+    # id(computation) → (computation, kept so that its id is not reused;
+    # (_SplitForm, compiled client_values) or None: run it locally). Keyed
+    # by id: a computation's hash serializes its whole proto.
+    self._forms = {}
     self._lock = threading.Lock()
 
   def _form(self, comp):
     with self._lock:
-      if comp not in self._forms:
-        self._forms[comp] = self._split(comp)
-      return self._forms[comp]
+      if id(comp) not in self._forms:
+        self._forms[id(comp)] = (comp, self._split(comp))
+      return self._forms[id(comp)][1]
 
   @staticmethod
   def _split(comp):
     signature = comp.type_signature
     if (signature.parameter is None or
-        _has_clients_placed_result(signature.result) or
+        type_analysis.contains(signature.result, _clients_placed) or
         not type_analysis.contains(signature.parameter, _clients_placed)):
       return None
     try:

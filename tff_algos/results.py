@@ -9,11 +9,32 @@ import json
 import math
 import os
 
+CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = ('config.json', 'metrics.csv',
+                                          'summary.json')
+
 
 def read_rows(run_dir):
   """metrics.csv as a list of {column: str} (one per round, round 0 first)."""
-  with open(os.path.join(run_dir, 'metrics.csv'), newline='') as f:
+  with open(os.path.join(run_dir, METRICS_FILE), newline='') as f:
     return list(csv.DictReader(f))
+
+
+def has_rows(run_dir):
+  """Whether run_dir/metrics.csv holds at least one round (a run killed
+  before round 0 was released leaves only its header)."""
+  return (os.path.exists(os.path.join(run_dir, METRICS_FILE)) and
+          bool(read_rows(run_dir)))
+
+
+def write_atomically(path, text):
+  """path holds `text` in full, or keeps what it held: written to a
+  temporary file, synced, then renamed over it."""
+  partial = f'{path}.partial'
+  with open(partial, 'w', newline='') as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(partial, path)
 
 
 def typed(row):
@@ -75,8 +96,8 @@ def summarize(run_dir, target_accuracy=None, examples_per_client=None):
   summary.json recorded.
   """
   rows = read_rows(run_dir)
-  config = read_json(run_dir, 'config.json') or {}
-  summary = read_json(run_dir, 'summary.json') or {}
+  config = read_json(run_dir, CONFIG_FILE) or {}
+  summary = read_json(run_dir, SUMMARY_FILE) or {}
   rounds, accuracy = series(rows, 'test_accuracy')
   _, loss = series(rows, 'train_loss')
   last_round = int(rows[-1]['round']) if rows else 0

@@ -114,18 +114,9 @@ def _loopback_only_env():
 
 def _local_context():
   """A TFF context that runs computations on `_worker` (started on first use)."""
-  def executor_stack(cardinalities):
-    cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
-    executor = tff.framework.RemoteExecutor(_worker.stub())
-    executor.set_cardinalities(cardinalities)
-    return executor
-
-  return tff.framework.SyncExecutionContext(
-      executor_fn=tff.framework.ResourceManagingExecutorFactory(
-          executor_stack_fn=executor_stack),
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-      transform_args=tff.tensorflow.transform_args,
-      transform_result=tff.tensorflow.transform_result)
+  return remote.executor_context(
+      _worker.stub,
+      compiler_fn=tff.backends.native.desugar_and_transform_to_native)
 
 
 _worker = _Worker(max_concurrent_computation_calls=-1)
@@ -157,10 +148,8 @@ def start(workers=()) -> None:
   `WorkerError` when a worker cannot be reached.
   """
   global _spread
-  if isinstance(workers, str):
-    workers = parse_workers(workers)
-  else:
-    workers = parse_workers(','.join(workers))
+  workers = parse_workers(
+      workers if isinstance(workers, str) else ','.join(workers))
   _install_signal_handlers()
   _worker.stub()
   _disconnect()

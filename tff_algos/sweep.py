@@ -101,7 +101,7 @@ def table(runs, output_dir, target_accuracy=None):
   for run in runs:
     run_dir = os.path.join(output_dir, run.name)
     row = dict(run=run.name, variant=run.variant, **dict(run.swept))
-    if os.path.exists(os.path.join(run_dir, 'metrics.csv')):
+    if results.has_rows(run_dir):
       row.update(results.summarize(run_dir, target_accuracy))
     baseline.setdefault(run.swept, row.get('rounds_to_target'))
     if target_accuracy is not None:
@@ -139,10 +139,7 @@ def write_summary(rows, output_dir, target_accuracy=None):
                  'the first variant with the same swept values.')
   for name, content in (('summary.csv', text.getvalue()),
                         ('summary.md', '\n'.join(lines) + '\n')):
-    path = os.path.join(output_dir, name)
-    with open(f'{path}.partial', 'w', newline='') as f:
-      f.write(content)
-    os.replace(f'{path}.partial', path)
+    results.write_atomically(os.path.join(output_dir, name), content)
   return lines
 
 
@@ -150,7 +147,7 @@ def plot_runs(runs, output_dir, target_accuracy=None):
   """One figure per metric and swept setting: a line per variant."""
   by_swept = {}
   for run in runs:
-    if os.path.exists(os.path.join(output_dir, run.name, 'metrics.csv')):
+    if results.has_rows(os.path.join(output_dir, run.name)):
       by_swept.setdefault(run.swept, []).append(run)
   for swept, group in by_swept.items():
     suffix = ''.join(f'__{flag}-{value}' for flag, value in swept)

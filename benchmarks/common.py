@@ -1,0 +1,17 @@
+"""What the benchmark scripts share (they run as scripts: `python
+benchmarks/NAME.py`, so this folder is on their path)."""
+
+import os
+import sys
+
+import tasks
+
+
+def load_task_or_exit(name, data_dir):
+  """`tasks.load_task`, but a missing or bad file is one line on stderr and
+  exit code 2, as for run_experiment.py."""
+  try:
+    return tasks.load_task(name, data_dir=data_dir)
+  except tasks.DataError as e:
+    print(f'{os.path.basename(sys.argv[0])}: error: {e}', file=sys.stderr)
+    sys.exit(2)

@@ -73,7 +73,7 @@ flags.DEFINE_bool('adaptive_mu', False,
                   '(Li et al. §5.3.2); --mu is the initial value.')
 flags.DEFINE_float('straggler_fraction', 0.0,
                    'Fraction of the selected clients that are stragglers '
-                   'each round (they run x ~ U{1..E} epochs).')
+                   'each round (they run x ~ U{1..E-1} epochs: fewer than E).')
 flags.DEFINE_enum('straggler_policy', None, ['drop', 'partial'],
                   'drop: discard stragglers\' updates (FedAvg\'s default); '
                   'partial: aggregate their partial work (FedProx/FedISGD).')

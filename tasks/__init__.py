@@ -10,10 +10,13 @@ import inspect
 import os
 import re
 
+# synthetic_A_B (FedProx's Synthetic(α, β)), synthetic_iid, and
+# synthetic_A_B_Nclass: each device's labels restricted to N of the 10
+# classes (FedISGD §3.4 runs Synthetic_1_1 with 5 classes per device).
 SYNTHETIC_NAME = re.compile(
-    r'^synthetic_(?:iid|(\d+(?:\.\d+)?)_(\d+(?:\.\d+)?))$')
+    r'^synthetic_(?:iid|(\d+(?:\.\d+)?)_(\d+(?:\.\d+)?)(?:_(\d+)class)?)$')
 SYNTHETIC_TASKS = ('synthetic_0_0', 'synthetic_0.5_0.5', 'synthetic_1_1',
-                   'synthetic_iid')
+                   'synthetic_1_1_5class', 'synthetic_iid')
 DATASET_MODULES = ('mnist', 'femnist', 'cifar10', 'shakespeare', 'sent140')
 
 
@@ -54,7 +57,9 @@ def load_task(name: str, seed: int = 0, data_dir: str | None = None,
   `seed` seeds generated data and random partitions. Synthetic tasks read
   LEAF JSON from `data_dir` only when it is given (else they generate);
   dataset tasks read their files under `data_dir` (default
-  `default_data_dir()`). `train_fraction` re-splits generated data;
+  `default_data_dir()`). `train_fraction` sets the per-device train share
+  of the tasks that split each device's data themselves (synthetic,
+  mnist_powerlaw, femnist_fedprox, sent140 from a CSV or sample);
   `options` go to the dataset's loader (e.g. `embeddings=PATH`).
   """
   if SYNTHETIC_NAME.match(name):
@@ -67,10 +72,12 @@ def load_task(name: str, seed: int = 0, data_dir: str | None = None,
   if name not in loaders:
     raise ValueError(f'unknown task {name!r}; known: '
                      f'{", ".join(task_names())}')
-  if train_fraction is not None:
-    raise DataError(f'--train_fraction applies to generated synthetic data, '
-                    f'not to {name}')
   accepted = inspect.signature(loaders[name]).parameters
+  if train_fraction is not None:
+    if 'train_fraction' not in accepted:
+      raise DataError(f'--train_fraction: {name} has a fixed train/test '
+                      'split')
+    options['train_fraction'] = train_fraction
   for option in options:
     if option not in accepted and not any(
         p.kind == p.VAR_KEYWORD for p in accepted.values()):

@@ -22,7 +22,8 @@ CNN, [784] for MLR; labels LEAF's 0-9 digits, 10-35 A-Z, 36-61 a-z.
   (FedProx Table 1: 18,345), so when a class is short every (device, class)
   slot gets 2 images and the rest of the class is shared in proportion to
   int(n_u / 5) - 2 (floored). Each device is shuffled and split 90/10
-  train/test (int(0.9 n) train). Model: MLR 784 → 10.
+  train/test (int(0.9 n) train; `train_fraction` changes it). Model: MLR
+  784 → 10.
 - `emnist`: TFF's federated EMNIST-62 (3,400 writers) from `emnist_all.sqlite`
   (the file TFF 0.87's `emnist.load_data` caches, extracted from
   emnist_all.sqlite.lzma) in `<data_dir>/tff/` or `<data_dir>/`; never
@@ -192,7 +193,8 @@ def fedprox_split(labels, num_devices, rng,
 
 
 def load_fedprox(data_dir, seed, name='femnist_fedprox',
-                 num_devices=FEDPROX_DEVICES):
+                 num_devices=FEDPROX_DEVICES,
+                 train_fraction=FEDPROX_TRAIN_FRACTION):
   writers, source = load_writers(data_dir)
   xs, ys = [], []
   for pair in writers.values():
@@ -203,8 +205,8 @@ def load_fedprox(data_dir, seed, name='femnist_fedprox',
   x, y = _float(np.concatenate(xs), True), np.concatenate(ys).astype(np.int32)
   rng = np.random.default_rng(seed)
   devices = fedprox_split(y, num_devices, rng)
-  train, test = base.split_devices(x, y, devices, FEDPROX_TRAIN_FRACTION,
-                                   rng, lambda u: f'f_{u:05d}')
+  train, test = base.split_devices(x, y, devices, train_fraction, rng,
+                                   lambda u: f'f_{u:05d}')
   total = sum(len(d) for d in devices)
   return image_models.Splits(
       name=name,
@@ -214,7 +216,7 @@ def load_fedprox(data_dir, seed, name='femnist_fedprox',
       description=(f'FedProx FEMNIST (a-j, 5 classes per device) from '
                    f'{source}: {num_devices} devices, {total} of {len(y)} '
                    f'a-j images (FedProx Table 1: 200 devices, 18,345 '
-                   f'samples), 90/10 split, seed {seed}; MLR'))
+                   f'samples), {train_fraction:g} train, seed {seed}; MLR'))
 
 
 def emnist_path(data_dir):

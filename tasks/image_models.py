@@ -14,6 +14,7 @@ SparseCategoricalCrossentropy(from_logits=True) and an 'accuracy' metric).
 """
 
 import collections
+import functools
 
 import tensorflow as tf
 
@@ -41,9 +42,13 @@ def as_task(splits: Splits) -> base.FederatedTask:
 
 
 def tasks_from_splits(splits_loaders):
-  """{name: loader(data_dir, seed) -> FederatedTask} from Splits loaders."""
+  """{name: loader(data_dir, seed, **options) -> FederatedTask} from
+  Splits loaders (the options a Splits loader takes pass through)."""
   def wrap(load):
-    return lambda data_dir, seed: as_task(load(data_dir, seed))
+    @functools.wraps(load)
+    def loader(data_dir, seed, **options):
+      return as_task(load(data_dir, seed, **options))
+    return loader
   return collections.OrderedDict(
       (name, wrap(load)) for name, load in splits_loaders.items())
 

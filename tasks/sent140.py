@@ -152,7 +152,8 @@ def split_users(by_user, min_tweets, seed=0, train_fraction=TRAIN_FRACTION):
 
 
 @functools.lru_cache(maxsize=4)
-def _read_source(source, fingerprint, min_tweets, seed=0):
+def _read_source(source, fingerprint, min_tweets, seed=0,
+                 train_fraction=TRAIN_FRACTION):
   path = fingerprint[0]
   if source == 'leaf':
     train = _leaf_tweets(leaf.read_leaf_split(os.path.join(path, 'train')))
@@ -164,7 +165,7 @@ def _read_source(source, fingerprint, min_tweets, seed=0):
     by_user = _leaf_tweets(leaf.read_leaf_file(path))
   else:
     by_user = read_csv(path)
-  train, test = split_users(by_user, min_tweets, seed)
+  train, test = split_users(by_user, min_tweets, seed, train_fraction)
   if not train:
     raise tasks.DataError(f'{path}: no user has {min_tweets} tweets')
   return train, test
@@ -267,12 +268,19 @@ def to_examples(tweets, vocabulary):
 
 # --------------------------------------------------------------------- task
 def load(data_dir, seed=0, embeddings=None, source='auto', csv_path=None,
-         min_tweets=None, num_clients=None):
-  """The Sent140 FederatedTask (see the module docstring)."""
+         min_tweets=None, num_clients=None, train_fraction=None):
+  """The Sent140 FederatedTask (see the module docstring).
+
+  `train_fraction` (default 0.9, LEAF's) re-splits each user's tweets of a
+  CSV or the LEAF sample; full LEAF output comes split.
+  """
   source, path = find_source(data_dir, source, csv_path)
+  if train_fraction is not None and source == 'leaf':
+    raise tasks.DataError('--train_fraction cannot re-split LEAF output')
   if min_tweets is None:
     min_tweets = 2 if source == 'leaf_sample' else 3
-  train, test = _read_source(source, _fingerprint(path), min_tweets, seed)
+  train, test = _read_source(source, _fingerprint(path), min_tweets, seed,
+                             train_fraction or TRAIN_FRACTION)
   if num_clients is not None:
     if not 1 <= num_clients <= len(train):
       raise ValueError(f'num_clients must be in 1..{len(train)}')
@@ -291,7 +299,8 @@ def load(data_dir, seed=0, embeddings=None, source='auto', csv_path=None,
       csv=f'Sentiment140 CSV {os.path.basename(path)}, users with >= '
           f'{min_tweets} tweets, LEAF 90/10 split per user',
       leaf_sample=f'PARTIAL: one LEAF test split ({LEAF_SAMPLE}) re-split '
-                  f'90/10 per user, users with >= {min_tweets} tweets')[source]
+                  f'{train_fraction or TRAIN_FRACTION:g} train per user, '
+                  f'users with >= {min_tweets} tweets')[source]
   subset = f', {len(train)}-user subset (seed {seed})' if num_clients else ''
   embedding = (f'frozen GloVe {matrix.shape[1]}-d ({len(vocabulary)} words)'
                if matrix is not None else

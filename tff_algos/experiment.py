@@ -113,6 +113,8 @@ def output_dir_status(output_dir: str, config: Config) -> str:
                            '--output_dir')
     return 'new'
   current = _config_dict(config)
+  # A setting added after the run was written counts as its default there.
+  saved = {**_config_dict(Config()), **saved}
   differences = [f'{key}={saved.get(key)!r} there, {current.get(key)!r} here'
                  for key in sorted(set(saved) | set(current))
                  if saved.get(key) != current.get(key)]

@@ -29,7 +29,7 @@ class StragglerPolicy(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class ClientPlan:
   client: int      # index into the task's client list
-  epochs: int      # local epochs this round: E, or x ~ U{1..E} if straggling
+  epochs: int      # local epochs this round: E, or x ~ U{1..E-1} if straggling
   straggler: bool
 
 
@@ -40,7 +40,10 @@ class ClientSampler:
   Each round picks `clients_per_round` of `num_clients` uniformly without
   replacement. A fraction `straggler_fraction` of them are stragglers (as in
   the FedProx code, K − round(K·(1 − s)) of the K selected); a straggler runs
-  x ~ U{1, …, E} epochs instead of E.
+  x ~ U{1, …, E − 1} epochs instead of E: "fewer than E" (FedProx §5.2,
+  FedISGD §3.4: E < 20; the FedProx code draws randint(1, E)). With E = 1
+  there is no smaller whole number of epochs: a straggler runs its 1 epoch
+  (and is still dropped by `StragglerPolicy.DROP`).
   """
   num_clients: int
   clients_per_round: int
@@ -75,7 +78,7 @@ class ClientSampler:
       epochs = self.epochs
       if client in stragglers:
         epochs = int(self._rng(_Stream.STRAGGLER_EPOCHS, round_num,
-                               client).integers(1, self.epochs + 1))
+                               client).integers(1, max(self.epochs, 2)))
       plans.append(ClientPlan(client, epochs, client in stragglers))
     return plans
 

@@ -5,6 +5,9 @@ import os
 import sys
 
 import tasks
+from tff_algos import runtime
+
+runtime.install()  # Our TFF context, before any exit path.
 
 
 def load_task_or_exit(name, data_dir):

@@ -9,8 +9,9 @@ MLR), `mnist_cnn` (FedAvg, MNIST IID 100 × 600, CNN) and `shakespeare_lstm`
 --data_dir (default: as run_experiment.py, $TFF_DATA_DIR else ~/.tff).
 
 In ONE process, the same rounds (same clients, minibatches and μ) are run
-  1. ours: tff_algos.build_fed_prox (μ > 0) or build_fed_avg (μ = 0) through
-     the TFF runtime;
+  1. ours: FedProx (μ > 0) or FedAvg (μ = 0), a round of the simulation loop
+     (`tff_algos.simulation.loop`, what run_experiment.py runs: drawing the
+     round's schedule and the process's round through the TFF runtime);
   2. TFF's tff.learning.algorithms.build_weighted_fed_prox (μ > 0) or
      build_weighted_fed_avg (μ = 0) on tf.data datasets holding exactly the
      same minibatches;
@@ -42,12 +43,11 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 import common  # pylint: disable=g-import-not-at-top
 import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import composition  # pylint: disable=g-import-not-at-top
-from tff_algos import experiment  # pylint: disable=g-import-not-at-top
-from tff_algos import fedavg  # pylint: disable=g-import-not-at-top
-from tff_algos import fedprox  # pylint: disable=g-import-not-at-top
+from tff_algos import learning  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-from tff_algos.sampling import ClientSampler  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import client_inputs  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
 
 Workload = collections.namedtuple(
     'Workload', 'task clients_per_round epochs batch_size client_lr mu')
@@ -70,21 +70,6 @@ flags.DEFINE_string('data_dir', None, 'Where dataset workloads find their '
                     'files (default $TFF_DATA_DIR, else ~/.tff).')
 flags.DEFINE_integer('clients_per_round', None, 'Override the workload\'s K.')
 flags.DEFINE_integer('epochs', None, 'Override the workload\'s E.')
-
-
-def tf_dataset(client_input):
-  """The minibatches of one client input, in order, as a tf.data.Dataset."""
-  data = client_input['data']
-  order, ends = client_input['example_order'], client_input['batch_ends']
-  n = len(next(iter(data.values())))
-  batch_size = int(ends[0])
-  epochs = [tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      (k, v[order[e * n:(e + 1) * n]]) for k, v in data.items()))
-            .batch(batch_size) for e in range(len(order) // n)]
-  dataset = epochs[0]
-  for more in epochs[1:]:
-    dataset = dataset.concatenate(more)
-  return dataset
 
 
 def cpu_seconds():
@@ -147,25 +132,37 @@ def main(argv):
   epochs = FLAGS.epochs or workload.epochs
   batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
   arrays = tasks.client_arrays(task.train)
-  sampler = ClientSampler(len(arrays), k, epochs, seed=0)
+  config = Config(algo='fedprox' if mu else 'fedavg', task=workload.task,
+                  clients_per_round=k, epochs=epochs, batch_size=batch_size,
+                  client_lr=lr, **(dict(mu=mu) if mu else {}))
+  loop = experiment.build_loop(config, task.model_fn, arrays, evaluate=False)
+  sampler = loop.sampler
   rounds = range(1, FLAGS.warmup + FLAGS.rounds + 1)
-  inputs = {r: experiment.round_inputs(sampler, sampler.round_plan(r), arrays,
-                                       r, batch_size) for r in rounds}
+  inputs = {r: client_inputs.round_inputs(sampler, sampler.round_plan(r),
+                                          arrays, r, batch_size)
+            for r in rounds}
   steps = {r: sum(len(i[0]['batch_ends']) for i in inputs[r]) for r in rounds}
-  datasets = {r: [tf_dataset(i[0]) for i in inputs[r]] for r in rounds}
-  initial = composition.initial_model_weights(task.model_fn, 0)
+  datasets = {r: [client_inputs.as_dataset(i) for i in inputs[r]]
+              for r in rounds}
+  initial = learning.initial_model_weights(task.model_fn, 0)
 
   sgd = tff.learning.optimizers.build_sgdm
   if mu:
-    ours = fedprox.build_fed_prox(task.model_fn, lr, mu)
     builtin = tff.learning.algorithms.build_weighted_fed_prox(
         task.model_fn, proximal_strength=mu, client_optimizer_fn=sgd(lr),
         server_optimizer_fn=sgd(1.0))
   else:
-    ours = fedavg.build_fed_avg(task.model_fn, lr)
     builtin = tff.learning.algorithms.build_weighted_fed_avg(
         task.model_fn, client_optimizer_fn=sgd(lr),
         server_optimizer_fn=sgd(1.0))
+
+  def simulation_loop():
+    state = loop.initial_state(initial)
+
+    def run_round(r):
+      nonlocal state
+      state, _ = loop.step(state, r)
+    return run_round
 
   def federated(process, round_data):
     state = process.set_model_weights(process.initialize(), initial)
@@ -184,7 +181,7 @@ def main(argv):
     return run_round
 
   runners = collections.OrderedDict(
-      ours=federated(ours, inputs), tff_builtin=federated(builtin, datasets),
+      ours=simulation_loop(), tff_builtin=federated(builtin, datasets),
       fused=fused(build_fused_round(task.model_fn(), lr, mu)))
   # Round by round, the three ways in turn: a change in the load from other
   # processes then hits all three alike.

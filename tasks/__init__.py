@@ -1,8 +1,10 @@
 """Federated tasks: client data plus the papers' models. No algorithms here.
 
-Each dataset module (`tasks/<module>.py`) exposes `TASKS = {name: loader}`
-with `loader(data_dir, seed, **options) -> FederatedTask`; the Synthetic
-family is generated and needs no files. Modules load on first use.
+`CATALOG` names every task with a one-line description and the module that
+loads it (no TensorFlow: `run_experiment.py --help` lists it). Each dataset
+module (`tasks/<module>.py`) exposes `TASKS = {name: loader}` with
+`loader(data_dir, seed, **options) -> FederatedTask`, loaded on first use;
+the Synthetic family is generated and needs no files.
 """
 
 import importlib
@@ -17,32 +19,60 @@ SYNTHETIC_NAME = re.compile(
     r'^synthetic_(?:iid|(\d+(?:\.\d+)?)_(\d+(?:\.\d+)?)(?:_(\d+)class)?)$')
 SYNTHETIC_TASKS = ('synthetic_0_0', 'synthetic_0.5_0.5', 'synthetic_1_1',
                    'synthetic_1_1_5class', 'synthetic_iid')
-DATASET_MODULES = ('mnist', 'femnist', 'cifar10', 'shakespeare', 'sent140')
+
+# name → (module, one line). synthetic_A_B stands for the whole family.
+CATALOG = {
+    'synthetic_A_B': ('synthetic', 'FedProx Synthetic(α,β), any α, β: 30 '
+                      'devices, x in R^60, 10 classes, MLR (generated)'),
+    'synthetic_A_B_Nclass': ('synthetic', 'the same with N of the 10 classes '
+                             'per device (FedISGD: synthetic_1_1_5class)'),
+    'synthetic_iid': ('synthetic', 'FedProx Synthetic-IID: one W, b for all '
+                      'devices (generated)'),
+    'mnist_iid_2nn': ('mnist', 'FedAvg MNIST IID, 100 clients x 600, 2NN'),
+    'mnist_iid_cnn': ('mnist', 'FedAvg MNIST IID, 100 clients x 600, CNN'),
+    'mnist_iid': ('mnist', 'mnist_iid_cnn'),
+    'mnist_pathological_2nn': ('mnist', 'FedAvg MNIST pathological non-IID '
+                               '(2 label shards per client), 2NN'),
+    'mnist_pathological_cnn': ('mnist', 'the same with the CNN'),
+    'mnist_pathological': ('mnist', 'mnist_pathological_cnn'),
+    'mnist_powerlaw': ('mnist', 'FedProx MNIST: 1,000 devices, 2 digits '
+                       'each, power-law sizes, MLR'),
+    'femnist': ('femnist', 'FEMNIST by writer (the shared copy is a partial '
+                'sample), CNN with 62 outputs'),
+    'femnist_fedprox': ('femnist', 'FedProx FEMNIST: letters a-j, 200 '
+                        'devices, 5 classes each, MLR'),
+    'emnist': ('femnist', 'TFF federated EMNIST-62 (emnist_all.sqlite), CNN'),
+    'cifar10': ('cifar10', 'FedAvg CIFAR-10: 100 IID clients x 500, '
+                'TF-tutorial CNN'),
+    'shakespeare': ('shakespeare', 'TFF federated Shakespeare: 715 roles, '
+                    'char-LSTM'),
+    'shakespeare_roles': ('shakespeare', 'LEAF-style per-role split of the '
+                          'complete works (FedAvg non-IID), char-LSTM'),
+    'shakespeare_roles_iid': ('shakespeare', 'the same lines shuffled over '
+                              'as many clients (FedAvg IID)'),
+    'sent140': ('sent140', 'Sent140 tweets by user (the shared copy is a '
+                'partial sample), 2-layer LSTM'),
+}
+DATASET_TASKS = tuple(name for name, (module, _) in CATALOG.items()
+                      if module != 'synthetic')
 
 
 class DataError(Exception):
   """A dataset is missing, malformed or truncated (message says which)."""
 
 
-def _dataset_tasks():
-  """{task name: loader} over the dataset modules present."""
-  loaders = {}
-  for module in DATASET_MODULES:
-    try:
-      loaders.update(importlib.import_module(f'tasks.{module}').TASKS)
-    except ModuleNotFoundError as e:
-      if e.name != f'tasks.{module}':
-        raise
-  return loaders
-
-
 def task_names():
-  return SYNTHETIC_TASKS + tuple(sorted(_dataset_tasks()))
+  return SYNTHETIC_TASKS + tuple(sorted(DATASET_TASKS))
 
 
 def is_known(name: str) -> bool:
   """Any synthetic_A_B (FedProx's family) or a dataset module's task."""
-  return SYNTHETIC_NAME.match(name) is not None or name in _dataset_tasks()
+  return SYNTHETIC_NAME.match(name) is not None or name in DATASET_TASKS
+
+
+def _loader(name):
+  module = importlib.import_module(f'tasks.{CATALOG[name][0]}')
+  return module.TASKS[name]
 
 
 def default_data_dir() -> str:
@@ -68,11 +98,11 @@ def load_task(name: str, seed: int = 0, data_dir: str | None = None,
       raise DataError(f'{name} takes no options {sorted(options)}')
     return synthetic.load(name, seed=seed, data_dir=data_dir,
                           train_fraction=train_fraction)
-  loaders = _dataset_tasks()
-  if name not in loaders:
+  if name not in DATASET_TASKS:
     raise ValueError(f'unknown task {name!r}; known: '
                      f'{", ".join(task_names())}')
-  accepted = inspect.signature(loaders[name]).parameters
+  loader = _loader(name)
+  accepted = inspect.signature(loader).parameters
   if train_fraction is not None:
     if 'train_fraction' not in accepted:
       raise DataError(f'--train_fraction: {name} has a fixed train/test '
@@ -82,7 +112,7 @@ def load_task(name: str, seed: int = 0, data_dir: str | None = None,
     if option not in accepted and not any(
         p.kind == p.VAR_KEYWORD for p in accepted.values()):
       raise DataError(f'{name} takes no option {option!r}')
-  return loaders[name](data_dir or default_data_dir(), seed, **options)
+  return loader(data_dir or default_data_dir(), seed, **options)
 
 
 def __getattr__(name):

@@ -2,6 +2,7 @@
 
 import collections
 import dataclasses
+import os
 from typing import Callable
 
 import numpy as np
@@ -55,6 +56,28 @@ def split_devices(x, y, devices, train_fraction, rng, client_id):
     test[client_id(u)] = collections.OrderedDict(x=x[idx[cut:]],
                                                  y=y[idx[cut:]])
   return train, test
+
+
+def file_fingerprint(path):
+  """(absolute path, size, mtime): a cache key that changes with the file."""
+  stat = os.stat(path)
+  return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def client_subset(train, test, num_clients, seed):
+  """`num_clients` of the clients of {client: data} dicts `train` and
+  `test` (same keys), a seeded random choice kept in their order; all of
+  them when num_clients is None."""
+  if num_clients is None:
+    return train, test
+  if not 1 <= num_clients <= len(train):
+    raise DataError(f'--num_clients must be in 1..{len(train)}, '
+                    f'got {num_clients}')
+  rng = np.random.default_rng([seed, 3])
+  names = [list(train)[k] for k in sorted(
+      rng.choice(len(train), num_clients, replace=False))]
+  return (collections.OrderedDict((c, train[c]) for c in names),
+          collections.OrderedDict((c, test[c]) for c in names))
 
 
 def client_arrays(client_data):

@@ -74,11 +74,6 @@ def split_line(text):
 
 
 # ------------------------------------------------------------------ readers
-def _fingerprint(path):
-  stat = os.stat(path)
-  return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
-
-
 def read_csv(path):
   """{user: [(text, label)]} from a Sentiment140 CSV; neutral dropped."""
   try:
@@ -279,16 +274,9 @@ def load(data_dir, seed=0, embeddings=None, source='auto', csv_path=None,
     raise tasks.DataError('--train_fraction cannot re-split LEAF output')
   if min_tweets is None:
     min_tweets = 2 if source == 'leaf_sample' else 3
-  train, test = _read_source(source, _fingerprint(path), min_tweets, seed,
+  train, test = _read_source(source, base.file_fingerprint(path), min_tweets, seed,
                              train_fraction or TRAIN_FRACTION)
-  if num_clients is not None:
-    if not 1 <= num_clients <= len(train):
-      raise ValueError(f'num_clients must be in 1..{len(train)}')
-    rng = np.random.default_rng([seed, 3])
-    users = [list(train)[k] for k in sorted(
-        rng.choice(len(train), num_clients, replace=False))]
-    train = collections.OrderedDict((u, train[u]) for u in users)
-    test = collections.OrderedDict((u, test[u]) for u in users)
+  train, test = base.client_subset(train, test, num_clients, seed)
   vocabulary, matrix = build_vocabulary(train, test, embeddings)
   vocab_size = len(vocabulary) + 2
   model_fn = text_models.sent140_lstm(

@@ -65,11 +65,6 @@ PG100_HELP = (
     'pg100.txt), under <data_dir>/shakespeare/. Nothing is downloaded.')
 
 
-def _fingerprint(path):
-  stat = os.stat(path)
-  return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
-
-
 # -------------------------------------------------------------- tokenization
 def tokenize(snippet) -> np.ndarray:
   """int32[n, 81] windows of one snippet (str or UTF-8 bytes), as TFF does."""
@@ -157,7 +152,7 @@ def read_tff_shakespeare(data_dir):
   path = os.path.join(cache_dir, 'shakespeare.sqlite')
   if not os.path.isfile(path):
     raise tasks.DataError(SQLITE_HELP.format(path=path))
-  splits = _read_sqlite(_fingerprint(path))
+  splits = _read_sqlite(base.file_fingerprint(path))
   try:
     train, _ = tff_client_data(data_dir)
     tff_ids = list(train.client_ids)
@@ -265,7 +260,7 @@ def read_roles(data_dir):
   path = os.path.join(data_dir, 'shakespeare', 'pg100.txt.gz')
   if not os.path.isfile(path):
     raise tasks.DataError(PG100_HELP.format(path=path))
-  return _read_roles(_fingerprint(path))
+  return _read_roles(base.file_fingerprint(path))
 
 
 def split_roles(roles, iid=False, seed=0, train_fraction=TRAIN_FRACTION):
@@ -295,18 +290,6 @@ def split_roles(roles, iid=False, seed=0, train_fraction=TRAIN_FRACTION):
 
 
 # ------------------------------------------------------------------- tasks
-def _subset(train, test, num_clients, seed):
-  if num_clients is None:
-    return train, test
-  if not 1 <= num_clients <= len(train):
-    raise ValueError(f'num_clients must be in 1..{len(train)}')
-  rng = np.random.default_rng([seed, 3])
-  keep = sorted(rng.choice(len(train), num_clients, replace=False))
-  names = [list(train)[k] for k in keep]
-  return (collections.OrderedDict((c, train[c]) for c in names),
-          collections.OrderedDict((c, test[c]) for c in names))
-
-
 def build_task(name, train_snippets, test_snippets, description):
   """A FederatedTask from {client: [snippets]} train/test dicts."""
   train = collections.OrderedDict(
@@ -322,7 +305,7 @@ def build_task(name, train_snippets, test_snippets, description):
 
 def load_shakespeare(data_dir, seed=0, num_clients=None):
   train, test = read_tff_shakespeare(data_dir)
-  train, test = _subset(train, test, num_clients, seed)
+  train, test = base.client_subset(train, test, num_clients, seed)
   subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
   return build_task(
       'shakespeare', train, test,
@@ -332,7 +315,7 @@ def load_shakespeare(data_dir, seed=0, num_clients=None):
 
 def load_roles(data_dir, seed=0, num_clients=None, iid=False):
   train, test = split_roles(read_roles(data_dir), iid=iid, seed=seed)
-  train, test = _subset(train, test, num_clients, seed)
+  train, test = base.client_subset(train, test, num_clients, seed)
   subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
   kind = 'IID: lines shuffled across' if iid else 'one client per'
   return build_task(

@@ -5,10 +5,10 @@ import functools
 import numpy as np
 
 import tasks
-from tff_algos import composition
-from tff_algos import experiment
-from tff_algos import results
-from tff_algos.config import Config
+from tff_algos import learning
+from tff_algos.simulation import experiment
+from tff_algos.analysis import results
+from tff_algos.simulation.config import Config
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,7 +38,7 @@ def train(process, model_fn, inputs_by_round, seed=0):
   """Runs `process` from the seeded initial model; returns final weights."""
   state = process.initialize()
   state = process.set_model_weights(
-      state, composition.initial_model_weights(model_fn, seed))
+      state, learning.initial_model_weights(model_fn, seed))
   for inputs in inputs_by_round:
     state = process.next(state, inputs).state
   return process.get_model_weights(state)

@@ -1,18 +1,22 @@
-"""Federated optimization algorithms as TFF learning processes.
+"""Federated optimization algorithms on TensorFlow Federated.
 
-The builders (`build_fed_avg`, `build_fed_sgd`, `build_fed_prox`,
-`build_fed_isgd`) are imported on first use, so that `tff_algos.config` can
-validate a run without loading TensorFlow.
+Layers, each importing only those below it:
+
+    algorithms/   one module per paper: a typed builder and its registry entry
+    learning/     the blocks a production port takes (public tff.* API only)
+    simulation/   the research harness: sampling, evaluation, the round loop,
+                  run folders
+    runtime/      TFF's worker processes (the only user of TFF internals)
+    analysis/     results, sweeps and plots (no TensorFlow)
+
+and the command lines `python -m tff_algos.export | plot | worker` (and
+run_experiment.py at the repository root).
+
+The builders are importable from here: `tff_algos.build_fed_prox(...)`;
+importing this package loads no TensorFlow.
 """
 
-import importlib
-
-_BUILDERS = dict(build_fed_avg='fedavg', build_fed_sgd='fedsgd',
-                 build_fed_prox='fedprox', build_fed_isgd='fedisgd')
-
-
-def __getattr__(name):
-  if name in _BUILDERS:
-    module = importlib.import_module(f'tff_algos.{_BUILDERS[name]}')
-    return getattr(module, name)
-  raise AttributeError(f'module tff_algos has no attribute {name!r}')
+from tff_algos.algorithms import build_fed_avg
+from tff_algos.algorithms import build_fed_isgd
+from tff_algos.algorithms import build_fed_prox
+from tff_algos.algorithms import build_fed_sgd

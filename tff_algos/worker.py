@@ -20,7 +20,7 @@ import os
 import socket
 import sys
 
-from tff_algos import loopback
+from tff_algos.runtime import loopback
 
 _WARNING = (
     'WARNING: --listen_all: this TFF worker listens on ALL network '

@@ -1,0 +1,108 @@
+"""Adding an algorithm is adding one file: this test file registers FedAvg
+with server momentum (FedAvgM) and runs it through the command line's code
+path; the registry's rules for settings (issue 12)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow_federated as tff
+
+import run_experiment
+from tff_algos import learning
+from tff_algos.algorithms import registry
+from tff_algos.analysis import plot
+from tff_algos.analysis import results
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import ConfigError
+
+
+def build_fed_avg_m(model_fn, client_learning_rate: float,
+                    server_learning_rate: float, server_momentum: float,
+                    client_input=None) -> tff.learning.templates.LearningProcess:
+  """FedAvg whose server step is SGD with momentum on the mean update."""
+  return learning.compose(
+      model_fn,
+      learning.build_proximal_sgd_client_work(
+          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
+          client_input=client_input or learning.ScheduledInput()),
+      tff.learning.optimizers.build_sgdm(server_learning_rate,
+                                         momentum=server_momentum))
+
+
+@pytest.fixture
+def fedavgm():
+  entry = registry.register(registry.Algorithm(
+      name='fedavgm_test', label='FedAvgM', summary='FedAvg, server momentum',
+      paper='Hsu et al. 2019', hparams=(
+          'epochs', 'batch_size', 'client_lr', 'server_lr',
+          'client_weighting', 'straggler_policy'),
+      defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
+      fixed=dict(mu=0.0), extra_hparams=dict(server_momentum=0.9),
+      build=lambda model_fn, config, client_input: build_fed_avg_m(
+          model_fn, config.client_lr, config.server_lr,
+          config.hparams['server_momentum'], client_input)))
+  yield entry
+  registry.unregister(entry.name)
+
+
+def _main(*args):
+  """run_experiment.py's main() in this process, on fresh flags."""
+  run_experiment._ARGV.clear()  # pylint: disable=protected-access
+  run_experiment.FLAGS.unparse_flags()
+  run_experiment.main(['run_experiment.py', '--rounds=3', '--epochs=1',
+                       '--progress=false', *args])
+
+
+@pytest.mark.slow
+def test_a_registered_algorithm_runs_through_the_command_line(
+    fedavgm, tmp_path):
+  runs = {}
+  for name, flags in (('fedavg', ['--algo=fedavg']),
+                      ('momentum0', ['--algo=fedavgm_test',
+                                     '--hparam=server_momentum=0']),
+                      ('momentum', ['--algo=fedavgm_test'])):
+    _main(*flags, f'--output_dir={tmp_path / name}')
+    runs[name] = results.read_rows(tmp_path / name)
+  config = json.loads((tmp_path / 'momentum' / 'config.json').read_text())
+  assert config['algo'] == 'fedavgm_test'
+  assert config['hparams'] == {'server_momentum': 0.9}  # Its default.
+  assert runs['momentum0'] == runs['fedavg']  # Momentum 0: FedAvg.
+  # The first server step has no momentum yet; later ones do.
+  assert runs['momentum'][1] == runs['fedavg'][1]
+  assert runs['momentum'][3]['train_loss'] != runs['fedavg'][3]['train_loss']
+  assert plot.label(tmp_path / 'momentum') == 'FedAvgM server_momentum=0.9'
+
+
+def test_unknown_or_foreign_settings_are_usage_errors(fedavgm, tmp_path,
+                                                      capsys):
+  for flags, message in ((['--hparam=server_momentun=0.5'],
+                          'server_momentun: fedavgm_test has only '
+                          'server_momentum'),
+                         (['--mu=1'], '--mu=1.0: fedavgm_test has mu=0.0'),
+                         (['--server_lr_decay=0.5'],
+                          '--server_lr_decay is not a fedavgm_test '
+                          'hyper-parameter')):
+    with pytest.raises(SystemExit) as exit_:
+      _main('--algo=fedavgm_test', *flags, f'--output_dir={tmp_path}/x')
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+  assert not (tmp_path / 'x').exists()
+
+
+def test_resolution_fills_in_each_algorithms_own_settings():
+  fedsgd = Config(algo='fedsgd', client_lr=0.3).resolved()
+  assert (fedsgd.epochs, fedsgd.batch_size, fedsgd.server_lr) == (1, -1, 0.3)
+  assert fedsgd.mu == 0 and fedsgd.server_lr_decay is None
+  fedisgd = Config(algo='fedisgd').resolved()
+  assert (fedisgd.client_weighting, fedisgd.straggler_policy) == (
+      'uniform', 'partial')
+  # A setting the algorithm does not have does not tell runs apart.
+  assert (Config(algo='fedavg', mu=0.0).to_json() ==
+          Config(algo='fedavg').to_json())
+  with pytest.raises(ConfigError, match='fedsgd has epochs=1'):
+    Config(algo='fedsgd', epochs=5).validate()
+  with pytest.raises(ValueError, match='not settings an algorithm can own'):
+    registry.Algorithm(name='x', label='x', summary='', paper='',
+                       build=None, hparams=('momentum',), defaults={})

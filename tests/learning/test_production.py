@@ -1,0 +1,126 @@
+"""Production builds (tf.data client datasets) ≡ simulation builds, and both
+compile to TFF's production forms (issue 12)."""
+
+import collections
+import functools
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+import helpers
+from tff_algos import learning
+from tff_algos.algorithms import fedavg
+from tff_algos.algorithms import fedisgd
+from tff_algos.algorithms import fedprox
+from tff_algos.algorithms import fedsgd
+from tff_algos.simulation import client_inputs
+from tff_algos.simulation.sampling import ClientSampler
+
+EPOCHS, BATCH, ROUNDS = 2, 10, 3
+# (name, builder(model_fn, client_input)) of every algorithm, μ = 0 and > 0.
+BUILDS = {
+    'fedavg': lambda m, i: fedavg.build_fed_avg(m, 0.05, client_input=i),
+    'fedsgd': lambda m, i: fedsgd.build_fed_sgd(m, 0.3, client_input=i),
+    'fedprox_mu0': lambda m, i: fedprox.build_fed_prox(
+        m, 0.05, mu=0.0, client_input=i),
+    'fedprox_mu0.5': lambda m, i: fedprox.build_fed_prox(
+        m, 0.05, mu=0.5, client_input=i),
+    'fedisgd_lam0': lambda m, i: fedisgd.build_fed_isgd(
+        m, 0.05, lam=0.0, server_learning_rate=0.75, client_input=i),
+    'fedisgd_lam0.5': lambda m, i: fedisgd.build_fed_isgd(
+        m, 0.05, lam=0.5, server_learning_rate=0.75, server_lr_decay=0.5,
+        server_lr_decay_every=2, client_input=i),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _process(name, production):
+  task, _ = helpers.task_and_arrays()
+  epochs = 1 if name == 'fedsgd' else EPOCHS
+  return BUILDS[name](task.model_fn, learning.DatasetInput(epochs)
+                      if production else learning.ScheduledInput())
+
+
+def _same_order_every_epoch(round_input, epochs):
+  """A scheduled input whose every epoch repeats the first one's order (a
+  production client repeats its dataset), and that one epoch as the
+  production client's dataset."""
+  (element,) = round_input
+  n = len(element['data']['y'])
+  one_epoch = collections.OrderedDict(
+      data=element['data'], example_order=element['example_order'][:n],
+      batch_ends=element['batch_ends'][element['batch_ends'] <= n])
+  scheduled = collections.OrderedDict(
+      data=element['data'],
+      example_order=np.tile(one_epoch['example_order'], epochs),
+      batch_ends=np.concatenate([one_epoch['batch_ends'] + e * n
+                                 for e in range(epochs)]))
+  return [scheduled], client_inputs.as_dataset([one_epoch])
+
+
+@pytest.mark.parametrize('name', sorted(BUILDS))
+def test_production_build_equals_simulation_build(name):
+  """3 rounds on the same minibatch sequences: the same model."""
+  task, arrays = helpers.task_and_arrays()
+  epochs = 1 if name == 'fedsgd' else EPOCHS
+  sampler = ClientSampler(len(arrays), 4, epochs, seed=2)
+  scheduled, datasets = [], []
+  for round_num in range(1, ROUNDS + 1):
+    inputs = client_inputs.round_inputs(
+        sampler, sampler.round_plan(round_num), arrays, round_num,
+        -1 if name == 'fedsgd' else BATCH)
+    pairs = [_same_order_every_epoch(i, epochs) for i in inputs]
+    scheduled.append([p[0] for p in pairs])
+    datasets.append([p[1] for p in pairs])
+  simulation = helpers.train(_process(name, False), task.model_fn, scheduled)
+  production = helpers.train(_process(name, True), task.model_fn, datasets)
+  initial = learning.initial_model_weights(task.model_fn, 0)
+  if name == 'fedisgd_lam0':  # Its server step η_g·λ is 0: w stays w_0.
+    assert helpers.max_abs_diff(simulation, initial) == 0
+  else:
+    assert helpers.max_abs_diff(simulation, initial) > 1e-3  # It trained...
+  assert helpers.max_abs_diff(simulation, production) <= 1e-5  # ...alike.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('production', [False, True],
+                         ids=['simulation', 'production'])
+@pytest.mark.parametrize('name', ['fedavg', 'fedsgd', 'fedprox_mu0.5',
+                                  'fedisgd_lam0.5'])
+def test_both_builds_compile_to_the_production_forms(name, production):
+  process = _process(name, production)
+  mapreduce = tff.backends.mapreduce
+  map_reduce = mapreduce.get_map_reduce_form_for_computation(process.next)
+  distribute = mapreduce.get_distribute_aggregate_form_for_computation(
+      process.next)
+  assert isinstance(map_reduce, mapreduce.MapReduceForm)
+  assert isinstance(distribute, mapreduce.DistributeAggregateForm)
+  data = process.next.type_signature.parameter[1].member
+  assert map_reduce.work.type_signature.parameter[0].is_equivalent_to(data)
+
+
+def _two_pass_spread(updates):
+  """The two-pass spread (mean, then distances to it), as reference."""
+  mean = [np.mean([u[i] for u in updates], axis=0)
+          for i in range(len(updates[0]))]
+  return np.mean([sum(np.sum((u[i] - mean[i])**2) for i in range(len(mean)))
+                  for u in updates])
+
+
+def test_update_spread_in_one_aggregation_equals_the_two_pass_value():
+  task, arrays = helpers.task_and_arrays()
+  work = learning.build_proximal_sgd_client_work(
+      task.model_fn, tff.learning.optimizers.build_sgdm(0.05), mu=0.5,
+      client_weighting='uniform', report_update_spread=True)
+  sampler = ClientSampler(len(arrays), 6, 3, seed=4)
+  inputs = client_inputs.round_inputs(sampler, sampler.round_plan(1), arrays,
+                                      1, BATCH)
+  weights = learning.initial_model_weights(task.model_fn, 0)
+  output = work.next(work.initialize(), [weights] * len(inputs), inputs)
+  updates = [[np.asarray(u, np.float64) for u in r.update]
+             for r in output.result]
+  reference = _two_pass_spread(updates)
+  assert reference > 0
+  assert output.measurements['update_spread'] == pytest.approx(reference,
+                                                               rel=1e-6)

@@ -1,0 +1,97 @@
+"""The notebooks run top to bottom headlessly and leave no TFF worker behind."""
+
+import os
+import subprocess
+import time
+import uuid
+
+import nbclient
+import nbformat
+import portpicker
+import psutil
+import pytest
+
+from conftest import REPO
+from tff_algos.runtime import loopback
+
+NOTEBOOK_DIR = REPO / 'notebooks'
+NOTEBOOKS = ('01_compose_fedprox', '02_stragglers', '03_real_task')
+WORKER = 'worker_binary'
+TAG = 'TFF_ALGOS_TEST_KERNEL'  # Set in the kernel's environment only.
+
+
+def _kernel_workers(tag):
+  """The live worker_binary processes that descend from the kernel tagged
+  `tag`: a process inherits its parent's environment (and our runtime
+  passes it on to the worker), so exactly those carry the tag; workers of
+  other programs on the machine do not."""
+  found = []
+  for process in psutil.process_iter(['name', 'status']):
+    if (process.info['name'] != WORKER or
+        process.info['status'] == psutil.STATUS_ZOMBIE):
+      continue
+    try:
+      if process.environ().get(TAG) == tag:
+        found.append(process)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+      pass
+  return found
+
+
+def _execute(name, monkeypatch):
+  """Runs notebooks/<name>.ipynb in a fresh kernel; returns it executed."""
+  path = NOTEBOOK_DIR / f'{name}.ipynb'
+  nb = nbformat.read(path, as_version=4)
+  client = nbclient.NotebookClient(
+      nb, timeout=600, kernel_name='python3',
+      resources={'metadata': {'path': str(NOTEBOOK_DIR)}})
+  tag = uuid.uuid4().hex
+  monkeypatch.setenv(TAG, tag)  # The kernel inherits our environment.
+  seen = set()
+  client.on_cell_executed = lambda **_: seen.update(
+      p.pid for p in _kernel_workers(tag))
+  start = time.perf_counter()
+  client.execute()  # Raises CellExecutionError if any cell fails.
+  print(f'{name}: {time.perf_counter() - start:.1f} s')
+  assert seen, 'the notebook never started a TFF worker'
+  deadline = time.monotonic() + 10  # The kernel has just been shut down.
+  while _kernel_workers(tag) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert not _kernel_workers(tag), f'{name} left worker_binary processes'
+  return nb
+
+
+def _stdout(nb):
+  return ''.join(o.get('text', '') for c in nb.cells if c.cell_type == 'code'
+                 for o in c.get('outputs', []) if o.output_type == 'stream')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', NOTEBOOKS)
+def test_notebook_runs_and_leaves_no_worker(name, monkeypatch):
+  _execute(name, monkeypatch)
+
+
+@pytest.mark.slow
+def test_real_task_notebook_falls_back_without_mnist(monkeypatch, tmp_path):
+  monkeypatch.setenv('TFF_DATA_DIR', str(tmp_path / 'no_mnist_here'))
+  nb = _execute('03_real_task', monkeypatch)
+  assert 'SYNTHETIC STAND-IN' in _stdout(nb)
+
+
+def test_the_worker_check_counts_only_workers_of_the_tagged_process(
+    tff_runtime):
+  """A worker started with the tag is found; this session's own is not."""
+  tag = uuid.uuid4().hex
+  env = loopback.preload_env(dict(os.environ, **{TAG: tag}),
+                             loopback.loopback_shim())
+  worker = subprocess.Popen(
+      [loopback.worker_binary(), f'--port={portpicker.pick_unused_port()}'],
+      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    assert tff_runtime.worker_pid() is not None
+    assert [p.pid for p in _kernel_workers(tag)] == [worker.pid]
+  finally:
+    worker.kill()
+    worker.wait()
+  assert _kernel_workers(tag) == []

@@ -1,0 +1,58 @@
+"""Sweeps through the command line, and the papers' configs (issue 5)."""
+
+import csv
+import json
+
+import pytest
+
+from conftest import REPO
+from conftest import cli
+
+
+@pytest.mark.slow
+def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
+  flagfile = tmp_path / 'sweep.flags'
+  flagfile.write_text('\n'.join([
+      '--rounds=2', '--clients_per_round=5', '--epochs=1',
+      '--target_accuracy=0.2', '--progress=false',
+      '--variant=FedAvg: --algo=fedavg --mu=0',
+      '--variant=FedProx: --algo=fedprox --mu=1']))
+  out = tmp_path / 'sweep'
+  result = cli(f'--flagfile={flagfile}', '--sweep=seed=3',
+                f'--output_dir={out}')
+  assert result.returncode == 0, result.stderr
+  for name in ('FedAvg__seed-3', 'FedProx__seed-3'):
+    config = json.loads((out / name / 'config.json').read_text())
+    assert config['seed'] == 3 and config['rounds'] == 2
+  assert json.loads((out / 'FedProx__seed-3' / 'config.json').read_text())[
+      'algo'] == 'fedprox'
+  with open(out / 'summary.csv', newline='') as f:
+    assert [r['variant'] for r in csv.DictReader(f)] == ['FedAvg', 'FedProx']
+  assert (out / 'summary.md').exists()
+  assert (out / 'train_loss__seed-3.png').stat().st_size > 0
+
+
+def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):
+  out = tmp_path / 'sweep'
+  result = cli('--variant=ok: --algo=fedavg --mu=0',
+                '--variant=bad: --algo=fedavg --epochs=0',
+                f'--output_dir={out}')
+  assert result.returncode == 2
+  assert result.stderr.strip().count('\n') == 0 and 'epochs' in result.stderr
+  assert not out.exists()
+
+
+@pytest.mark.parametrize('config', sorted(
+    str(p.relative_to(REPO)) for p in (REPO / 'configs').glob('*/*.flags')))
+def test_every_paper_config_is_valid(config):
+  """Each flag file parses, and each run it expands to is a valid Config."""
+  import run_experiment  # pylint: disable=g-import-not-at-top
+  run_experiment._ARGV.clear()  # pylint: disable=protected-access
+  run_experiment.FLAGS.unparse_flags()
+  argv = ['run_experiment.py', f'--flagfile={REPO / config}']
+  run_experiment.parse_flags(argv)
+  if run_experiment.FLAGS.variant:
+    runs, _ = run_experiment.sweep_plan(argv[0])
+    assert len(runs) >= 2
+  else:
+    assert run_experiment.checked_config().rounds >= 1

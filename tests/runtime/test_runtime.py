@@ -1,0 +1,83 @@
+"""The TFF runtime's lifetime and its loopback-only worker (issues 2, 6)."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import REPO
+from conftest import cli
+from conftest import listening_ips
+from tff_algos import runtime
+from tff_algos.runtime import local
+
+
+def _workers_of(process):
+  return [p for p in process.children(recursive=True)
+          if 'worker_binary' in ' '.join(p.cmdline())]
+
+
+def _gone(process):
+  try:
+    return process.status() == psutil.STATUS_ZOMBIE
+  except psutil.NoSuchProcess:
+    return True
+
+
+def _assert_listens_on_loopback_only(processes):
+  listening = set().union(*(listening_ips(p.pid) for p in processes))
+  assert listening
+  assert listening <= {'127.0.0.1', '::ffff:127.0.0.1', '::1'}, listening
+
+
+def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
+  worker = psutil.Process(tff_runtime.worker_pid())
+  _assert_listens_on_loopback_only([worker])
+
+
+def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
+    tmp_path, monkeypatch):
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
+  monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
+  monkeypatch.delenv('TFF_ALGOS_WORKER_LISTEN_ALL', raising=False)
+  worker = local._Worker(max_concurrent_computation_calls=-1)  # pylint: disable=protected-access
+  with pytest.raises(runtime.WorkerError, match='C compiler.*LISTEN_ALL'):
+    worker.stub()
+  assert worker.process is None and worker.log_path is None
+  monkeypatch.setenv('TFF_ALGOS_WORKER_LISTEN_ALL', '1')  # The opt-in.
+  try:
+    worker.stub()
+    listening = listening_ips(worker.process.pid)
+    assert listening & {'0.0.0.0', '::'}, listening
+  finally:
+    worker.stop()
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
+                                 signal.SIGKILL])
+@pytest.mark.slow
+def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
+  metrics = tmp_path / 'run' / 'metrics.csv'
+  process = subprocess.Popen(
+      [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
+       f'--output_dir={tmp_path / "run"}'], cwd=REPO,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  deadline = time.monotonic() + 240
+  while not (metrics.exists() and len(metrics.read_text().splitlines()) > 3):
+    assert process.poll() is None and time.monotonic() < deadline, 'no progress'
+    time.sleep(0.2)
+  workers = _workers_of(psutil.Process(process.pid))
+  assert workers, 'the run should be using a TFF worker'
+  _assert_listens_on_loopback_only(workers)
+  process.send_signal(sig)
+  # A worker holding our stdout/stderr would make this wait forever.
+  process.communicate(timeout=60)
+  assert process.returncode != 0
+  deadline = time.monotonic() + 10
+  while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert all(_gone(w) for w in workers)
+  assert metrics.read_text().startswith('round,')  # Rows so far are kept.

@@ -1,0 +1,226 @@
+"""Remote TFF workers (`--workers`, issue 6), tested with two on loopback."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import portpicker
+import psutil
+import pytest
+
+from conftest import REPO
+from conftest import USER_ENV
+from conftest import cli
+from conftest import listening_ips
+import helpers
+from tff_algos.runtime import remote
+from tff_algos import runtime
+from tff_algos.runtime import local
+from tff_algos import worker as worker_main
+
+
+def _wait_listening(port, process, timeout=30):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    assert process.poll() is None, f'worker on port {port} exited'
+    with socket.socket() as s:
+      if s.connect_ex(('127.0.0.1', port)) == 0:
+        return
+    time.sleep(0.05)
+  raise AssertionError(f'worker on port {port} did not start')
+
+
+def _cpu_seconds(process):
+  times = psutil.Process(process.pid).cpu_times()
+  return times.user + times.system
+
+
+@pytest.fixture
+def workers(tmp_path):
+  """Two `python -m tff_algos.worker` processes on 127.0.0.1.
+
+  Afterwards, even when the test failed: this process is back on the local
+  runtime alone, and both worker processes are killed and reaped (the
+  module exec()s into worker_binary, which starts no processes).
+  """
+  processes, addresses = [], []
+  try:
+    for i in range(2):
+      port = portpicker.pick_unused_port()
+      log = open(tmp_path / f'worker{i}.log', 'w')
+      processes.append(subprocess.Popen(
+          [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
+          cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+          preexec_fn=local._die_with_parent))  # pylint: disable=protected-access
+      log.close()
+      addresses.append(f'127.0.0.1:{port}')
+      _wait_listening(port, processes[-1])
+    yield processes, addresses
+  finally:
+    runtime.start()  # Disconnects; the local runtime for the next tests.
+    for process in processes:
+      process.kill()  # Also ends a SIGSTOPped one.
+      process.wait(timeout=10)
+
+
+def test_workers_listen_on_loopback_only(workers):
+  processes, _ = workers
+  for process in processes:  # The module exec()s into worker_binary.
+    assert 'worker_binary' in psutil.Process(process.pid).exe()
+    listening = listening_ips(process.pid)
+    assert listening and listening <= {'127.0.0.1', '::ffff:127.0.0.1'}
+
+
+def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers):
+  processes, addresses = workers
+  local, _ = helpers.run(tmp_path, 'local', algo='fedprox', rounds=2,
+                         straggler_fraction=0.5)
+  runtime.start(workers=addresses)
+  cpu_before = [_cpu_seconds(p) for p in processes]
+  spread, _ = helpers.run(tmp_path, 'spread', algo='fedprox', rounds=2,
+                          straggler_fraction=0.5)
+  assert spread == local  # metrics.csv byte for byte.
+  # Both workers did client work: each round's 5 clients are split 2 + 3
+  # (and any federated evaluation in halves).
+  served = [w.clients_served for w in runtime.remote_workers()]
+  assert sum(served) >= 2 * 5 and min(served) >= 2 * 2, served
+  cpu_used = [_cpu_seconds(p) - c for p, c in zip(processes, cpu_before)]
+  print('worker CPU seconds', cpu_used, 'clients', served)
+  assert min(cpu_used) > 0.05, cpu_used  # An idle worker: ~0.
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_stops_the_cli_with_a_clear_error(
+    tmp_path, workers):
+  processes, addresses = workers
+  metrics = tmp_path / 'run' / 'metrics.csv'
+  run = subprocess.Popen(
+      [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
+       f'--workers={",".join(addresses)}', '--progress=false',
+       f'--output_dir={tmp_path / "run"}'], cwd=REPO, env=USER_ENV,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) > 2):
+      assert run.poll() is None, run.communicate()[1]
+      assert time.monotonic() < deadline, 'no progress'
+      time.sleep(0.1)
+    local_workers = [p for p in psutil.Process(run.pid).children(
+        recursive=True) if 'worker_binary' in ' '.join(p.cmdline())]
+    processes[1].kill()
+    killed = time.monotonic()
+    _, stderr = run.communicate(timeout=60)
+  finally:
+    if run.poll() is None:
+      run.kill()
+      run.wait()
+  assert time.monotonic() - killed < 30
+  assert local_workers and not any(p.is_running() and p.status() !=
+                                   psutil.STATUS_ZOMBIE for p in local_workers)
+  assert run.returncode == 1, stderr
+  last = stderr.strip().splitlines()[-1]
+  assert last.startswith('run_experiment.py: stopped: ') and (
+      addresses[1] in last), stderr
+
+
+def test_a_hung_worker_is_an_error_not_a_hang(tmp_path, workers, monkeypatch):
+  processes, addresses = workers
+  monkeypatch.setattr(remote, 'PROBE_EVERY_S', 0.5)
+  monkeypatch.setattr(remote, 'PROBE_TIMEOUT_S', 2.0)
+  runtime.start(workers=addresses)
+  stopped = []
+
+  def stop_worker_once_it_works():
+    while runtime.remote_workers() and not (
+        runtime.remote_workers()[0].clients_served):
+      time.sleep(0.05)
+    processes[0].send_signal(signal.SIGSTOP)  # Alive, but never answers.
+    stopped.append(time.monotonic())
+
+  threading.Thread(target=stop_worker_once_it_works, daemon=True).start()
+  with pytest.raises(runtime.WorkerError, match='stopped answering') as e:
+    helpers.run(tmp_path, 'hung', rounds=1000, epochs=1)
+  assert stopped and time.monotonic() - stopped[0] < 20
+  assert addresses[0] in str(e.value)
+
+
+def test_an_unreachable_worker_is_a_clear_error(monkeypatch):
+  monkeypatch.setattr(remote, 'CONNECT_TIMEOUT_S', 1.0)
+  address = f'127.0.0.1:{portpicker.pick_unused_port()}'
+  start = time.monotonic()
+  try:
+    with pytest.raises(runtime.WorkerError, match=f'cannot reach .*{address}'):
+      runtime.start(workers=[address])
+    assert not runtime.remote_workers()  # Nothing half-connected is kept.
+  finally:
+    runtime.start()
+  assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize('text', [
+    'localhost', '127.0.0.1:', ':8000', '127.0.0.1:0', '127.0.0.1:70000',
+    'host:80x', '::1:8000', '127.0.0.1:8000,127.0.0.1:8000', 'a b:1', ',',
+])
+def test_malformed_worker_addresses_are_refused(text):
+  with pytest.raises(ValueError, match='--workers'):
+    runtime.parse_workers(text)
+
+
+def test_worker_addresses_are_parsed():
+  assert runtime.parse_workers('') == []
+  assert runtime.parse_workers(' 127.0.0.1:8000, example.org:9000 ,[::1]:1') == [
+      '127.0.0.1:8000', 'example.org:9000', '[::1]:1']
+
+
+def test_a_malformed_workers_flag_is_one_line_exit_2(tmp_path):
+  out = tmp_path / 'run'
+  result = cli('--workers=127.0.0.1', f'--output_dir={out}')
+  assert result.returncode == 2, result.stderr
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('run_experiment.py: error:')
+  assert '--workers' in lines[0] and not out.exists()
+
+
+def test_the_worker_script_binds_loopback_unless_listen_all(monkeypatch,
+                                                            capsys):
+  started = []
+  monkeypatch.setattr(os, 'execve', lambda *args: started.append(args))
+  port = portpicker.pick_unused_port()
+  worker_main.main([f'--port={port}'])
+  binary, argv, env = started.pop()
+  assert binary.endswith('worker_binary') and f'--port={port}' in argv
+  assert 'loopback_bind' in env['LD_PRELOAD']
+  assert 'WARNING' not in capsys.readouterr().err
+
+  monkeypatch.delenv('LD_PRELOAD', raising=False)
+  worker_main.main([f'--port={port}', '--listen_all'])
+  _, _, env = started.pop()
+  assert 'LD_PRELOAD' not in env
+  warning = capsys.readouterr().err
+  assert 'WARNING' in warning and 'ALL network interfaces' in warning
+
+
+def test_the_worker_script_refuses_a_busy_port(monkeypatch, capsys):
+  monkeypatch.setattr(os, 'execve', lambda *args: pytest.fail('started'))
+  with socket.socket() as busy:
+    busy.bind(('127.0.0.1', 0))
+    busy.listen()
+    with pytest.raises(SystemExit) as e:
+      worker_main.main([f'--port={busy.getsockname()[1]}'])
+  assert e.value.code == 2 and 'not free' in capsys.readouterr().err
+
+
+def test_without_a_c_compiler_the_worker_script_refuses_to_listen_on_all(
+    tmp_path, monkeypatch, capsys):
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
+  monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
+  monkeypatch.setattr(os, 'execve', lambda *args: pytest.fail('started'))
+  with pytest.raises(SystemExit) as e:
+    worker_main.main([f'--port={portpicker.pick_unused_port()}'])
+  err = capsys.readouterr().err
+  assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+  assert 'C compiler' in err and '--listen_all' in err

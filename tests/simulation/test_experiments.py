@@ -1,0 +1,139 @@
+"""Runs that survive (checkpoint/resume), their outputs and their end (issue 5)."""
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from conftest import REPO
+from conftest import USER_ENV
+from conftest import cli
+import helpers
+from tff_algos.simulation import experiment
+from tff_algos.analysis import results
+
+# A short FedProx run with stragglers and adaptive μ: its checkpoints must
+# carry the process state, μ and the adaptive rule's counters.
+RUN_FLAGS = ('--task=synthetic_1_1', '--algo=fedprox', '--rounds=8',
+             '--clients_per_round=5', '--epochs=2', '--mu=0.5',
+             '--adaptive_mu', '--straggler_fraction=0.5',
+             '--checkpoint_every=1', '--progress=false')
+
+
+def _rows_written(path):
+  try:
+    with open(path, newline='') as f:
+      return len(list(csv.DictReader(f)))
+  except (OSError, csv.Error):
+    return 0
+
+
+def _kill_after_rows(out, rows):
+  """Starts the run and SIGKILLs it once metrics.csv has `rows` rows."""
+  process = subprocess.Popen(
+      [sys.executable, 'run_experiment.py', *RUN_FLAGS, f'--output_dir={out}'],
+      cwd=REPO, env=USER_ENV, stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL)
+  deadline = time.monotonic() + 300
+  while _rows_written(out / 'metrics.csv') < rows:
+    assert process.poll() is None, 'the run ended before it was killed'
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
+  whole, killed = tmp_path / 'whole', tmp_path / 'killed'
+  assert cli(*RUN_FLAGS, f'--output_dir={whole}').returncode == 0
+  _kill_after_rows(killed, 3)  # Killed twice, at different rounds.
+  _kill_after_rows(killed, 7)
+  resumed = cli(*RUN_FLAGS, f'--output_dir={killed}', '--resume')
+  assert resumed.returncode == 0, resumed.stderr
+  assert '(resuming)' in resumed.stderr
+  assert ((killed / 'metrics.csv').read_bytes() ==
+          (whole / 'metrics.csv').read_bytes())
+  summary = json.loads((killed / 'summary.json').read_text())
+  assert summary['resumed_from_round'] >= 5
+  assert summary['final_train_loss'] == json.loads(
+      (whole / 'summary.json').read_text())['final_train_loss']
+  # Old checkpoints are pruned; none is left half-written.
+  assert sorted(os.listdir(killed / 'checkpoints')) == ['round_7', 'round_8']
+
+
+@pytest.mark.slow
+def test_finished_and_different_runs_are_left_alone(tmp_path):
+  out = tmp_path / 'run'
+  flags = ('--rounds=2', '--epochs=1', f'--output_dir={out}')
+  assert cli(*flags).returncode == 0
+  before = {p: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+  again = cli(*flags)  # The same command: nothing to do.
+  assert again.returncode == 0 and 'already holds' in again.stderr
+  other = cli(*flags[1:], '--rounds=3')  # Another config: refused.
+  assert other.returncode == 2, other.stderr
+  assert other.stderr.count('\n') == 1 and 'rounds=2 there, 3 here' in (
+      other.stderr)
+  fresh = cli('--resume', f'--output_dir={tmp_path / "none"}')
+  assert fresh.returncode == 2 and 'no run to resume' in fresh.stderr
+  assert {p: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+  replaced = cli(*flags[1:], '--rounds=3', '--overwrite')
+  assert replaced.returncode == 0, replaced.stderr
+  assert results.summarize(out)['rounds'] == 3
+
+
+@pytest.mark.slow
+def test_metrics_reach_tensorboard_with_the_rounds_as_steps(tmp_path):
+  out = tmp_path / 'run'
+  assert cli('--rounds=2', '--epochs=1', f'--output_dir={out}').returncode == 0
+  losses = {}
+  for event_file in (out / 'tensorboard').iterdir():
+    for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+      for value in event.summary.value:
+        if value.tag == 'train_loss':
+          losses[event.step] = float(tf.make_ndarray(value.tensor))
+  rows = results.read_rows(out)
+  assert losses == pytest.approx(
+      {int(r['round']): float(r['train_loss']) for r in rows}, rel=1e-6)
+
+
+def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
+                                                           monkeypatch):
+  # TFF's apply-optimizer finalizer rejects non-finite updates, so a huge
+  # learning rate leaves the model as it was: a divergence is simulated
+  # instead, the global loss turning NaN from round 2 on.
+  build_evaluation = experiment.evaluation.build_evaluation
+
+  def diverging_at_round_2(model_fn):
+    evaluate, calls = build_evaluation(model_fn), []
+
+    def patched(weights, arrays):
+      calls.append(1)  # Two calls (train, test) per round.
+      metrics = dict(evaluate(weights, arrays))
+      if len(calls) > 4:
+        metrics['loss'] = math.nan
+      return metrics
+    return patched
+
+  monkeypatch.setattr(experiment.evaluation, 'build_evaluation',
+                      diverging_at_round_2)
+  task, _ = helpers.task_and_arrays()
+  out = tmp_path / 'run'
+  with pytest.raises(experiment.NonFiniteLoss, match='nan at round 2;'):
+    experiment.run(helpers.quick_config(rounds=5), task, str(out),
+                   show_progress=False)
+  rows = results.read_rows(str(out))
+  assert [r['round'] for r in rows] == ['0', '1', '2']
+  assert rows[-1]['train_loss'] == 'nan'
+  assert not (out / 'summary.json').exists()
+
+

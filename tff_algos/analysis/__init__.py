@@ -1,0 +1,1 @@
+"""Results of run folders, sweeps and plots. Imports no TensorFlow."""

@@ -1,0 +1,16 @@
+"""Learning blocks: what a production port of an algorithm takes.
+
+The client works (simulation and production flavours), the statistics they
+report and the composition into a `tff.learning.templates.LearningProcess`.
+Public `tff.*` API only (tests/test_layers.py checks it).
+"""
+
+from tff_algos.learning.client_work import build_gradient_client_work
+from tff_algos.learning.client_work import build_proximal_sgd_client_work
+from tff_algos.learning.client_work import client_weighting
+from tff_algos.learning.client_work import ClientInput
+from tff_algos.learning.client_work import DatasetInput
+from tff_algos.learning.client_work import ModelFn
+from tff_algos.learning.client_work import ScheduledInput
+from tff_algos.learning.composition import compose
+from tff_algos.learning.composition import initial_model_weights

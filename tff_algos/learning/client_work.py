@@ -1,0 +1,307 @@
+"""Client works: proximal minibatch SGD and full-batch gradients.
+
+Each client work comes in two flavours, chosen by its `client_input`:
+
+* `ScheduledInput()` (the simulation): a client's input to one round is its
+  whole local training set plus the minibatch schedule that the server-side
+  sampler drew for it (`tff_algos.simulation.sampling`),
+
+      OrderedDict(data=<the model's input_spec, batch dim None>,
+                  example_order=int32[None],  # indices into data, all epochs
+                  batch_ends=int32[None])     # end offset of each minibatch
+
+  (one element of a sequence: TFF client data are sequences), so n_k is
+  known however many epochs the client ran, and every minibatch is fixed by
+  (seed, round, client) outside the computation: stragglers' partial work
+  and identical draws across algorithms are simulation concepts.
+* `DatasetInput(epochs)` (production): the convention of
+  `tff.learning.algorithms.build_weighted_fed_avg`, a `tf.data.Dataset` of
+  the model's batches per client. The client runs `epochs` passes over it and
+  counts its own examples n_k.
+
+Given the same minibatch sequence both flavours compute the same update.
+Public `tff.*` API only: this is what a production port takes.
+"""
+
+import collections
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_algos.learning import measurements
+from tff_algos.learning import model_ops
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduledInput:
+  """Simulation: each client's whole dataset and its server-drawn schedule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInput:
+  """Production: a `tf.data.Dataset` of batches per client, `epochs` passes."""
+  epochs: int = 1
+
+  def __post_init__(self):
+    if self.epochs < 1:
+      raise ValueError(f'epochs must be >= 1, got {self.epochs}')
+
+
+ClientInput = ScheduledInput | DatasetInput
+
+
+def client_weighting(value) -> tff.learning.ClientWeighting:
+  """A `tff.learning.ClientWeighting` from itself or its name
+  ('num_examples': n_k, the papers' default; 'uniform': 1/K)."""
+  if isinstance(value, tff.learning.ClientWeighting):
+    return value
+  try:
+    return tff.learning.ClientWeighting[str(value).upper()]
+  except KeyError:
+    raise ValueError(f'client weighting must be num_examples or uniform, '
+                     f'got {value!r}') from None
+
+
+def client_data_type(input_spec, client_input: ClientInput):
+  """The TFF type of one client's training data (see the module docstring)."""
+  if isinstance(client_input, DatasetInput):
+    return tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
+  return tff.SequenceType(collections.OrderedDict(
+      data=model_ops.dataset_type(input_spec),
+      example_order=tff.TensorType(np.int32, [None]),
+      batch_ends=tff.TensorType(np.int32, [None])))
+
+
+def _schedule(client_input):
+  """Folds over a scheduled input's minibatches, in the schedule's order."""
+  data = client_input['data']
+  order, ends = client_input['example_order'], client_input['batch_ends']
+
+  def fold(fn, carry):
+    start = tf.constant(0)
+    for end in ends:
+      carry = fn(model_ops.take(data, order[start:end]), carry)
+      start = end
+    return carry
+
+  return fold, model_ops.num_examples(data)
+
+
+def _whole_dataset(client_input):
+  """Folds over a scheduled input's whole dataset in chunks (the schedule
+  is not used): full-batch gradients."""
+  data = client_input['data']
+
+  def fold(fn, carry):
+    for start in tf.range(0, model_ops.num_examples(data),
+                          model_ops.CHUNK_SIZE):
+      carry = fn(model_ops.chunk(data, start), carry)
+    return carry
+
+  return fold, model_ops.num_examples(data)
+
+
+def _build_client_work(model_fn, hparams, local_update, weighting,
+                       client_input, report_update_spread,
+                       scheduled_batches=_schedule):
+  """A ClientWorkProcess around `local_update(hparams, model, initial
+  weights, for_each_batch) -> (update, steps, n_k)`.
+
+  `for_each_batch(fn, carry) -> (carry, n_k)` folds `fn(batch, carry)` over
+  the client's batches: a `DatasetInput`'s for its epochs, a scheduled
+  input's as `scheduled_batches` gives them.
+
+  `hparams` (e.g. μ and the client optimizer's learning rate) are the
+  state: they live at the server, are broadcast each round and are exposed
+  through get/set_hparams, so they can change between rounds without
+  rebuilding the process. Measurements: the sampled clients' running
+  training metrics, the local steps and the clients that took part, and
+  optionally `update_spread` = (1/K)Σ_k‖u_k − ū‖² (one aggregation).
+  """
+  weighting = client_weighting(weighting)
+  with tf.Graph().as_default():
+    model = model_fn()
+    aggregate_metrics = tff.learning.metrics.sum_then_finalize(
+        model.metric_finalizers())
+    weights_type = tff.learning.models.weights_type_from_model(model)
+    data_type = client_data_type(model.input_spec, client_input)
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_value(hparams, tff.SERVER)
+
+  state_type = init_fn.type_signature.result.member
+
+  @tf.function
+  def train(model, state, initial_weights, data):
+    model_ops.assign_weights(model, initial_weights)
+    if isinstance(client_input, DatasetInput):
+      epochs = client_input.epochs
+
+      def for_each_batch(fn, carry):
+        seen = tf.constant(0)
+        for batch in data.repeat(epochs):
+          carry = fn(batch, carry)
+          seen += model_ops.num_examples(batch)
+        return carry, seen // epochs
+
+      update, steps, n = local_update(state, model, initial_weights,
+                                      for_each_batch)
+    else:
+      fold, n = scheduled_batches(data.get_single_element())
+      update, steps, _ = local_update(
+          state, model, initial_weights,
+          lambda fn, carry: (fold(fn, carry), n))
+    weight = (tf.cast(n, tf.float32)
+              if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES
+              else tf.constant(1.0))
+    return (tff.learning.templates.ClientResult(update=update,
+                                                update_weight=weight),
+            model.report_local_unfinalized_metrics(), steps)
+
+  @tff.tensorflow.computation(state_type, weights_type, data_type)
+  def train_client(state, initial_weights, data):
+    return train(model_fn(), state, initial_weights, data)
+
+  @tff.federated_computation(
+      init_fn.type_signature.result,
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, data):
+    result, metrics, steps = tff.federated_map(
+        train_client, (tff.federated_broadcast(state), weights, data))
+    reports = collections.OrderedDict(
+        train=aggregate_metrics(metrics),
+        local_steps=tff.federated_sum(steps),
+        participants=tff.federated_sum(tff.federated_value(1, tff.CLIENTS)))
+    if report_update_spread:
+      reports['update_spread'] = measurements.federated_update_spread(
+          result.update)
+    return tff.templates.MeasuredProcessOutput(
+        state, result, tff.federated_zip(reports))
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams_fn(state):
+    return state
+
+  @tff.tensorflow.computation(state_type, state_type)
+  def set_hparams_fn(state, hparams):
+    del state
+    return hparams
+
+  return tff.learning.templates.ClientWorkProcess(
+      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
+      set_hparams_fn=set_hparams_fn)
+
+
+def build_proximal_sgd_client_work(
+    model_fn: ModelFn,
+    optimizer: tff.learning.optimizers.Optimizer,
+    mu: float = 0.0,
+    client_weighting='num_examples',
+    client_input: ClientInput = ScheduledInput(),
+    report_update_spread: bool = False,
+) -> tff.learning.templates.ClientWorkProcess:
+  """Local solver of h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (FedProx, eq. 2).
+
+  Each minibatch step feeds `optimizer` (the papers': plain SGD,
+  `tff.learning.optimizers.build_sgdm(lr)`) the gradient ∇F_k(w) + μ(w − w_t).
+  μ = 0 is FedAvg's local solver (McMahan et al. 2017, Algorithm 1).
+
+  Args:
+    model_fn: builds the model (a `tff.learning.models.VariableModel`).
+    optimizer: the client optimizer.
+    mu: the proximal weight μ (a hyper-parameter: `set_hparams`).
+    client_weighting: 'num_examples' (n_k, the client's number of training
+      examples, not of examples processed) or 'uniform' (1).
+    client_input: `ScheduledInput()` (simulation) or `DatasetInput(epochs)`.
+    report_update_spread: also measure (1/K)Σ_k‖u_k − ū‖².
+
+  Returns:
+    A ClientWorkProcess whose result is the update w_t − w_k (TFF's
+    convention: a pseudo-gradient for the server optimizer) and whose
+    hyper-parameters are `mu` and the optimizer's (e.g. `learning_rate`).
+  """
+  with tf.Graph().as_default():
+    optimizer_hparams = optimizer.get_hparams(optimizer.initialize(
+        tf.TensorSpec([], tf.float32)))
+
+  def proximal_sgd(state, model, initial_weights, for_each_batch):
+    trainable = model.trainable_variables
+    anchor = tuple(tf.nest.flatten(initial_weights.trainable))
+    optimizer_state = optimizer.set_hparams(
+        optimizer.initialize(tuple(tf.TensorSpec.from_tensor(w)
+                                   for w in anchor)),
+        collections.OrderedDict((k, state[k]) for k in optimizer_hparams))
+
+    def step(batch, carry):
+      optimizer_state, steps = carry
+      with tf.GradientTape() as tape:
+        loss = model.forward_pass(batch, training=True).loss
+      weights = tuple(tf.identity(w) for w in trainable)
+      gradients = tuple(tf.convert_to_tensor(g)  # Embeddings: IndexedSlices.
+                        for g in tape.gradient(loss, trainable))
+      # μ = 0 (FedAvg) skips the proximal term: three elementwise passes
+      # over the weights per step, ~15% of a CNN step's CPU time
+      # (docs/PERFORMANCE.md). Same values: g + 0·(w − w_t) = g.
+      proximal_gradients = tf.cond(
+          tf.equal(state['mu'], 0.0), lambda: gradients,
+          lambda: tuple(g + state['mu'] * (w - w0)  # pylint: disable=g-long-lambda
+                        for g, w, w0 in zip(gradients, weights, anchor)))
+      optimizer_state, weights = optimizer.next(optimizer_state, weights,
+                                                proximal_gradients)
+      for variable, value in zip(trainable, weights):
+        variable.assign(value)
+      return optimizer_state, steps + 1
+
+    (_, steps), n = for_each_batch(step, (optimizer_state, tf.constant(0)))
+    update = [w0 - w for w0, w in zip(anchor, trainable)]
+    return (tf.nest.pack_sequence_as(initial_weights.trainable, update),
+            steps, n)
+
+  hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
+  return _build_client_work(model_fn, hparams, proximal_sgd, client_weighting,
+                            client_input, report_update_spread)
+
+
+def build_gradient_client_work(
+    model_fn: ModelFn,
+    client_weighting='num_examples',
+    client_input: ClientInput = ScheduledInput(),
+    report_update_spread: bool = False,
+) -> tff.learning.templates.ClientWorkProcess:
+  """FedSGD's client work: one full-batch gradient ∇F_k(w_t) (McMahan et al.
+  2017, §2: the FedSGD baseline, E = 1, B = ∞).
+
+  The gradient of the mean loss over all of the client's examples,
+  Σ_b n_b ∇F_b / n_k over its batches (a scheduled input's whole dataset
+  in chunks, its schedule unused; a `DatasetInput(epochs=1)`'s batches).
+  The result is ∇F_k(w_t), weighted by n_k ('num_examples') or 1
+  ('uniform'); one local step.
+  """
+
+  def gradient(state, model, initial_weights, for_each_batch):
+    del state
+
+    def add_batch(batch, total):
+      gradient, _ = model_ops.weighted_gradient(model, batch)
+      return tuple(t + g for t, g in zip(total, gradient))
+
+    zeros = tuple(tf.zeros_like(v) for v in model.trainable_variables)
+    total, n = for_each_batch(add_batch, zeros)
+    gradient = [t / tf.cast(n, tf.float32) for t in total]
+    return (tf.nest.pack_sequence_as(initial_weights.trainable, gradient),
+            tf.constant(1), n)
+
+  if isinstance(client_input, DatasetInput) and client_input.epochs != 1:
+    raise ValueError('a full-batch gradient is one pass (E = 1), got '
+                     f'DatasetInput(epochs={client_input.epochs})')
+  return _build_client_work(model_fn, collections.OrderedDict(), gradient,
+                            client_weighting, client_input,
+                            report_update_spread,
+                            scheduled_batches=_whole_dataset)

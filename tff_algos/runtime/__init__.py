@@ -1,0 +1,55 @@
+"""The runtime: TFF's worker processes, and the only user of TFF internals.
+
+Every entry point (CLI, tests, notebooks, benchmarks) calls `start()` before
+its first TFF computation; see `local` for what it guarantees (the worker's
+output goes to a log file, it dies with us, listens on loopback only) and
+`remote` for `start(workers=[...])`. Importing this package loads neither
+TensorFlow nor TFF: `local` is imported by `start()`, `remote` only when
+workers are given.
+"""
+
+import importlib
+
+from tff_algos.runtime.addresses import parse_workers
+
+
+class WorkerError(RuntimeError):
+  """A TFF worker cannot be started or reached, died, or stopped answering."""
+
+
+def _local():
+  return importlib.import_module('tff_algos.runtime.local')
+
+
+def install() -> None:
+  """Makes our local runtime TFF's default context, without starting it
+  (TFF's own, if never used, logs an error at interpreter exit). Call it
+  once TensorFlow Federated is imported; `start()` does."""
+  _local()
+
+
+def start(workers=()) -> None:
+  """Starts the local TFF worker now, from the calling (normally the main)
+  thread; idempotent. `workers`: addresses ('host:port' strings, or one
+  comma-separated string) of remote TFF workers to spread the client work
+  over (README "Remote workers"). Raises ValueError for a malformed address
+  and WorkerError when a worker cannot be started or reached."""
+  _local().start(workers)
+
+
+def stop() -> None:
+  """Stops the local worker and disconnects from remote workers (which keep
+  running); safe to call more than once, and before `start()`."""
+  import sys  # pylint: disable=g-import-not-at-top
+  if 'tff_algos.runtime.local' in sys.modules:
+    _local().stop()
+
+
+def worker_pid():
+  """The pid of the running local worker process, or None."""
+  return _local().worker_pid()
+
+
+def remote_workers():
+  """The connected remote workers (`remote.RemoteWorker`), or []."""
+  return _local().remote_workers()

@@ -1,0 +1,41 @@
+"""Times the runtime's parts of a computation call (for
+benchmarks/round_profile.py): the Python side's serialization of the values
+it sends, and the gRPC calls to the worker. Uses TFF 0.87 internals; not
+imported by runs.
+"""
+
+import collections
+import time
+
+from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.python.core.impl.executors import value_serialization  # pylint: disable=g-direct-tensorflow-import
+
+SECONDS = collections.defaultdict(float)  # label → seconds since clear()
+
+
+def _timed(owner, name, label):
+  """Adds the time spent in owner.name to SECONDS[label]."""
+  function = getattr(owner, name)
+
+  def timed(*args, **kwargs):
+    start = time.perf_counter()
+    try:
+      return function(*args, **kwargs)
+    finally:
+      SECONDS[label] += time.perf_counter() - start
+
+  setattr(owner, name, timed)
+
+
+def instrument():
+  """Starts timing, once per process: serialization, the gRPC calls that
+  create values in the worker, the call that runs the computation there,
+  and the one that brings the results back."""
+  if getattr(instrument, 'done', False):
+    return
+  instrument.done = True
+  _timed(value_serialization, 'serialize_value', 'serialize (Python)')
+  stub = remote_executor_grpc_stub.RemoteExecutorGrpcStub
+  _timed(stub, 'create_value', 'create_value (gRPC + worker)')
+  _timed(stub, 'create_call', 'create_call (the worker computes)')
+  _timed(stub, 'compute', 'compute (results back to Python)')

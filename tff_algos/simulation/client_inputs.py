@@ -1,0 +1,54 @@
+"""Each simulated client's input to a round (`learning.ScheduledInput`).
+
+`round_inputs` packs the selected clients' arrays with the minibatch
+schedules the sampler drew; `as_dataset` turns one such input into the
+`tf.data.Dataset` of the same minibatches, in order: the client data of the
+production builds (`learning.DatasetInput`) and of TFF's built-in
+algorithms, for equivalence tests and benchmarks.
+"""
+
+import collections
+
+import tensorflow as tf
+
+
+def round_inputs(sampler, plans, arrays, round_num, batch_size):
+  """Each participant's training input: its data and minibatch schedule.
+
+  Args:
+    sampler: the run's `sampling.ClientSampler`.
+    plans: the round's participants (`ClientPlan`s).
+    arrays: every client's data, an OrderedDict of arrays, by client index.
+    round_num: the round.
+    batch_size: B (-1: the whole local dataset).
+
+  Returns:
+    One client input per plan, a one-element list (TFF client data are
+    sequences) holding OrderedDict(data, example_order, batch_ends).
+  """
+  inputs = []
+  for plan in plans:
+    data = arrays[plan.client]
+    order, ends = sampler.minibatch_schedule(
+        round_num, plan.client, len(next(iter(data.values()))), plan.epochs,
+        batch_size)
+    inputs.append([collections.OrderedDict(
+        data=data, example_order=order, batch_ends=ends)])
+  return inputs
+
+
+def as_dataset(client_input) -> tf.data.Dataset:
+  """The minibatches of one round input (from `round_inputs`), in order:
+  per epoch, the epoch's permutation of the data batched by B."""
+  (element,) = client_input
+  data = element['data']
+  order, ends = element['example_order'], element['batch_ends']
+  n = len(next(iter(data.values())))
+  batch_size = int(ends[0])  # B, or n for B = ∞.
+  epochs = [tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      (k, v[order[e * n:(e + 1) * n]]) for k, v in data.items()))
+            .batch(batch_size) for e in range(len(order) // n)]
+  dataset = epochs[0]
+  for more in epochs[1:]:
+    dataset = dataset.concatenate(more)
+  return dataset

@@ -1,0 +1,166 @@
+"""The settings of one simulated run, validated without importing TensorFlow."""
+
+import dataclasses
+import json
+from typing import Any
+
+from tff_algos.algorithms import registry
+from tff_algos.simulation.sampling import StragglerPolicy
+
+MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
+
+
+class ConfigError(ValueError):
+  """An invalid combination of settings (reported as a usage error)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """Everything that defines a run; saved, resolved, as config.json.
+
+  The settings of `registry.ALGORITHM_FIELDS` default to None, "the
+  algorithm's own" (its registry entry); `resolved()` fills them in.
+  """
+  algo: str = 'fedprox'
+  task: str = 'synthetic_1_1'     # a name for tasks.load_task, or any
+                                  # name when the caller passes the task
+  rounds: int = 200
+  clients_per_round: int = 10
+  straggler_fraction: float = 0.0
+  # The algorithm's settings (None: its default, see `resolved`).
+  epochs: int | None = None
+  batch_size: int | None = None     # -1: the whole local dataset (B = ∞)
+  client_lr: float | None = None
+  server_lr: float | None = None    # FedSGD's η; FedISGD's η_gi
+  mu: float | None = None           # FedProx μ / FedISGD λ
+  adaptive_mu: bool | None = None
+  server_lr_decay: float | None = None
+  server_lr_decay_every: int | None = None
+  straggler_policy: str | None = None  # 'drop' or 'partial'
+  client_weighting: str | None = None  # 'num_examples' or 'uniform'
+  hparams: dict[str, float] = dataclasses.field(default_factory=dict)
+  # Measurements.
+  update_spread: bool = False       # (1/K)Σ‖u_k − ū‖² for any algorithm
+  dissimilarity_every: int = 0
+  eval_every: int = 1
+  # Randomness and data.
+  seed: int = 0
+  data_seed: int = 0
+  data_dir: str | None = None
+  train_fraction: float | None = None  # None: the task's own split
+
+  @property
+  def algorithm(self) -> registry.Algorithm:
+    return registry.get(self.algo)
+
+  @property
+  def policy(self) -> StragglerPolicy:
+    return StragglerPolicy(self.resolved().straggler_policy)
+
+  @property
+  def effective_mu(self) -> float:
+    """μ of the local objective (0 for algorithms without one)."""
+    return self.resolved().mu or 0.0
+
+  def resolved(self) -> 'Config':
+    """This config with the algorithm's settings filled in: its fixed
+    values, the values given, its defaults for the rest, and None for the
+    settings it does not use (their values do not matter to the run)."""
+    algorithm = self.algorithm
+    values = {}
+    for name in registry.ALGORITHM_FIELDS:
+      if name in algorithm.fixed:
+        values[name] = algorithm.fixed[name]
+      elif name in algorithm.hparams:
+        given = getattr(self, name)
+        values[name] = given if given is not None else algorithm.defaults[
+            name]
+      else:
+        values[name] = None
+    hparams = {**algorithm.extra_hparams, **self.hparams}
+    config = dataclasses.replace(self, hparams=hparams, **{
+        k: v for k, v in values.items() if not callable(v)})
+    return dataclasses.replace(config, **{
+        k: v(config) for k, v in values.items() if callable(v)})
+
+  def to_json(self) -> dict[str, Any]:
+    """The resolved settings as config.json holds them."""
+    return json.loads(json.dumps(dataclasses.asdict(self.resolved())))
+
+  @classmethod
+  def from_json(cls, values: dict[str, Any]) -> 'Config':
+    """A Config from config.json (settings it lacks take their defaults);
+    ConfigError for settings this version does not know."""
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+      raise ConfigError(f'unknown settings {sorted(unknown)}')
+    return cls(**values)
+
+  def validate(self, num_clients: int | None = None):
+    """Raises ConfigError for values no run can use (before anything runs).
+
+    With `num_clients` (the task's N), also checks K <= N.
+    """
+    try:
+      algorithm = self.algorithm
+    except ValueError as e:
+      raise ConfigError(f'--algo: {e}') from None
+    for name in registry.ALGORITHM_FIELDS:
+      value = getattr(self, name)
+      if value is None:
+        continue
+      if name in algorithm.fixed and value != algorithm.fixed[name]:
+        raise ConfigError(
+            f'--{name}={value}: {self.algo} has {name}='
+            f'{algorithm.fixed[name]} ({algorithm.paper})')
+      if name not in algorithm.fixed and name not in algorithm.hparams:
+        raise ConfigError(f'--{name} is not a {self.algo} hyper-parameter '
+                          f'(it has {", ".join(algorithm.hparams)})')
+    unknown = set(self.hparams) - set(algorithm.extra_hparams)
+    if unknown:
+      raise ConfigError(
+          f'--hparam {", ".join(sorted(unknown))}: {self.algo} has '
+          + (f'only {", ".join(algorithm.extra_hparams)}'
+             if algorithm.extra_hparams else 'no hyper-parameters of its own'))
+    c = self.resolved()
+    checks = [
+        (num_clients is None or self.clients_per_round <= num_clients,
+         f'--clients_per_round={self.clients_per_round} is more than the '
+         f'{num_clients} clients of {self.task}'),
+        (self.rounds >= 1, f'--rounds must be >= 1, got {self.rounds}'),
+        (self.clients_per_round >= 1,
+         f'--clients_per_round must be >= 1, got {self.clients_per_round}'),
+        (c.epochs is None or c.epochs >= 1,
+         f'--epochs must be >= 1, got {c.epochs}'),
+        (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
+         f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}'),
+        (c.client_lr is None or c.client_lr > 0,
+         f'--client_lr must be > 0, got {c.client_lr}'),
+        (c.server_lr is None or c.server_lr > 0,
+         f'--server_lr must be > 0, got {c.server_lr}'),
+        (c.mu is None or c.mu >= 0, f'--mu must be >= 0, got {c.mu}'),
+        (0 <= self.straggler_fraction <= 1,
+         f'--straggler_fraction must be in [0, 1], '
+         f'got {self.straggler_fraction}'),
+        (c.straggler_policy in (None, 'drop', 'partial'),
+         f'--straggler_policy must be drop or partial, '
+         f'got {c.straggler_policy!r}'),
+        (c.client_weighting in (None, 'uniform', 'num_examples'),
+         f'--client_weighting must be uniform or num_examples, '
+         f'got {c.client_weighting!r}'),
+        (c.server_lr_decay is None or 0 < c.server_lr_decay <= 1,
+         f'--server_lr_decay must be in (0, 1], got {c.server_lr_decay}'),
+        (c.server_lr_decay_every is None or c.server_lr_decay_every >= 1,
+         '--server_lr_decay_every must be >= 1'),
+        (self.eval_every >= 1, '--eval_every must be >= 1'),
+        (self.train_fraction is None or 0 < self.train_fraction < 1,
+         f'--train_fraction must be in (0, 1), got {self.train_fraction}'),
+        (self.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),
+        (0 <= self.seed <= MAX_SEED,
+         f'--seed must be in 0..{MAX_SEED}, got {self.seed}'),
+        (0 <= self.data_seed <= MAX_SEED,
+         f'--data_seed must be in 0..{MAX_SEED}, got {self.data_seed}'),
+    ]
+    for ok, message in checks:
+      if not ok:
+        raise ConfigError(message)

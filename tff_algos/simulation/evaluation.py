@@ -1,0 +1,273 @@
+"""Evaluation of a global model over ALL clients' data.
+
+`build_evaluation` gives the papers' global objective f(w) = Σ_k p_k F_k(w)
+(p_k = n_k / n) and accuracy over every example of every client, not the
+running loss of the sampled clients. `build_dissimilarity` gives FedProx's
+gradient dissimilarity (Li et al. 2020, §4.1 Def. 3 and §5.3.3):
+    grad_variance      = Σ_k p_k ‖∇F_k(w) − ∇f(w)‖²,
+    grad_dissimilarity = B(w) = sqrt(Σ_k p_k ‖∇F_k(w)‖² / ‖∇f(w)‖²)
+(the paper's B-local dissimilarity; 1 for identical devices).
+
+Both are measurements, not part of any algorithm, so they run in this
+process as plain TensorFlow: one `tf.function` (traced once) loops over the
+clients, runs on each client's arrays the same per-client TF code as the TFF
+computations `build_federated_evaluation` and `build_federated_dissimilarity`
+and combines the results with the same federated sums and weighted means,
+in client order, in float32 — the same numbers. Through the TFF runtime
+every evaluation shipped every client's data to the worker over gRPC, which
+took most of a round's time on small models (docs/PERFORMANCE.md); the TFF
+versions stay here as the reference the tests compare against.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_algos.learning import measurements
+from tff_algos.learning import model_ops
+
+
+class _AllClients:
+  """All clients' arrays as one tensor per feature plus each client's row
+  offsets, kept for the last `size` client lists (by the identity of their
+  arrays, which are never modified in place here)."""
+
+  def __init__(self, size=2):
+    self._size = size
+    self._entries = collections.OrderedDict()
+
+  def __call__(self, data):
+    if not data:
+      raise ValueError('evaluation needs at least one client\'s data')
+    key = tuple(id(a) for client in data for a in client.values())
+    if key not in self._entries:
+      if len(self._entries) == self._size:
+        self._entries.popitem(last=False)
+      sizes = [len(next(iter(client.values()))) for client in data]
+      self._entries[key] = (
+          list(data),  # Keeps the ids in `key` from being reused.
+          collections.OrderedDict(
+              (name, tf.constant(np.concatenate([c[name] for c in data])))
+              for name in data[0]),
+          tf.constant(np.cumsum([0] + sizes), tf.int32))
+    self._entries.move_to_end(key)
+    _, concatenated, splits = self._entries[key]
+    return concatenated, splits
+
+
+_CLIENTS = _AllClients()  # Shared: evaluation and dissimilarity of a run
+                          # read the same training clients.
+
+
+class _InProcess:
+  """A model built once in this process, and what a tf.function over all
+  clients needs: its input signature, the weights' structure, the reset of
+  its metrics to a fresh model's (a TFF computation builds a fresh model for
+  each client) and each client's slice of the concatenated data.
+
+  `function(f)` traces f at once: Keras swaps the base classes of its models
+  whenever a model is built in a graph (as TFF computations build theirs),
+  and an eager model traced after such a swap fails.
+  """
+
+  def __init__(self, model_fn):
+    self.model = model_fn()
+    self._template = tff.learning.models.ModelWeights.from_model(self.model)
+    self.input_signature = [
+        [tf.TensorSpec(v.shape, v.dtype)
+         for v in tf.nest.flatten(self._template)],
+        model_ops.batched_spec(self.model.input_spec),
+        tf.TensorSpec([None], tf.int32)]
+    self._fresh_metrics = [v.numpy() for v in self.model.local_variables]
+    self.clients = _CLIENTS
+
+  def function(self, python_function):
+    function = tf.function(python_function,
+                           input_signature=self.input_signature)
+    function.get_concrete_function()
+    return function
+
+  def weights(self, flat_weights):
+    return tf.nest.pack_sequence_as(self._template, flat_weights)
+
+  def reset_metrics(self):
+    for variable, value in zip(self.model.local_variables,
+                               self._fresh_metrics):
+      variable.assign(value)
+
+  @staticmethod
+  def client(data, splits, k):
+    return tf.nest.map_structure(lambda t: t[splits[k]:splits[k + 1]], data)
+
+  def __call__(self, function, weights, data):
+    """function(flat weights, concatenated data, splits) on these clients."""
+    return function([tf.constant(w) for w in tf.nest.flatten(weights)],
+                    *self.clients(data))
+
+
+def _client_gradient(model, weights, data):
+  """(∇F_k(w), ‖∇F_k(w)‖², n_k) of one client."""
+  gradient = model_ops.client_gradient(model, weights, data)
+  return (gradient, measurements.squared_norm(gradient),
+          tf.cast(model_ops.num_examples(data), tf.float32))
+
+
+def build_evaluation(model_fn):
+  """(weights, [client data]) → OrderedDict of the model's metrics over all
+  clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
+  tasks here), computed in this process."""
+  local = _InProcess(model_fn)
+  model = local.model
+  # Keras finalizers are tf.functions that build a metric (variables) per
+  # trace, which eager tf.function tracing refuses: call the Python function.
+  finalizers = collections.OrderedDict(
+      (name, getattr(finalize, 'python_function', finalize))
+      for name, finalize in model.metric_finalizers().items())
+
+  def summed_metrics(flat_weights, data, splits):
+    """Σ_k client k's unfinalized metrics, in client order from zero (what
+    TFF's federated_sum does)."""
+    weights = local.weights(flat_weights)
+    total = tf.nest.map_structure(tf.zeros_like,
+                                  model.report_local_unfinalized_metrics())
+    for k in tf.range(tf.size(splits) - 1):
+      local.reset_metrics()
+      metrics = model_ops.evaluate_client(
+          model, weights, local.client(data, splits, k))
+      total = tf.nest.map_structure(tf.add, total, metrics)
+    return total
+
+  summed_metrics = local.function(summed_metrics)
+
+  def evaluate(weights, data):
+    total = local(summed_metrics, weights, data)
+    return collections.OrderedDict(
+        (name, tf.convert_to_tensor(finalize(total[name])).numpy())
+        for name, finalize in finalizers.items())
+
+  return evaluate
+
+
+def build_dissimilarity(model_fn):
+  """(weights, [client data]) → OrderedDict(grad_variance,
+  grad_dissimilarity), computed in this process. The clients' gradients are
+  held at once (as the TFF computation holds them in its worker) for the
+  two-pass variance."""
+  local = _InProcess(model_fn)
+  shapes = [v.shape for v in local.model.trainable_variables]
+
+  def dissimilarity_fn(flat_weights, data, splits):
+    # The arithmetic of build_federated_dissimilarity: weighted means are
+    # Σ_k n_k v_k / Σ_k n_k, summed in client order from zero.
+    weights = local.weights(flat_weights)
+    num_clients = tf.size(splits) - 1
+    gradients = [tf.TensorArray(tf.float32, size=num_clients,
+                                element_shape=shape) for shape in shapes]
+    weighted_sum = [tf.zeros(shape) for shape in shapes]
+    n_sum, norms_sum = tf.constant(0.0), tf.constant(0.0)
+    for k in tf.range(num_clients):
+      gradient, squared_norm, n = _client_gradient(
+          local.model, weights, local.client(data, splits, k))
+      gradient = tf.nest.flatten(gradient)
+      gradients = [a.write(k, g) for a, g in zip(gradients, gradient)]
+      weighted_sum = [s + g * n for s, g in zip(weighted_sum, gradient)]
+      n_sum += n
+      norms_sum += squared_norm * n
+    global_gradient = [s / n_sum for s in weighted_sum]
+    distances_sum = tf.constant(0.0)
+    for k in tf.range(num_clients):
+      distances_sum += measurements.squared_norm(
+          [a.read(k) - g for a, g in zip(gradients, global_gradient)]
+      ) * tf.cast(splits[k + 1] - splits[k], tf.float32)
+    return collections.OrderedDict(
+        grad_variance=distances_sum / n_sum,
+        grad_dissimilarity=tf.sqrt((norms_sum / n_sum) /
+                  measurements.squared_norm(global_gradient)))
+
+  dissimilarity_fn = local.function(dissimilarity_fn)
+
+  def dissimilarity(weights, data):
+    return collections.OrderedDict(
+        (k, v.numpy())
+        for k, v in local(dissimilarity_fn, weights, data).items())
+
+  return dissimilarity
+
+
+def _types(model_fn):
+  with tf.Graph().as_default():
+    model = model_fn()
+    return (model,
+            tff.learning.models.weights_type_from_model(model),
+            model_ops.dataset_type(model.input_spec))
+
+
+def build_federated_evaluation(model_fn):
+  """`build_evaluation` as a TFF computation (the reference):
+  (weights@SERVER, data@CLIENTS) → the model's metrics over all data."""
+  model, weights_type, data_type = _types(model_fn)
+  aggregate = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def evaluate_client(weights, data):
+    return model_ops.evaluate_client(model_fn(), weights, data)
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def evaluate(weights, data):
+    return aggregate(tff.federated_map(
+        evaluate_client, (tff.federated_broadcast(weights), data)))
+
+  return evaluate
+
+
+def _federated_spread(values, weight):
+  """(v̄, Σ_k p_k ‖v_k − v̄‖²) of `values`@CLIENTS, p_k ∝ weight.
+
+  Two passes (mean, then distances to the broadcast mean), the arithmetic
+  of `build_dissimilarity`.
+  """
+  value_type = values.type_signature.member
+
+  @tff.tensorflow.computation(value_type, value_type)
+  def squared_distance(a, b):
+    return measurements.squared_norm(tf.nest.map_structure(tf.subtract, a, b))
+
+  mean = tff.federated_mean(values, weight=weight)
+  distances = tff.federated_map(
+      squared_distance, (values, tff.federated_broadcast(mean)))
+  return mean, tff.federated_mean(distances, weight=weight)
+
+
+def build_federated_dissimilarity(model_fn):
+  """`build_dissimilarity` as a TFF computation (the reference):
+  (weights@SERVER, data@CLIENTS) → OrderedDict(grad_variance,
+  grad_dissimilarity)."""
+  _, weights_type, data_type = _types(model_fn)
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_gradient(weights, data):
+    return _client_gradient(model_fn(), weights, data)
+
+  gradient_type = client_gradient.type_signature.result[0]
+
+  @tff.tensorflow.computation(gradient_type, tf.float32, tf.float32)
+  def summarize(global_gradient, variance, mean_squared_norm):
+    return collections.OrderedDict(
+        grad_variance=variance,
+        grad_dissimilarity=tf.sqrt(
+            mean_squared_norm / measurements.squared_norm(global_gradient)))
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def dissimilarity(weights, data):
+    gradients, squared_norms, n = tff.federated_map(
+        client_gradient, (tff.federated_broadcast(weights), data))
+    global_gradient, variance = _federated_spread(gradients, n)
+    return tff.federated_map(summarize, (
+        global_gradient, variance,
+        tff.federated_mean(squared_norms, weight=n)))
+
+  return dissimilarity

@@ -1,0 +1,142 @@
+"""One simulated run of a Config on a task, into a run folder.
+
+Wires the library's pieces: the algorithm's process from the registry, the
+sampler, the evaluation of f(w) over all clients, the hooks a Config asks
+for, the run folder's release and state managers, and `loop.run`. Shared
+by run_experiment.py, the notebooks and the tests.
+"""
+
+import dataclasses
+
+import numpy as np
+
+import tasks as tasks_lib
+from tff_algos import learning
+from tff_algos.algorithms import fedprox
+from tff_algos.analysis import results
+from tff_algos.simulation import evaluation
+from tff_algos.simulation import loop as loop_lib
+from tff_algos.simulation import run_dir as run_dir_lib
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.sampling import ClientSampler
+
+NonFiniteLoss = loop_lib.NonFiniteLoss
+
+
+def build_process(config: Config, model_fn, client_input=None):
+  """The algorithm named by config.algo with the config's hyper-parameters
+  (the simulation build unless `client_input` says otherwise)."""
+  config = config.resolved()
+  return config.algorithm.build(model_fn, config,
+                                client_input or learning.ScheduledInput())
+
+
+def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
+               evaluate: bool = True):
+  """The `loop.Loop` of a run of `config` (config.rounds rounds); without
+  `evaluate`, no measurement of the global model (benchmarks)."""
+  config = config.resolved()
+  measurements = []
+  if evaluate:
+    measurements.append(_evaluation(config, model_fn, train_arrays,
+                                    test_arrays))
+  if config.dissimilarity_every:
+    dissimilarity = evaluation.build_dissimilarity(model_fn)
+    measurements.append(loop_lib.Measurement(
+        lambda weights: dissimilarity(weights, train_arrays),
+        lambda r: r % config.dissimilarity_every == 0))
+  hooks = ([loop_lib.AdaptiveMuHook(fedprox.AdaptiveMu(config.mu))]
+           if config.adaptive_mu else [])
+  return loop_lib.Loop(
+      process=build_process(config, model_fn),
+      sampler=ClientSampler(len(train_arrays), config.clients_per_round,
+                            config.epochs, config.seed,
+                            config.straggler_fraction),
+      policy=config.policy,
+      batch_size=config.batch_size,
+      train_arrays=train_arrays,
+      measurements=measurements,
+      hooks=hooks,
+      columns=dict(mu=config.effective_mu),
+      round_metrics=config.algorithm.round_metrics)
+
+
+def _evaluation(config, model_fn, train_arrays, test_arrays):
+  """f(w) and accuracy over all clients' train (and test) data, every
+  config.eval_every rounds, at round 0 and after the last (every round
+  with adaptive μ, whose rule reads the training loss)."""
+  evaluate = evaluation.build_evaluation(model_fn)
+
+  def measure(weights):
+    row = {}
+    for split, arrays in (('train', train_arrays), ('test', test_arrays)):
+      if arrays is not None:
+        metrics = evaluate(weights, arrays)
+        row.update({f'{split}_loss': metrics['loss'],
+                    f'{split}_accuracy': metrics['accuracy']})
+    return row
+
+  return loop_lib.Measurement(measure, lambda r: (
+      r % config.eval_every == 0 or r == config.rounds or config.adaptive_mu))
+
+
+def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
+        show_progress: bool = True, checkpoint_every: int = 10,
+        target_accuracy: float | None = None):
+  """Trains for config.rounds rounds, writing the run folder `output_dir`.
+
+  A row per round (`loop.COLUMNS`): the global objective f(w) = Σ p_k F_k(w)
+  and accuracy over ALL clients' training data and over all test data (on
+  eval rounds, and round 0 = the initial model), μ, the number of
+  participating clients and local steps, and when asked the dissimilarity
+  and the spread of the updates (FedISGD's VLG). Every `checkpoint_every`
+  rounds (and after the last) the program state is saved; a folder holding
+  the same unfinished run continues from its latest checkpoint and ends
+  exactly as an uninterrupted run would; a finished run is left alone.
+  Returns the rows of metrics.csv as dicts of numbers (measured columns).
+  """
+  train_arrays = tasks_lib.client_arrays(task.train)
+  test_arrays = tasks_lib.client_arrays(task.test)
+  config = dataclasses.replace(config, task=task.name)
+  config.validate(num_clients=len(train_arrays))
+  folder = run_dir_lib.RunDir(output_dir, config)
+  if folder.status() == 'finished':
+    return folder.rows()
+  config = config.resolved()
+  loop = build_loop(config, task.model_fn, train_arrays, test_arrays)
+  state = loop.initial_state(
+      learning.initial_model_weights(task.model_fn, config.seed))
+  folder.start()
+  checkpoints = folder.state_manager()
+  saved, last_round = loop_lib.wait(
+      checkpoints.load_latest(loop.program_state(state)))
+  first_round = 0
+  if saved is not None:
+    state, first_round = loop.restore(saved), last_round + 1
+  round_seconds = []
+
+  def on_round(round_num, row, seconds):
+    del row
+    if round_num > 0:
+      round_seconds.append(seconds)
+
+  try:
+    loop_lib.run(loop, state, range(first_round, config.rounds + 1),
+                 release_manager=folder.release_manager(),
+                 state_manager=checkpoints, checkpoint_every=checkpoint_every,
+                 show_progress=show_progress, on_round=on_round)
+  except NonFiniteLoss as e:
+    raise NonFiniteLoss(f'{e}; metrics so far are in {folder.metrics_path}'
+                        ) from None
+  examples_per_client = float(np.mean(
+      [len(next(iter(a.values()))) for a in train_arrays]))
+  summary = results.summarize(output_dir, target_accuracy, examples_per_client)
+  summary.update(
+      finished=True, num_clients=len(train_arrays),
+      examples_per_client=examples_per_client,
+      resumed_from_round=first_round - 1 if first_round else None,
+      median_seconds_per_round=(float(np.median(round_seconds))
+                                if round_seconds else None),
+      seconds=float(np.sum(round_seconds)))
+  folder.finish(summary)
+  return folder.rows()

@@ -1,0 +1,217 @@
+"""The round loop: one loop, for every algorithm, that the CLI
+(`simulation.experiment`), the notebooks and the benchmarks run.
+
+A `Loop` knows a learning process, the sampler that picks each round's
+clients, stragglers and minibatches, the clients' training arrays, the
+measurements taken of the global model and per-round hooks (e.g. FedProx's
+adaptive μ). `Loop.step` runs one round and returns its row of metrics;
+`run` drives the rounds with TFF's program release and state managers
+(metrics.csv, TensorBoard, checkpoints) and a progress bar.
+"""
+
+import asyncio
+import collections
+import concurrent.futures
+import dataclasses
+import math
+import sys
+import time
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+import tensorflow_federated as tff
+import tqdm
+
+from tff_algos.simulation import client_inputs
+from tff_algos.simulation.columns import COLUMNS
+from tff_algos.simulation.sampling import ClientSampler
+from tff_algos.simulation.sampling import StragglerPolicy
+
+# A round's release: a namedtuple keeps the columns' order (a dict's keys
+# would be sorted by the release managers).
+RoundMetrics = collections.namedtuple('RoundMetrics', COLUMNS[1:])
+
+
+class NonFiniteLoss(RuntimeError):
+  """The global training loss became NaN or infinite."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+  """A measurement of the global model: `measure(weights)` gives columns of
+  the row on the rounds where `due(round_num)` holds."""
+  measure: Callable[[Any], Mapping[str, float]]
+  due: Callable[[int], bool]
+
+
+class Hook(Protocol):
+  """Runs after each round's measurements (e.g. `AdaptiveMuHook`).
+
+  `name` keys its state in a checkpoint; `state()`/`restore()` save and
+  load it; `after_round` may change the process state (its hparams) and
+  the row.
+  """
+  name: str
+
+  def state(self) -> Mapping[str, Any]:
+    ...
+
+  def restore(self, state: Mapping[str, Any]) -> None:
+    ...
+
+  def after_round(self, round_num: int, row: dict, process, state) -> Any:
+    ...
+
+
+@dataclasses.dataclass
+class Loop:
+  """One federated training run's rounds, without its outputs.
+
+  Attributes:
+    process: a `tff.learning.templates.LearningProcess` taking scheduled
+      client inputs (`learning.ScheduledInput`).
+    sampler: who trains each round, who straggles, in what minibatch order.
+    policy: whether stragglers' updates are dropped or kept.
+    batch_size: B (-1: each client's whole dataset).
+    train_arrays: every client's training data, by client index.
+    measurements: what is measured of the global model, and when.
+    hooks: run after each round.
+    columns: constant columns of every row (e.g. μ).
+    round_metrics: the algorithm's columns derived from a row (FedISGD's
+      VLG), or None.
+  """
+  process: Any
+  sampler: ClientSampler
+  policy: StragglerPolicy
+  batch_size: int
+  train_arrays: Sequence[Mapping[str, np.ndarray]]
+  measurements: Sequence[Measurement] = ()
+  hooks: Sequence[Hook] = ()
+  columns: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  round_metrics: Callable[[dict], Mapping[str, float]] | None = None
+
+  def initial_state(self, model_weights):
+    """The process's initial state holding `model_weights`."""
+    return self.process.set_model_weights(self.process.initialize(),
+                                          model_weights)
+
+  def program_state(self, state):
+    """What a checkpoint holds: the process state and the hooks' states."""
+    return collections.OrderedDict(
+        process=state, **{hook.name: hook.state() for hook in self.hooks})
+
+  def restore(self, program_state):
+    """The process state from a checkpoint (the hooks' are restored)."""
+    for hook in self.hooks:
+      hook.restore(program_state[hook.name])
+    return program_state['process']
+
+  def train(self, state, round_num):
+    """Round `round_num`'s training: (state, row). Round 0 trains nothing;
+    nor does a round whose participants were all dropped (w_{t+1} = w_t)."""
+    row = dict(self.columns)
+    if round_num == 0:
+      return state, row
+    plans = self.sampler.participants(round_num, self.policy)
+    row.update(participants=len(plans), local_steps=0)
+    if plans:
+      output = self.process.next(state, client_inputs.round_inputs(
+          self.sampler, plans, self.train_arrays, round_num, self.batch_size))
+      state = output.state
+      client_work = output.metrics['client_work']
+      row['local_steps'] = client_work['local_steps']
+      if 'update_spread' in client_work:
+        row['update_spread'] = client_work['update_spread']
+    return state, row
+
+  def step(self, state, round_num):
+    """Round `round_num`: training, measurements, hooks. (state, row)."""
+    state, row = self.train(state, round_num)
+    weights = self.process.get_model_weights(state)
+    for measurement in self.measurements:
+      if measurement.due(round_num):
+        row.update(measurement.measure(weights))
+    if self.round_metrics is not None:
+      row.update(self.round_metrics(row))
+    for hook in self.hooks:
+      state = hook.after_round(round_num, row, self.process, state)
+    return state, row
+
+
+class AdaptiveMuHook:
+  """Sets the client work's μ after each round from the training loss, by
+  `rule` (FedProx's `AdaptiveMu`, Li et al. 2020 §5.3.2); needs the
+  training loss every round. The row's `mu` is the μ the round used."""
+  name = 'adaptive_mu'
+
+  def __init__(self, rule):
+    self.rule = rule
+
+  def state(self):
+    return collections.OrderedDict(
+        (k, np.asarray(v, np.float64))
+        for k, v in dataclasses.asdict(self.rule).items())
+
+  def restore(self, state):
+    for field in dataclasses.fields(self.rule):
+      setattr(self.rule, field.name,
+              type(getattr(self.rule, field.name))(state[field.name]))
+
+  def after_round(self, round_num, row, process, state):
+    row['mu'] = self.rule.mu
+    if round_num == 0:
+      return state
+    mu = self.rule.update(row['train_loss'])
+    hparams = process.get_hparams(state)
+    hparams['client_work']['mu'] = np.float32(mu)
+    return process.set_hparams(state, hparams)
+
+
+def wait(coroutine):
+  """Runs a tff.program coroutine to its end, from any thread: in its own
+  thread, since a notebook's thread already runs an event loop."""
+  with concurrent.futures.ThreadPoolExecutor(1) as thread:
+    return thread.submit(asyncio.run, coroutine).result()
+
+
+def run(loop: Loop, state, rounds: range, *,
+        release_manager: tff.program.ReleaseManager | None = None,
+        state_manager: tff.program.ProgramStateManager | None = None,
+        checkpoint_every: int = 10, show_progress: bool = False,
+        on_round: Callable[[int, dict, float], None] | None = None):
+  """Runs `rounds` of `loop` from `state`; returns the final state.
+
+  Each round's row is released to `release_manager` (keyed by the round)
+  and, every `checkpoint_every` rounds and after the last, the program
+  state is saved with `state_manager`. A non-finite training loss stops the
+  run with NonFiniteLoss once its row is released. `on_round(round_num,
+  row, seconds)` sees every row.
+  """
+  last = rounds[-1] if rounds else None
+  progress = tqdm.tqdm(
+      total=rounds.stop - 1, initial=max(rounds.start - 1, 0),
+      file=sys.stderr, unit='round', disable=not show_progress,
+      dynamic_ncols=True)
+  with progress:
+    for round_num in rounds:
+      start = time.perf_counter()
+      state, row = loop.step(state, round_num)
+      if release_manager is not None:
+        wait(release_manager.release(
+            RoundMetrics(**{c: row.get(c) for c in COLUMNS[1:]}), round_num))
+      loss = row.get('train_loss')
+      if loss is not None and not math.isfinite(loss):
+        raise NonFiniteLoss(f'training loss is {loss} at round {round_num}')
+      if state_manager is not None and (
+          round_num % checkpoint_every == 0 or round_num == last):
+        wait(state_manager.save(loop.program_state(state), round_num))
+      shown = {label: f'{row[column]:{spec}}' for label, column, spec in (
+          ('loss', 'train_loss', '.4f'), ('test_acc', 'test_accuracy', '.4f'),
+          ('mu', 'mu', 'g')) if row.get(column) is not None}
+      if 'loss' in shown:
+        progress.set_postfix(shown, refresh=False)
+      if on_round is not None:
+        on_round(round_num, row, time.perf_counter() - start)
+      if round_num > 0:
+        progress.update()
+  return state

@@ -11,6 +11,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.columns import DESCRIPTIONS  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
 
 
@@ -41,7 +42,10 @@ def plot_runs(run_dirs, metric, out, title='', labels=None, target=None):
     axes.axhline(target, color='gray', linestyle='--', linewidth=1,
                  label=f'target {target:g}')
   axes.set_xlabel('# rounds')
-  axes.set_ylabel(metric)
+  axes.set_ylabel(metric, fontsize=9)
+  if metric in DESCRIPTIONS:
+    figure.text(0.01, 0.005, f'{metric}: {DESCRIPTIONS[metric]}', fontsize=6,
+                color='gray')
   axes.set_title(title)
   axes.legend()
   figure.tight_layout()

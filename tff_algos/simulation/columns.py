@@ -6,19 +6,20 @@ Round 0 is the initial model; an empty cell was not measured that round
 FedISGD).
 """
 
-COLUMNS = (
-    'round',
-    'train_loss',          # f(w) = Σ_k p_k F_k(w) over ALL clients' train data
-    'train_accuracy',      # accuracy over the same data
-    'test_loss',           # the same over all clients' test data
-    'test_accuracy',
-    'mu',                  # μ of the local objective (FedISGD: λ)
-    'participants',        # clients whose updates reached the server
-    'local_steps',         # their local SGD steps (FedSGD: 1 per client)
-    'grad_variance',       # Σ_k p_k‖∇F_k(w) − ∇f(w)‖² (FedProx §5.3.3)
-    'grad_dissimilarity',  # B(w) = sqrt(Σ_k p_k‖∇F_k(w)‖² / ‖∇f(w)‖²)
-                           # (FedProx Def. 3; 1 for identical devices)
-    'update_spread',       # (1/K)Σ_k‖u_k − ū‖² of the client updates
-                           # u_k = w_t − w_k
-    'vlg',                 # FedISGD's VLG (eq. 8) = λ²·update_spread
-)
+# name → what it holds (also the y-axis label of plots).
+DESCRIPTIONS = {
+    'round': 'communication round (0: the initial model)',
+    'train_loss': 'training loss f(w) = Σ_k p_k F_k(w), all clients',
+    'train_accuracy': 'training accuracy, all clients',
+    'test_loss': 'test loss, all clients',
+    'test_accuracy': 'test accuracy, all clients',
+    'mu': 'μ of the local objective (FedISGD: λ)',
+    'participants': 'clients whose updates reached the server',
+    'local_steps': 'local SGD steps of those clients',
+    'grad_variance': 'Σ_k p_k‖∇F_k(w) − ∇f(w)‖² (FedProx §5.3.3)',
+    'grad_dissimilarity': 'B(w) = (Σ_k p_k‖∇F_k(w)‖² / ‖∇f(w)‖²)^½ '
+                          '(FedProx Def. 3)',
+    'update_spread': '(1/K)Σ_k‖u_k − ū‖², u_k = w_t − w_k',
+    'vlg': 'VLG = λ²·update spread (FedISGD eq. 8)',
+}
+COLUMNS = tuple(DESCRIPTIONS)

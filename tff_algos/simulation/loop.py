@@ -127,9 +127,10 @@ class Loop:
   def step(self, state, round_num):
     """Round `round_num`: training, measurements, hooks. (state, row)."""
     state, row = self.train(state, round_num)
-    weights = self.process.get_model_weights(state)
-    for measurement in self.measurements:
-      if measurement.due(round_num):
+    due = [m for m in self.measurements if m.due(round_num)]
+    if due:  # A TFF call: only on rounds that measure.
+      weights = self.process.get_model_weights(state)
+      for measurement in due:
         row.update(measurement.measure(weights))
     if self.round_metrics is not None:
       row.update(self.round_metrics(row))

@@ -5,7 +5,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 RUN_ARGS ?=
 
-.PHONY: install run test clean
+.PHONY: install run test tensorboard clean
 
 install: $(STAMP)
 
@@ -25,6 +25,10 @@ run: install
 
 test: install
 	$(VENV)/bin/python -m pytest -q tests
+
+# TensorBoard over every run folder under runs/ (http://localhost:6006).
+tensorboard: install
+	$(VENV)/bin/tensorboard --logdir runs/
 
 clean:
 	rm -rf $(VENV) *.egg-info

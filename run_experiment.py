@@ -6,25 +6,32 @@
   python run_experiment.py --flagfile=configs/fedprox/fig1_synthetic_1_1.flags
 
 Writes a run folder (metrics.csv, config.json, summary.json, checkpoints/,
-tensorboard/). The same command on the same folder continues an
-interrupted run, leaves a finished one alone and refuses one with other
-settings unless --overwrite. Flags after a --flagfile override it. A
+tensorboard/). The same command continues an interrupted run (found again
+without --output_dir too), leaves a finished one alone and refuses one with
+other settings unless --overwrite. Flags after a --flagfile override it. A
 command with --variant/--sweep flags runs a sweep: every run in its own
 process and folder, then summary.md/summary.csv and plots.
-Bad flag values: one line on stderr, exit code 2, nothing written.
+Bad input: one line on stderr, exit code 2, nothing written. A run that
+stops (divergence, a lost worker, a full disk): one line, exit code 1, the
+rows and checkpoints so far kept. Ctrl-C: one line, exit code 130.
 """
 
+import contextlib
+import errno
 import json
 import os
+import signal
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # TF's import chatter.
+os.environ.setdefault('GRPC_ENABLE_FORK_SUPPORT', '0')  # gRPC's fork notes.
 
 from absl import flags  # pylint: disable=g-import-not-at-top
 
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
 from tff_algos.analysis import sweep  # pylint: disable=g-import-not-at-top
 from tff_algos.runtime import addresses  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
 
 FLAGS = flags.FLAGS
 cli.define_run_flags()
@@ -64,13 +71,17 @@ def checked_config():
         0 < FLAGS.target_accuracy <= 1):
       raise cli.UsageError(f'--target_accuracy must be in (0, 1], '
                            f'got {FLAGS.target_accuracy}')
+    if FLAGS.resume and (FLAGS.overwrite or not FLAGS.output_dir):
+      raise cli.UsageError('--resume needs the --output_dir of the run, and '
+                           'no --overwrite')
     return cli.config_from_flags()
   except (cli.UsageError, ValueError) as e:
     cli.error(e)
 
 
 def sweep_plan(argv0):
-  """(runs, shared flags) of a --variant/--sweep command line.
+  """(runs, shared flags, each run's (Config, task options)) of a
+  --variant/--sweep command line.
 
   Every run's flags are parsed and validated first: a bad one is a usage
   error before anything runs. Leaves FLAGS parsed as the last run's.
@@ -79,110 +90,226 @@ def sweep_plan(argv0):
     runs = sweep.expand(FLAGS.variant, FLAGS.sweep, FLAGS.only)
   except ValueError as e:
     cli.error(e)
-  own = ('--variant', '--sweep', '--only', '--output_dir')
+  own = ('--variant', '--sweep', '--only', '--output_dir', '--overwrite',
+         '--dry_run')
   common = [a for a in _ARGV if a.split('=')[0] not in own]
-  if any(a in own for a in _ARGV):  # "--output_dir out" (two words).
+  if any(a in ('--variant', '--sweep', '--only', '--output_dir')
+         for a in _ARGV):  # "--output_dir out" (two words).
     cli.error('write sweep flags as --flag=value')
+  settings = []
   for run in runs:
     FLAGS.unparse_flags()
     parse_flags([argv0, *common, *run.args])
     if FLAGS.variant or FLAGS.sweep:
       cli.error(f'variant {run.variant}: --variant/--sweep inside a variant')
-    checked_config()
-  return runs, common
+    settings.append((checked_config(), cli.task_options()))
+  return runs, common, settings
+
+
+def check_data_loads(settings):
+  """Loads each distinct dataset of `settings` once (a dry run): one line
+  per dataset, or a usage error naming the first that does not load."""
+  import tasks  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  runtime.install()
+  seen = set()
+  for config, options in settings:
+    key = (config.task, config.data_seed, config.data_dir,
+           config.train_fraction, tuple(sorted(options.items())))
+    if key in seen:
+      continue
+    seen.add(key)
+    try:
+      task = tasks.load_task(config.task, seed=config.data_seed,
+                             data_dir=config.data_dir,
+                             train_fraction=config.train_fraction, **options)
+      config.validate(num_clients=len(task.client_ids))
+    except (tasks.DataError, ValueError) as e:
+      cli.error(e)
+    print(f'data: {task.name}: {len(task.client_ids)} clients '
+          f'({task.description})', file=sys.stderr)
 
 
 def run_sweep(argv0):
   """--variant/--sweep: every run in its own process, then the summary."""
-  if FLAGS.resume or FLAGS.overwrite:
-    cli.error('a sweep resumes by itself; give --resume/--overwrite to '
-              'single runs only')
+  if FLAGS.resume:
+    cli.error('a sweep resumes by itself; give --resume to single runs only')
   output_dir = FLAGS.output_dir or os.path.join(
       'runs', _FLAGFILES[-1] if _FLAGFILES else 'sweep')
   target, dry_run = FLAGS.target_accuracy, FLAGS.dry_run
-  runs, common = sweep_plan(argv0)
+  overwrite = FLAGS.overwrite
+  runs, common, settings = sweep_plan(argv0)
   if dry_run:
-    for run in runs:
-      print(os.path.join(output_dir, run.name), *run.args)
+    for run, (config, options) in zip(runs, settings):
+      print(os.path.join(output_dir, run.name), json.dumps(
+          {**cli.describe(config), **options}, sort_keys=True))
+    check_data_loads(settings)
     return
-  os.makedirs(output_dir, exist_ok=True)
-  codes = sweep.run_all(runs, common, output_dir, argv0)
-  rows = sweep.table(runs, output_dir, target)
-  print('\n'.join(sweep.write_summary(rows, output_dir, target)))
-  sweep.plot_runs(runs, output_dir, target)
+  try:
+    run_dir.check_usable(output_dir)
+    with run_dir.RunDir(output_dir, None).hold():
+      codes = sweep.run_all(
+          runs, common + (['--replace_other_run'] if overwrite else []),
+          output_dir, argv0)
+      rows = sweep.table(runs, output_dir, target)
+      lines = sweep.write_summary(rows, output_dir, target)
+      if lines is None:
+        print(f'run_experiment.py: kept {output_dir}/summary.csv and its '
+              'plots: they cover more runs than the '
+              f'{sum(1 for r in rows if "rounds" in r)} of this command that '
+              'have results', file=sys.stderr)
+      else:
+        print('\n'.join(lines))
+        sweep.plot_runs(runs, output_dir, target)
+  except run_dir.OutputDirError as e:
+    cli.error(e)
+  except sweep.Interrupted as e:
+    print(f'run_experiment.py: {e}; run the same command to resume',
+          file=sys.stderr)
+    sys.exit(128 + e.signum)
   failed = [f'{name} (exit {code})' for name, code in codes.items() if code]
-  if failed or len(codes) < len(runs):
-    print(f'run_experiment.py: {len(runs) - len(codes) + len(failed)} of '
-          f'{len(runs)} runs did not finish: {", ".join(failed)}',
+  if len(codes) < len(runs):
+    failed.append(f'{len(runs) - len(codes)} not started')
+  if failed:
+    hint = (' (a run whose folder holds other settings is replaced with '
+            '--overwrite)' if 2 in codes.values() and not overwrite else '')
+    print(f'run_experiment.py: {len(runs) - len(codes) + sum(map(bool, codes.values()))} of '
+          f'{len(runs)} runs did not finish: {", ".join(failed)}{hint}',
           file=sys.stderr)
     sys.exit(1)
 
 
-def fresh_output_dir(config):
-  """runs/ALGO_TASK_seedSEED, or with -2, -3, … if that already exists."""
+def default_output_dir(config):
+  """runs/ALGO_TASK_seedSEED, or -2, -3, …: the first folder that holds
+  this run (to resume, or a finished one), else the first free one."""
   base = os.path.join('runs', f'{config.algo}_{config.task}_seed{config.seed}')
   candidate, n = base, 1
   while os.path.exists(candidate):
-    n += 1
-    candidate = f'{base}-{n}'
+    try:
+      run_dir.RunDir(candidate, config).status()
+      return candidate  # This run: resume it, or leave it alone.
+    except run_dir.OutputDirError:
+      n += 1
+      candidate = f'{base}-{n}'
   return candidate
+
+
+def _no_space(error):
+  """The OSError of a full disk in `error`'s chain, or None."""
+  while error is not None:
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC,
+                                                      errno.EDQUOT):
+      return error
+    error = error.__cause__ or error.__context__
+  return None
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+  """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal)."""
+
+  def on_terminate(signum, frame):
+    del frame
+    error = KeyboardInterrupt()
+    error.signum = signum
+    raise error
+
+  previous = signal.signal(signal.SIGTERM, on_terminate)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous)
 
 
 def run_single():
   """One run into its folder."""
   config = checked_config()
   if FLAGS.dry_run:
-    print(json.dumps(cli.describe(config), indent=2))
+    print(json.dumps({**cli.describe(config), **cli.task_options()},
+                     indent=2, sort_keys=True))
+    check_data_loads([(config, cli.task_options())])
     return
-  if FLAGS.resume and (FLAGS.overwrite or not FLAGS.output_dir):
-    cli.error('--resume needs the --output_dir of the run, and no '
-              '--overwrite')
-  output_dir = FLAGS.output_dir or fresh_output_dir(config)
+  try:
+    run_dir.check_usable(FLAGS.output_dir or 'runs')
+  except run_dir.OutputDirError as e:
+    cli.error(e)
   # TensorFlow from here on.
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tasks  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
   runtime.install()
-  try:
-    task = tasks.load_task(config.task, seed=config.data_seed,
-                           data_dir=config.data_dir,
-                           train_fraction=config.train_fraction,
-                           **cli.task_options())
-    if FLAGS.client_fraction is not None:
-      config = dataclasses.replace(config, clients_per_round=(
-          cli.config_from_flags(len(task.client_ids)).clients_per_round))
-    config = dataclasses.replace(config, task=task.name)
-    config.validate(num_clients=len(task.client_ids))
-    folder = run_dir.RunDir(output_dir, config)
-    if FLAGS.overwrite:
-      folder.remove_outputs()
-    status = folder.status()
-    if FLAGS.resume and status == 'new':
-      cli.error(f'--resume: {output_dir} holds no run to resume')
-    if status == 'finished':
-      print(f'{output_dir} already holds this finished run (--overwrite '
-            'runs it again)', file=sys.stderr)
-      print(open(os.path.join(output_dir, run_dir.SUMMARY_FILE)).read())
-      return
-    runtime.start(workers=FLAGS.workers)
-    resolved = config.resolved()
-    print(f'{config.algo} on {task.description}: {len(task.client_ids)} '
-          f'clients, K={config.clients_per_round}, E={resolved.epochs}, '
-          f'B={resolved.batch_size}, {config.rounds} rounds → {output_dir}' +
-          (' (resuming)' if status == 'resume' else ''), file=sys.stderr)
-    experiment.run(config, task, output_dir, show_progress=FLAGS.progress,
-                   checkpoint_every=FLAGS.checkpoint_every,
-                   target_accuracy=FLAGS.target_accuracy)
-  except (config_lib.ConfigError, tasks.DataError, cli.UsageError) as e:
-    cli.error(e)
-  except (runtime.WorkerError, experiment.NonFiniteLoss) as e:
-    print(f'run_experiment.py: stopped: {e}', file=sys.stderr)
-    sys.exit(1)
-  finally:
-    runtime.stop()
+  round_started = None  # The run's folder once training has started.
+  with _terminate_as_interrupt():
+    try:
+      task = tasks.load_task(config.task, seed=config.data_seed,
+                             data_dir=config.data_dir,
+                             train_fraction=config.train_fraction,
+                             **cli.task_options())
+      if FLAGS.client_fraction is not None:
+        config = dataclasses.replace(config, clients_per_round=(
+            cli.config_from_flags(len(task.client_ids)).clients_per_round))
+      config = dataclasses.replace(config, task=task.name)
+      config.validate(num_clients=len(task.client_ids))
+      output_dir = FLAGS.output_dir or default_output_dir(config)
+      folder = run_dir.RunDir(output_dir, config)
+      with folder.hold():
+        if FLAGS.overwrite:
+          folder.remove_outputs()
+        try:
+          status = folder.status()
+        except run_dir.OutputDirError:
+          if not FLAGS.replace_other_run:
+            raise
+          folder.remove_outputs()
+          status = folder.status()
+        if FLAGS.resume and status == 'new':
+          raise cli.UsageError(f'--resume: {output_dir} holds no run to '
+                               'resume')
+        if status == 'finished':
+          print(f'{output_dir} already holds this finished run '
+                '(--overwrite runs it again)', file=sys.stderr)
+          print(open(os.path.join(output_dir, run_dir.SUMMARY_FILE)).read())
+          return
+        runtime.start(workers=FLAGS.workers, log_path=folder.worker_log,
+                      wait=False)  # It starts while the process is built.
+        resolved = config.resolved()
+        evaluated = ('' if config.eval_clients is None else
+                     f', train metrics over {config.eval_clients} clients')
+        print(f'{config.algo} on {task.description}: '
+              f'{len(task.client_ids)} clients, K={config.clients_per_round},'
+              f' E={resolved.epochs}, B={resolved.batch_size}, '
+              f'{config.rounds} rounds, seed {config.seed} (data seed '
+              f'{config.data_seed}){evaluated} → {output_dir}' +
+              (' (resuming)' if status == 'resume' else ''), file=sys.stderr)
+        round_started = output_dir
+        experiment.run(config, task, output_dir, show_progress=FLAGS.progress,
+                       checkpoint_every=FLAGS.checkpoint_every,
+                       target_accuracy=FLAGS.target_accuracy)
+    except (config_lib.ConfigError, tasks.DataError, cli.UsageError) as e:
+      cli.error(e)
+    except (runtime.WorkerError, experiment.Diverged) as e:
+      resume = ('; run the same command to resume' if round_started and
+                isinstance(e, runtime.WorkerError) else '')
+      cli.error(f'stopped: {e}{resume}', code=1)
+    except KeyboardInterrupt as e:
+      where = (f'at round {e.round_num}' if hasattr(e, 'round_num') else
+               'before the first round')
+      signum = getattr(e, 'signum', signal.SIGINT)
+      name = 'interrupted' if signum == signal.SIGINT else 'terminated'
+      cli.error(f'{name} {where}; run the same command to resume',
+                code=128 + signum)
+    except OSError as e:
+      full = _no_space(e)
+      if full is None:
+        raise
+      cli.error(f'stopped: no space left on the device holding '
+                f'{full.filename or FLAGS.output_dir}; the rows and checkpoints so '
+                'far are kept: free some space and run the same command to '
+                'resume', code=1)
+    finally:
+      runtime.stop()
   print(open(os.path.join(output_dir, run_dir.SUMMARY_FILE)).read())
 
 

@@ -92,28 +92,20 @@ def _read_npz(path):
 
 
 def _read_leaf(folder):
-  train_test = []
-  for split in ('train', 'test'):
-    raw = leaf.read_leaf_split(os.path.join(folder, split))
-    train_test.append(raw)
-  train, test = train_test
+  train, test = (leaf.read_leaf_split(os.path.join(folder, split))
+                 for split in ('train', 'test'))
   result = collections.OrderedDict()
   for writer in train:
     if writer not in test:
       raise tasks.DataError(f'{folder}: writer {writer!r} has no test data')
     pair = []
-    for x, y in (train[writer], test[writer]):
-      try:
-        x = np.asarray(x, np.float32).reshape(-1, 28, 28)
-        y = np.asarray(y).astype(np.int32)
-      except ValueError as e:
-        raise tasks.DataError(
-            f'{folder}: writer {writer!r}: x rows are not 784 pixels ({e})'
-        ) from None
-      if y.size and (y.min() < 0 or y.max() >= NUM_CLASSES):
-        raise tasks.DataError(f'{folder}: writer {writer!r}: labels outside '
-                              f'0-{NUM_CLASSES - 1}')
-      pair.append((np.round(x * 255).astype(np.uint8), y))
+    for split in (train, test):
+      x, y = split[writer]
+      arrays = base.checked_arrays(
+          x, y, f'{split.sources[writer]}: writer {writer!r}', (784,),
+          NUM_CLASSES)
+      pair.append((np.round(arrays['x'].reshape(-1, 28, 28) * 255).astype(
+          np.uint8), arrays['y']))
     result[writer] = pair
   return result
 

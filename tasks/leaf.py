@@ -10,8 +10,6 @@ import glob
 import json
 import os
 
-import numpy as np
-
 from tasks import DataError
 
 
@@ -41,28 +39,39 @@ def read_leaf_file(path):
   return result
 
 
+class LeafSplit(collections.OrderedDict):
+  """{user: (x list, y list)}, and `sources`: {user: the file it came from}."""
+
+  def __init__(self):
+    super().__init__()
+    self.sources = {}
+
+
 def read_leaf_split(folder):
   """Merges every `*.json` in `folder`; a user may not appear twice."""
   paths = sorted(glob.glob(os.path.join(folder, '*.json')))
   if not paths:
     raise DataError(f'no LEAF *.json files in {folder}')
-  merged = collections.OrderedDict()
+  merged = LeafSplit()
   for path in paths:
     for user, data in read_leaf_file(path).items():
       if user in merged:
         raise DataError(f'{path}: user {user!r} appears in two files')
       merged[user] = data
+      merged.sources[user] = path
   return merged
 
 
-def read_leaf_dataset(data_dir, x_dtype=np.float32, y_dtype=np.int32):
-  """(train, test): {user: OrderedDict(x=array, y=array)}, same users."""
+def read_leaf_dataset(data_dir, x_shape, num_classes):
+  """(train, test): {user: OrderedDict(x=float32 array, y=int32 array)},
+  the same users, every user's data checked (`base.checked_arrays`)."""
+  from tasks import base  # pylint: disable=g-import-not-at-top
   splits = []
   for split in ('train', 'test'):
     raw = read_leaf_split(os.path.join(data_dir, split))
     splits.append(collections.OrderedDict(
-        (user, collections.OrderedDict(x=np.asarray(x, x_dtype),
-                                       y=np.asarray(y).astype(y_dtype)))
+        (user, base.checked_arrays(x, y, f'{raw.sources[user]}: user {user!r}',
+                                   x_shape, num_classes))
         for user, (x, y) in raw.items()))
   train, test = splits
   if set(train) != set(test):

@@ -98,6 +98,9 @@ def char_lstm(vocab_size: int, sequence_length: int = 80, pad_id: int = 0):
         input_spec=input_spec,
         metrics=[MaskedSparseCategoricalAccuracy(name='accuracy',
                                                  pad_id=pad_id)])
+  # Its loss metric is a mean over each batch's non-pad characters: batches
+  # mixing clients would weigh them differently, so evaluate per client.
+  model_fn.per_client_metrics = True
   return model_fn
 
 

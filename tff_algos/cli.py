@@ -139,7 +139,11 @@ def define_output_flags():
           'checkpoints/, tensorboard/ (default runs/ALGO_TASK_seedSEED, '
           'found again by the same command).')
   _define(o, flags.DEFINE_bool, 'overwrite', False,
-          'Replace the results in an existing --output_dir.')
+          'Replace the results in an existing --output_dir (a sweep: only '
+          'the runs whose folders hold other settings).')
+  _define(o, flags.DEFINE_bool, 'replace_other_run', False,
+          'Replace the run in --output_dir only if it was run with other '
+          'settings (what a sweep\'s --overwrite passes to its runs).')
   _define(o, flags.DEFINE_bool, 'resume', False,
           'Continue the unfinished run in --output_dir (an error if there is '
           'none; the same command without --resume also continues it).')
@@ -148,6 +152,11 @@ def define_output_flags():
   _define(o, flags.DEFINE_integer, 'eval_every', _DEFAULTS.eval_every,
           'Evaluate f(w) and accuracy on all clients every N rounds (and '
           'after the last).')
+  _define(o, flags.DEFINE_integer, 'eval_clients', None,
+          'Estimate the training loss and accuracy on a fixed random subset '
+          'of this many clients (seeded by --seed; the output says so), for '
+          'tasks with many clients; the test split is always evaluated in '
+          'full (default: all clients).')
   _define(o, flags.DEFINE_integer, 'dissimilarity_every', 0,
           'Write the gradient variance and dissimilarity B(w) every N '
           'rounds (0: never).')
@@ -262,6 +271,7 @@ def config_from_flags(num_clients=None) -> config_lib.Config:
       update_spread=_flag('update_spread', False),
       dissimilarity_every=_flag('dissimilarity_every', 0),
       eval_every=_flag('eval_every', _DEFAULTS.eval_every),
+      eval_clients=_flag('eval_clients'),
       seed=_flag('seed', _DEFAULTS.seed), data_seed=FLAGS.data_seed,
       data_dir=FLAGS.data_dir, train_fraction=FLAGS.train_fraction, **given)
   try:
@@ -284,8 +294,10 @@ def task_options():
 
 
 def error(message, code=2):
-  """One line on stderr, then exit `code` (2: a usage error)."""
-  print(f'{os.path.basename(sys.argv[0])}: error: {message}', file=sys.stderr)
+  """One line on stderr, then exit `code` (2: a usage error, said so)."""
+  prefix = 'error: ' if code == 2 else ''
+  print(f'{os.path.basename(sys.argv[0])}: {prefix}{message}',
+        file=sys.stderr)
   sys.exit(code)
 
 

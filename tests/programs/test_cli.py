@@ -1,5 +1,7 @@
 """run_experiment.py as a user runs it: flags, errors, outputs (issues 2, 13)."""
 
+import json
+
 import pytest
 
 from conftest import cli
@@ -7,6 +9,9 @@ from conftest import cli
 
 @pytest.mark.parametrize('args', [
     ['--algo=fedfoo'], ['--rounds=0'], ['--task=nope'],
+    ['--clients_per_round=0'], ['--clients_per_round=-3'], ['--seed=-1'],
+    ['--seed=4294967296'], ['--data_seed=-1'], ['--client_lr=inf'],
+    ['--client_lr=nan'], ['--eval_clients=0'], ['--hparam=x=1'],
     ['--clients_per_round=31'], ['--client_lr=-0.1'],
     ['--straggler_fraction=1.5'], ['--algo=fedavg', '--mu=1'],
     ['--algo=fedsgd', '--epochs=5'], ['--batch_size=0'], ['--rounds=x'],
@@ -33,10 +38,17 @@ def test_existing_results_are_not_overwritten(tmp_path):
 def test_cli_runs_and_writes_metrics(tmp_path):
   out = tmp_path / 'run'
   result = cli('--algo=fedprox', '--rounds=2', '--epochs=1',
-                '--dissimilarity_every=1', f'--output_dir={out}')
+               '--dissimilarity_every=1', '--eval_clients=7',
+               f'--output_dir={out}')
   assert result.returncode == 0, result.stderr
+  assert 'seed 0 (data seed 0), train metrics over 7 clients' in result.stderr
   header, *rows = (out / 'metrics.csv').read_text().splitlines()
   assert header.startswith('round,train_loss,train_accuracy,test_loss,'
                            'test_accuracy,mu')
-  assert len(rows) == 3 and all(r.split(',')[9] for r in rows)  # B logged.
-  assert (out / 'config.json').exists() and (out / 'summary.json').exists()
+  assert 'grad_dissimilarity' in header and ',B,' not in header
+  assert len(rows) == 3 and all(r.split(',')[9] for r in rows)  # B(w).
+  assert (out / 'config.json').exists()
+  summary = json.loads((out / 'summary.json').read_text())
+  assert summary['train_metrics_over'] == '7 of 30 clients (--eval_clients)'
+  bad = cli('--eval_clients=31', f'--output_dir={tmp_path / "bad"}')
+  assert bad.returncode == 2 and 'more than the 30 clients' in bad.stderr

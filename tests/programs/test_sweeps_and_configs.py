@@ -28,8 +28,28 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
       'algo'] == 'fedprox'
   with open(out / 'summary.csv', newline='') as f:
     assert [r['variant'] for r in csv.DictReader(f)] == ['FedAvg', 'FedProx']
+  summary = (out / 'summary.csv').read_text()
   assert (out / 'summary.md').exists()
   assert (out / 'train_loss__seed-3.png').stat().st_size > 0
+
+  # Issue 13: a re-run with fewer runs keeps the summary; a run whose
+  # folder holds other settings stops the sweep with a hint; --overwrite
+  # replaces just those runs.
+  only = cli(f'--flagfile={flagfile}', '--sweep=seed=3', '--only=FedAvg',
+             f'--output_dir={out}')
+  assert only.returncode == 0 and 'kept' in only.stderr
+  assert (out / 'summary.csv').read_text() == summary
+  other = cli(f'--flagfile={flagfile}', '--sweep=seed=3', '--rounds=1',
+              f'--output_dir={out}')
+  assert other.returncode == 1
+  assert 'rounds=2 there, 1 here' in other.stderr
+  assert 'replaced with --overwrite' in other.stderr
+  assert (out / 'summary.csv').read_text() == summary
+  replaced = cli(f'--flagfile={flagfile}', '--sweep=seed=3', '--rounds=1',
+                 '--overwrite', f'--output_dir={out}')
+  assert replaced.returncode == 0, replaced.stderr
+  assert json.loads((out / 'FedAvg__seed-3' / 'config.json').read_text())[
+      'rounds'] == 1
 
 
 def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):
@@ -52,7 +72,8 @@ def test_every_paper_config_is_valid(config):
   argv = ['run_experiment.py', f'--flagfile={REPO / config}']
   run_experiment.parse_flags(argv)
   if run_experiment.FLAGS.variant:
-    runs, _ = run_experiment.sweep_plan(argv[0])
+    runs, _, settings = run_experiment.sweep_plan(argv[0])
+    assert len(settings) == len(runs)
     assert len(runs) >= 2
   else:
     assert run_experiment.checked_config().rounds >= 1

@@ -34,6 +34,7 @@ def _assert_listens_on_loopback_only(processes):
 
 
 def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
+  tff_runtime.start()  # (An in-process CLI test may have stopped it.)
   worker = psutil.Process(tff_runtime.worker_pid())
   _assert_listens_on_loopback_only([worker])
 
@@ -74,8 +75,14 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   _assert_listens_on_loopback_only(workers)
   process.send_signal(sig)
   # A worker holding our stdout/stderr would make this wait forever.
-  process.communicate(timeout=60)
-  assert process.returncode != 0
+  _, stderr = process.communicate(timeout=60)
+  assert process.returncode == (128 + sig if sig != signal.SIGKILL else -sig)
+  if sig != signal.SIGKILL:  # One line naming the round (issue 13).
+    word = 'interrupted' if sig == signal.SIGINT else 'terminated'
+    last = stderr.decode().strip().splitlines()[-1]
+    assert last.startswith(f'run_experiment.py: {word} at round ')
+    assert last.endswith('; run the same command to resume')
+    assert 'Traceback' not in stderr.decode()
   deadline = time.monotonic() + 10
   while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
     time.sleep(0.1)

@@ -19,7 +19,7 @@ from conftest import listening_ips
 import helpers
 from tff_algos.runtime import remote
 from tff_algos import runtime
-from tff_algos.runtime import local
+from tff_algos.runtime import processes as process_lib
 from tff_algos import worker as worker_main
 
 
@@ -55,7 +55,7 @@ def workers(tmp_path):
       processes.append(subprocess.Popen(
           [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
           cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-          preexec_fn=local._die_with_parent))  # pylint: disable=protected-access
+          preexec_fn=process_lib.die_with_parent()))
       log.close()
       addresses.append(f'127.0.0.1:{port}')
       _wait_listening(port, processes[-1])
@@ -75,13 +75,15 @@ def test_workers_listen_on_loopback_only(workers):
     assert listening and listening <= {'127.0.0.1', '::ffff:127.0.0.1'}
 
 
-def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers):
+@pytest.mark.parametrize('algo', ['fedprox', 'fedisgd'])
+def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
+  """FedISGD too: its update spread is in the round's one aggregation."""
   processes, addresses = workers
-  local, _ = helpers.run(tmp_path, 'local', algo='fedprox', rounds=2,
+  local, _ = helpers.run(tmp_path, 'local', algo=algo, rounds=2,
                          straggler_fraction=0.5)
   runtime.start(workers=addresses)
   cpu_before = [_cpu_seconds(p) for p in processes]
-  spread, _ = helpers.run(tmp_path, 'spread', algo='fedprox', rounds=2,
+  spread, _ = helpers.run(tmp_path, 'spread', algo=algo, rounds=2,
                           straggler_fraction=0.5)
   assert spread == local  # metrics.csv byte for byte.
   # Both workers did client work: each round's 5 clients are split 2 + 3

@@ -1,5 +1,6 @@
 """Runs that survive (checkpoint/resume), their outputs and their end (issue 5)."""
 
+import collections
 import csv
 import json
 import math
@@ -67,43 +68,62 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
       (whole / 'summary.json').read_text())['final_train_loss']
   # Old checkpoints are pruned; none is left half-written.
   assert sorted(os.listdir(killed / 'checkpoints')) == ['round_7', 'round_8']
+  # TensorBoard holds each round once, with the metrics.csv values, although
+  # the resumed runs recomputed rounds after their checkpoints (issue 13).
+  losses = collections.defaultdict(list)
+  for event_file in (killed / 'tensorboard').iterdir():
+    for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+      for value in event.summary.value:
+        if value.tag == 'train_loss':
+          losses[event.step].append(float(tf.make_ndarray(value.tensor)))
+  rows = results.read_rows(killed)
+  assert dict(losses) == {int(r['round']): [pytest.approx(
+      float(r['train_loss']), rel=1e-6)] for r in rows}
+
+  # A damaged newest checkpoint (issue 13): the one before it is used, and
+  # the run still ends as the uninterrupted one.
+  (killed / 'summary.json').unlink()  # As if killed after the last save.
+  newest = killed / 'checkpoints' / 'round_8' / 'saved_model.pb'
+  newest.write_bytes(newest.read_bytes()[:100])
+  again = cli(*RUN_FLAGS, f'--output_dir={killed}')
+  assert again.returncode == 0, again.stderr
+  assert 'round_8 is damaged' in again.stderr
+  assert ((killed / 'metrics.csv').read_bytes() ==
+          (whole / 'metrics.csv').read_bytes())
 
 
 @pytest.mark.slow
 def test_finished_and_different_runs_are_left_alone(tmp_path):
-  out = tmp_path / 'run'
-  flags = ('--rounds=2', '--epochs=1', f'--output_dir={out}')
-  assert cli(*flags).returncode == 0
-  before = {p: p.read_bytes() for p in out.iterdir() if p.is_file()}
+  """And the default folder of a command is found again (issue 13)."""
+  def in_tmp(*args):
+    return subprocess.run([sys.executable, str(REPO / 'run_experiment.py'),
+                           *args], cwd=tmp_path, env=USER_ENV,
+                          capture_output=True, text=True, timeout=600)
 
-  again = cli(*flags)  # The same command: nothing to do.
+  out = tmp_path / 'runs' / 'fedprox_synthetic_1_1_seed0'
+  flags = ('--epochs=1', '--progress=false')
+  assert in_tmp('--rounds=2', *flags).returncode == 0
+  again = in_tmp('--rounds=2', *flags)  # The same command: nothing to do.
   assert again.returncode == 0 and 'already holds' in again.stderr
-  other = cli(*flags[1:], '--rounds=3')  # Another config: refused.
-  assert other.returncode == 2, other.stderr
+  (out / 'summary.json').unlink()  # As if killed after its last checkpoint.
+  resumed = in_tmp('--rounds=2', *flags)  # Its folder is found again.
+  assert 'runs/fedprox_synthetic_1_1_seed0 (resuming)' in resumed.stderr
+  assert in_tmp('--rounds=3', *flags).returncode == 0  # Another config:
+  assert (tmp_path / 'runs' / 'fedprox_synthetic_1_1_seed0-2').is_dir()  # new.
+
+  before = {p: p.read_bytes() for p in out.iterdir() if p.is_file()}
+  given = (*flags, f'--output_dir={out}')
+  other = cli('--rounds=3', *given)  # Given explicitly, another config:
+  assert other.returncode == 2, other.stderr  # refused.
   assert other.stderr.count('\n') == 1 and 'rounds=2 there, 3 here' in (
       other.stderr)
   fresh = cli('--resume', f'--output_dir={tmp_path / "none"}')
   assert fresh.returncode == 2 and 'no run to resume' in fresh.stderr
   assert {p: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
-  replaced = cli(*flags[1:], '--rounds=3', '--overwrite')
+  replaced = cli('--rounds=3', *given, '--overwrite')
   assert replaced.returncode == 0, replaced.stderr
   assert results.summarize(out)['rounds'] == 3
-
-
-@pytest.mark.slow
-def test_metrics_reach_tensorboard_with_the_rounds_as_steps(tmp_path):
-  out = tmp_path / 'run'
-  assert cli('--rounds=2', '--epochs=1', f'--output_dir={out}').returncode == 0
-  losses = {}
-  for event_file in (out / 'tensorboard').iterdir():
-    for event in tf.compat.v1.train.summary_iterator(str(event_file)):
-      for value in event.summary.value:
-        if value.tag == 'train_loss':
-          losses[event.step] = float(tf.make_ndarray(value.tensor))
-  rows = results.read_rows(out)
-  assert losses == pytest.approx(
-      {int(r['round']): float(r['train_loss']) for r in rows}, rel=1e-6)
 
 
 def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,

@@ -124,6 +124,34 @@ def test_malformed_leaf_json_is_a_clear_error(tmp_path, damage):
     tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))
 
 
+GOOD_X = [[0.5] * 60] * 2
+
+
+@pytest.mark.parametrize('x, y, message', [
+    (GOOD_X, [15, 1], 'sample 0 has label 15; labels are the whole numbers '
+                      '0..9'),
+    (GOOD_X, [-1, 1], 'sample 0 has label -1'),
+    (GOOD_X, [3.7, 1], 'sample 0 has label 3.7'),
+    (GOOD_X, ['a', 1], "label 'a' is not a number"),
+    ([[0.5] * 60, [0.5] * 59], [0, 1], 'x is not a table of numbers'),
+    ([[0.5] * 59] * 2, [0, 1], 'x has shape (2, 59)'),
+    ([], [], 'no samples'),
+    ([[0.5] * 60, [float('nan')] * 60], [0, 1],
+     'sample 1 has a non-finite value'),
+])
+def test_bad_leaf_values_are_refused_naming_file_user_and_problem(
+    tmp_path, x, y, message):
+  """Before anything reaches TensorFlow (issue 13: a label of 15 gave a
+  77-line TF traceback, 3.7 was silently truncated to 3, ...)."""
+  users = {'good': ((GOOD_X, [0, 1]), (GOOD_X, [1, 2])),
+           'bad_user': ((x, y), (GOOD_X, [1, 2]))}
+  _write_leaf(tmp_path, users)
+  with pytest.raises(tasks.DataError) as error:
+    tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))
+  text = str(error.value)
+  assert "train/data.json: user 'bad_user'" in text and message in text, text
+
+
 def test_missing_leaf_folder_is_a_clear_error(tmp_path):
   with pytest.raises(tasks.DataError, match='no LEAF'):
     tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))

@@ -20,11 +20,13 @@ import io
 import itertools
 import os
 import shlex
+import signal
 import subprocess
 import sys
 
 from tff_algos.analysis import plot
 from tff_algos.analysis import results
+from tff_algos.runtime import processes
 
 METRICS_PLOTTED = ('train_loss', 'test_accuracy')
 
@@ -81,17 +83,51 @@ def expand(variants, sweeps, only=()):
   return runs
 
 
+class Interrupted(Exception):
+  """The sweep was interrupted (Ctrl-C, SIGTERM) during a run."""
+
+  def __init__(self, message, signum):
+    super().__init__(message)
+    self.signum = signum
+
+
 def run_all(runs, common_args, output_dir, script):
-  """Runs each run in its own process; returns {name: exit code}."""
+  """Runs each run in its own process; returns {name: exit code}.
+
+  A run dies with the sweep: SIGTERM reaches it when this process ends,
+  however it ends (even by SIGKILL), and Ctrl-C reaches the terminal's
+  whole process group. Ctrl-C or SIGTERM here stops the current run, lets
+  it finish writing, and raises Interrupted.
+  """
   codes = {}
-  for i, run in enumerate(runs, 1):
-    print(f'[{i}/{len(runs)}] {run.name}', file=sys.stderr, flush=True)
-    command = [sys.executable, script, *common_args, *run.args,
-               f'--output_dir={os.path.join(output_dir, run.name)}']
-    codes[run.name] = subprocess.run(command, stdout=subprocess.DEVNULL,
-                                     check=False).returncode
-    if codes[run.name] == 2:  # A usage error: every later run would fail too.
-      break
+
+  def on_terminate(signum, frame):
+    del frame
+    raise Interrupted('', signum)
+
+  previous = signal.signal(signal.SIGTERM, on_terminate)
+  try:
+    for i, run in enumerate(runs, 1):
+      print(f'[{i}/{len(runs)}] {run.name}', file=sys.stderr, flush=True)
+      command = [sys.executable, script, *common_args, *run.args,
+                 f'--output_dir={os.path.join(output_dir, run.name)}']
+      process = subprocess.Popen(
+          command, stdout=subprocess.DEVNULL,
+          preexec_fn=processes.die_with_parent(signal.SIGTERM))
+      try:
+        codes[run.name] = process.wait()
+      except (KeyboardInterrupt, Interrupted) as e:
+        signum = getattr(e, 'signum', signal.SIGINT)
+        process.send_signal(signal.SIGTERM if signum == signal.SIGTERM
+                            else signal.SIGINT)
+        process.wait()
+        name = 'interrupted' if signum == signal.SIGINT else 'terminated'
+        raise Interrupted(f'sweep {name} during run {i} of {len(runs)} '
+                          f'({run.name})', signum) from None
+      if codes[run.name] == 2:  # A usage error: later runs would fail too.
+        break
+  finally:
+    signal.signal(signal.SIGTERM, previous)
   return codes
 
 
@@ -120,7 +156,19 @@ def _cell(value):
 
 
 def write_summary(rows, output_dir, target_accuracy=None):
-  """output_dir/summary.md and summary.csv, each written atomically."""
+  """output_dir/summary.md and summary.csv, each written atomically, from
+  the rows of runs that have results; the lines of summary.md.
+
+  Writes nothing and returns None when an existing summary.csv has more
+  rows: a summary never shrinks because a re-run (with other flags, or
+  failing) has fewer results.
+  """
+  rows = [row for row in rows if 'rounds' in row]
+  existing = os.path.join(output_dir, 'summary.csv')
+  if os.path.exists(existing):
+    with open(existing, newline='') as f:
+      if len(list(csv.DictReader(f))) > len(rows):
+        return None
   columns = []
   for row in rows:
     columns += [k for k in row if k not in columns]

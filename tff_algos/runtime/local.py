@@ -5,20 +5,26 @@ first use, wired to the parent's stdout/stderr and stopped only by a
 `__del__` that often never runs: the worker outlives Python and a pipeline
 reading our output never sees EOF. `start()` replaces TFF's default context
 with one whose worker
-  * is started here, with its output going to a log file instead of our pipes,
+  * is started here, with its output going to a log file (a run's
+    worker.log, or an anonymous file that nothing outlives) instead of our
+    pipes,
   * dies with us even on SIGKILL (Linux `PR_SET_PDEATHSIG`),
-  * is stopped at interpreter exit, on an exception, on SIGINT and on SIGTERM.
+  * is stopped at interpreter exit, on an exception, on SIGINT and on SIGTERM,
   * listens on loopback only (`loopback_bind.c`, preloaded into it): TFF's
-    worker binds to all interfaces and serves an unauthenticated protocol.
+    worker binds to all interfaces and serves an unauthenticated protocol,
+  * is never waited for forever: every call has a deadline (a generous
+    multiple of the longest call so far, at least DEADLINE_FLOOR_S), and a
+    hung or dead worker is a WorkerError naming it, not a hang or a silent
+    retry.
 Every entry point (CLI, tests, notebooks, benchmarks) calls
 `tff_algos.runtime.start()`. `start(workers=[...])` also spreads the client
 work over remote workers (`remote.py`; README, "Remote workers"); the local
 worker then does the aggregation and the server update. Public `tff.*` API
-only: the internals live in `remote.py`, imported only for workers.
+and TFF's protos only: the internals live in `remote.py`, imported only for
+workers.
 """
 
 import atexit
-import ctypes
 import os
 import signal
 import subprocess
@@ -28,19 +34,31 @@ import threading
 import time
 
 from absl import logging
-import grpc
+
+os.environ.setdefault('GRPC_ENABLE_FORK_SUPPORT', '0')  # No fork handlers:
+# forking the worker after gRPC started would print fork_posix.cc warnings.
+import grpc  # pylint: disable=g-import-not-at-top,g-bad-import-order
 import portpicker
 import tensorflow_federated as tff
+from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
 
 from tff_algos.runtime import loopback
 from tff_algos.runtime import parse_workers
+from tff_algos.runtime import processes
 from tff_algos.runtime import WorkerError
 
 GRPC_OPTIONS = [('grpc.max_message_length', 2 * 10**9),
                 ('grpc.max_receive_message_length', 2 * 10**9),
                 ('grpc.max_send_message_length', 2 * 10**9)]
+# A local call may take DEADLINE_FACTOR × the longest call so far, and at
+# least DEADLINE_FLOOR_S ($TFF_ALGOS_WORKER_DEADLINE_FLOOR_S): a first
+# round also traces and optimizes the computation in the worker.
+DEADLINE_FLOOR_S = float(os.environ.get('TFF_ALGOS_WORKER_DEADLINE_FLOOR_S',
+                                        300))
+DEADLINE_FACTOR = 10.0
+_START_TIMEOUT_S = 60.0
+_DISPOSE_TIMEOUT_S = 5.0  # Freeing values on a worker: best effort.
 _WORKER_BINARY = loopback.worker_binary()
-_PR_SET_PDEATHSIG = 1
 
 
 def executor_context(stub_fn, compiler_fn=None, on_executor=None):
@@ -62,63 +80,205 @@ def executor_context(stub_fn, compiler_fn=None, on_executor=None):
       transform_result=tff.tensorflow.transform_result)
 
 
+class CheckedStub(tff.framework.RemoteExecutorStub):
+  """TFF's executor RPCs to one worker, where every failure is a WorkerError.
 
+  TFF's own `RemoteExecutorGrpcStub` marks UNAVAILABLE as retryable, and
+  TFF's execution context then retries forever: a dead worker would hang
+  the run (and it has no deadlines: a hung one would too). `worker` says
+  what a failure means: it has `failure` (why it is unusable, or None),
+  `fail(reason)`, `lost(error)` (the reason for a call that found it gone)
+  and `deadline` (None, or a function giving a call's deadline in seconds
+  and recording `deadline(took=seconds)` after each call).
+  """
 
-def _die_with_parent():  # Runs in the child between fork and exec.
-  ctypes.CDLL('libc.so.6', use_errno=True).prctl(
-      _PR_SET_PDEATHSIG, signal.SIGKILL)
+  def __init__(self, worker, stub):
+    self._worker = worker
+    self._stub = stub
+    self._generation = getattr(worker, 'generation', None)
+
+  def _call(self, method, request):
+    worker = self._worker
+    if self._generation != getattr(worker, 'generation', None):
+      # The worker was stopped or replaced on purpose (runtime.stop, a new
+      # log file) since this stub's executor was made: TFF's context drops
+      # that executor on a RetryableError and makes one on the new worker.
+      raise tff.framework.RetryableError('the local TFF worker was replaced')
+    if worker.failure:
+      raise WorkerError(worker.failure)
+    timeout = worker.deadline() if worker.deadline else None
+    start = time.monotonic()
+    try:
+      result = getattr(self._stub, method)(request, timeout=timeout)
+    except (grpc.RpcError, ValueError) as e:
+      # ValueError: gRPC's "Cannot invoke RPC on closed channel!".
+      code = e.code() if isinstance(e, grpc.Call) else None
+      if worker.failure:
+        raise WorkerError(worker.failure) from None
+      if code == grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None:
+        worker.fail(f'{worker.name} did not answer within {timeout:.0f} s '
+                    '(hung, or starved of CPU?)')
+        raise WorkerError(worker.failure) from None
+      if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+                  grpc.StatusCode.DEADLINE_EXCEEDED, None):
+        worker.fail(worker.lost(code.name if code else e))
+        raise WorkerError(worker.failure) from None
+      # The worker is fine; the computation failed on it.
+      raise WorkerError(f'a computation failed on {worker.name}: '
+                        f'{code.name}: {e.details()}') from None
+    if worker.deadline:
+      worker.deadline(took=time.monotonic() - start)
+    return result
+
+  def get_executor(self, request):
+    return self._call('GetExecutor', request)
+
+  def create_value(self, request):
+    return self._call('CreateValue', request)
+
+  def create_struct(self, request):
+    return self._call('CreateStruct', request)
+
+  def create_call(self, request):
+    return self._call('CreateCall', request)
+
+  def create_selection(self, request):
+    return self._call('CreateSelection', request)
+
+  def compute(self, request):
+    return self._call('Compute', request)
+
+  def dispose(self, request):
+    try:  # Runs from finalizers: never raise.
+      self._stub.Dispose(request, timeout=_DISPOSE_TIMEOUT_S)
+    except Exception:  # pylint: disable=broad-except
+      pass
+
+  def dispose_executor(self, request):
+    try:
+      self._stub.DisposeExecutor(request, timeout=_DISPOSE_TIMEOUT_S)
+    except Exception:  # pylint: disable=broad-except
+      pass
 
 
 class _Worker:
-  """One `worker_binary` process and the gRPC stub that talks to it."""
+  """One local `worker_binary` process and the stub that talks to it."""
 
   def __init__(self, max_concurrent_computation_calls):
     self._args = [f'--max_concurrent_computation_calls='
                   f'{max_concurrent_computation_calls}']
     self._lock = threading.Lock()
     self.process = None
+    self.failure = None
+    self.log_path = None   # Where the next worker writes its output.
+    self._log = None       # The running worker's log file.
     self._stub = None
-    self.log_path = None
+    self._channel = None
+    self._ready = None     # Until the spawned worker listens.
+    self._longest_call = 0.0
+    self.generation = 0    # Which worker process the stubs talk to.
+
+  @property
+  def name(self):
+    pid = self.process.pid if self.process else '?'
+    return f'the local TFF worker (pid {pid})'
 
   def stub(self):
+    """The running worker's stub, once it answers; a new worker if none
+    runs (or the last one failed)."""
     with self._lock:
-      if self._stub is None or not self._stub.is_ready:
-        self._restart()
+      if self._stub is None or self.failure:
+        self.spawn()
+      self._wait_ready()
       return self._stub
 
-  def _restart(self):
+  def deadline(self, took=None):
+    """A call's deadline in seconds; records a finished call's duration."""
+    if took is not None:
+      self._longest_call = max(self._longest_call, took)
+    return max(DEADLINE_FLOOR_S, DEADLINE_FACTOR * self._longest_call)
+
+  def log_tail(self, lines=5):
+    """The last lines of the worker's output, for error messages."""
+    try:
+      self._log.flush()
+      self._log.seek(0)
+      text = self._log.read().decode(errors='replace').strip()
+    except (OSError, ValueError, AttributeError):
+      return ''
+    return ' | '.join(text.splitlines()[-lines:])
+
+  def lost(self, error):
+    code = self.process.poll() if self.process else None
+    how = (f'exited with code {code}' if code is not None and code >= 0 else
+           f'was killed by signal {-code}' if code is not None else
+           f'stopped answering ({error})')
+    where = (f'its log: {self.log_path}' if self.log_path else
+             f'its last output: {self.log_tail() or "(none)"}')
+    return f'{self.name} {how}; {where}'
+
+  def fail(self, reason):
+    if self.failure is None:
+      self.failure = reason
+    process = self.process
+    if process is not None and process.poll() is None:
+      process.kill()  # A hung worker would hold its port and memory.
+
+  def spawn(self):
+    """Starts a new worker process, without waiting for it to listen (it
+    starts while the caller goes on, e.g. loads data)."""
     self.stop()
     env = _loopback_only_env()
     port = portpicker.pick_unused_port()
-    log = tempfile.NamedTemporaryFile(
-        prefix='tff_worker_', suffix='.log', delete=False)
-    self.log_path = log.name
+    self._log = (open(self.log_path, 'a+b') if self.log_path else
+                 tempfile.TemporaryFile(prefix='tff_worker_'))
     self.process = subprocess.Popen(
         [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        preexec_fn=_die_with_parent, close_fds=True)
-    log.close()
-    channel = grpc.insecure_channel(f'127.0.0.1:{port}', GRPC_OPTIONS)
-    self._stub = tff.framework.RemoteExecutorGrpcStub(channel)
-    deadline = time.monotonic() + 60
-    while not self._stub.is_ready:
+        stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+        preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
+    self.failure, self._longest_call = None, 0.0
+    self._channel = grpc.insecure_channel(f'127.0.0.1:{port}', GRPC_OPTIONS)
+    self._stub = CheckedStub(self,
+                             executor_pb2_grpc.ExecutorGroupStub(self._channel))
+    self._ready = grpc.channel_ready_future(self._channel)
+
+  def _wait_ready(self):
+    """Waits until the spawned worker listens; WorkerError if it does not."""
+    if self._ready is None:
+      return
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while True:
+      try:
+        self._ready.result(timeout=0.05)
+        self._ready = None
+        return
+      except grpc.FutureTimeoutError:
+        pass
       if self.process.poll() is not None or time.monotonic() > deadline:
-        raise RuntimeError(
-            f'TFF worker_binary failed to start; see {self.log_path}')
-      time.sleep(0.05)
+        self._ready.cancel()
+        reason = self.lost('it did not start')
+        self.stop()
+        raise WorkerError(f'TFF\'s worker_binary failed to start: {reason}')
 
   def stop(self):
     process, self.process, self._stub = self.process, None, None
+    self.generation += 1
+    if self._ready is not None:
+      self._ready.cancel()
+      self._ready = None
     if process is not None and process.poll() is None:
       process.terminate()
       try:
         process.wait(timeout=10)
       except subprocess.TimeoutExpired:
-        process.kill()
+        process.kill()  # E.g. a stopped (SIGSTOP) worker.
         process.wait()
-    if self.log_path and os.path.exists(self.log_path):
-      os.unlink(self.log_path)
-      self.log_path = None
+    if self._channel is not None:
+      self._channel.close()
+      self._channel = None
+    if self._log is not None:
+      self._log.close()
+      self._log = None
 
 
 def _loopback_only_env():
@@ -155,10 +315,11 @@ _spread = None  # The remote.SpreadContext while remote workers are in use.
 atexit.register(lambda: stop())
 
 
-def start(workers=()) -> None:
+def start(workers=(), log_path=None, wait=True) -> None:
   """Starts the local worker now, from the calling (normally the main) thread.
 
-  Idempotent. The worker's lifetime is tied to the thread that starts it
+  Idempotent. With `wait=False` it does not wait for the worker to listen
+  (the first computation does): start it, then load data. The worker's lifetime is tied to the thread that starts it
   (`PR_SET_PDEATHSIG`); it is stopped by `stop()`, at interpreter exit, and
   on SIGINT/SIGTERM (SIGTERM handling is installed here, from the main
   thread, unless the program has its own handler).
@@ -167,14 +328,22 @@ def start(workers=()) -> None:
   of remote TFF workers (`python -m tff_algos.worker`, README "Remote
   workers") to spread the client work over; the aggregation and the server
   update stay on the local worker (see `remote`). Empty: everything runs on
-  the local worker. Raises ValueError for a malformed address and
-  `WorkerError` when a worker cannot be reached.
+  the local worker. `log_path`: a file the worker appends its output to
+  (a run's worker.log); by default an anonymous file nothing outlives.
+  Raises ValueError for a malformed address and `WorkerError` when a worker
+  cannot be started or reached.
   """
   global _spread
   workers = parse_workers(
       workers if isinstance(workers, str) else ','.join(workers))
   _install_signal_handlers()
-  _worker.stub()
+  if log_path is not None and log_path != _worker.log_path:
+    _worker.stop()
+    _worker.log_path = log_path
+  if wait or workers:
+    _worker.stub()
+  elif _worker.process is None or _worker.failure:
+    _worker.spawn()
   _disconnect()
   if workers:
     from tff_algos.runtime import remote  # pylint: disable=g-import-not-at-top
@@ -201,9 +370,10 @@ def _disconnect():
 def stop() -> None:
   """Stops the local worker and disconnects from remote workers (which keep
   running); safe to call more than once. A later computation runs on a
-  fresh local worker."""
+  fresh local worker (writing to an anonymous log)."""
   _disconnect()
   _worker.stop()
+  _worker.log_path = None
 
 
 def remote_workers():

@@ -51,6 +51,7 @@ from tensorflow_federated.proto.v0 import executor_pb2  # pylint: disable=g-dire
 from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
 
 from tff_algos.runtime import WorkerError
+from tff_algos.runtime import local
 from tff_algos.runtime.local import executor_context
 from tff_algos.runtime.local import GRPC_OPTIONS
 
@@ -59,7 +60,6 @@ _mergeable_comp_compiler = tff.backends.native.mergeable_comp_compiler
 CONNECT_TIMEOUT_S = 20.0  # To reach a worker at start.
 PROBE_EVERY_S = 5.0       # Liveness probe of each connected worker...
 PROBE_TIMEOUT_S = 30.0    # ...which must answer within this (even when busy).
-_DISPOSE_TIMEOUT_S = 5.0  # Freeing values on a worker: best effort.
 
 
 class RemoteWorker:
@@ -69,9 +69,12 @@ class RemoteWorker:
   PROBE_TIMEOUT_S as they are when the worker is connected.
   """
 
+  deadline = None  # A liveness probe instead: calls may take long.
+
   def __init__(self, address):
     connect_timeout = CONNECT_TIMEOUT_S
     self.address = address
+    self.name = f'the TFF worker at {address}'
     self.clients_served = 0  # Clients whose work this worker computed.
     self.failure = None      # Why it is unusable, once it is.
     self._executors = []     # To free their state on the worker at close().
@@ -100,7 +103,7 @@ class RemoteWorker:
       self._channel.close()
       raise WorkerError(f'{address} does not answer as a TFF worker: '
                         f'{e.code().name}: {e.details()}') from None
-    self.stub = _CheckedStub(self, grpc_stub)
+    self.stub = local.CheckedStub(self, grpc_stub)
     # No compiler: SpreadContext hands it computations compiled once.
     self.context = executor_context(lambda: self.stub,
                                     on_executor=self._executors.append)
@@ -128,6 +131,10 @@ class RemoteWorker:
       except Exception:  # pylint: disable=broad-except
         return  # The channel was closed under us.
 
+  def lost(self, error):
+    """Why a failed call means the worker is lost (for `CheckedStub`)."""
+    return f'lost the TFF worker at {self.address} ({error}): did it die?'
+
   def fail(self, reason):
     """Records why the worker is unusable and cancels its in-flight calls."""
     if self.failure is None:
@@ -145,71 +152,6 @@ class RemoteWorker:
           executor.close()  # DisposeExecutor, with a deadline.
       self._executors = []
       self._channel.close()  # Cancels in-flight calls.
-
-
-class _CheckedStub(tff.framework.RemoteExecutorStub):
-  """TFF's executor RPCs, where every failure is a WorkerError naming the worker.
-
-  (TFF's own `RemoteExecutorGrpcStub` marks UNAVAILABLE as retryable, and
-  TFF's execution context then retries forever: a dead worker would hang
-  the run. It also polls the channel's state from a thread that raises when
-  the channel is closed.)
-  """
-
-  def __init__(self, worker, stub):
-    self._worker = worker
-    self._stub = stub
-
-  def _call(self, method, request):
-    worker = self._worker
-    if worker.failure:
-      raise WorkerError(worker.failure)
-    try:
-      return getattr(self._stub, method)(request)
-    except (grpc.RpcError, ValueError) as e:
-      # ValueError: gRPC's "Cannot invoke RPC on closed channel!".
-      code = e.code() if isinstance(e, grpc.Call) else None
-      if worker.failure:
-        raise WorkerError(worker.failure) from None
-      if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
-                  grpc.StatusCode.DEADLINE_EXCEEDED, None):
-        worker.fail(f'lost the TFF worker at {worker.address} '
-                    f'({code.name if code else e}): did it die?')
-        raise WorkerError(worker.failure) from None
-      # The worker is fine; the computation failed on it.
-      raise WorkerError(f'a computation failed on the TFF worker at '
-                        f'{worker.address}: {code.name}: {e.details()}'
-                        ) from None
-
-  def get_executor(self, request):
-    return self._call('GetExecutor', request)
-
-  def create_value(self, request):
-    return self._call('CreateValue', request)
-
-  def create_struct(self, request):
-    return self._call('CreateStruct', request)
-
-  def create_call(self, request):
-    return self._call('CreateCall', request)
-
-  def create_selection(self, request):
-    return self._call('CreateSelection', request)
-
-  def compute(self, request):
-    return self._call('Compute', request)
-
-  def dispose(self, request):
-    try:  # Runs from finalizers: never raise.
-      self._stub.Dispose(request, timeout=_DISPOSE_TIMEOUT_S)
-    except Exception:  # pylint: disable=broad-except
-      pass
-
-  def dispose_executor(self, request):
-    try:
-      self._stub.DisposeExecutor(request, timeout=_DISPOSE_TIMEOUT_S)
-    except Exception:  # pylint: disable=broad-except
-      pass
 
 
 class _SplitForm:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 from tff_algos.algorithms import registry
@@ -43,6 +44,8 @@ class Config:
   update_spread: bool = False       # (1/K)Σ‖u_k − ū‖² for any algorithm
   dissimilarity_every: int = 0
   eval_every: int = 1
+  eval_clients: int | None = None   # None: the training metrics over all
+                                    # clients; N: over a fixed seeded subset
   # Randomness and data.
   seed: int = 0
   data_seed: int = 0
@@ -134,11 +137,14 @@ class Config:
          f'--epochs must be >= 1, got {c.epochs}'),
         (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
          f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}'),
-        (c.client_lr is None or c.client_lr > 0,
-         f'--client_lr must be > 0, got {c.client_lr}'),
-        (c.server_lr is None or c.server_lr > 0,
-         f'--server_lr must be > 0, got {c.server_lr}'),
-        (c.mu is None or c.mu >= 0, f'--mu must be >= 0, got {c.mu}'),
+        (c.client_lr is None or 0 < c.client_lr < math.inf,
+         f'--client_lr must be a positive number, got {c.client_lr}'),
+        (c.server_lr is None or 0 < c.server_lr < math.inf,
+         f'--server_lr must be a positive number, got {c.server_lr}'),
+        (c.mu is None or 0 <= c.mu < math.inf,
+         f'--mu must be a number >= 0, got {c.mu}'),
+        (all(math.isfinite(v) for v in self.hparams.values()),
+         f'--hparam values must be numbers, got {self.hparams}'),
         (0 <= self.straggler_fraction <= 1,
          f'--straggler_fraction must be in [0, 1], '
          f'got {self.straggler_fraction}'),
@@ -153,6 +159,12 @@ class Config:
         (c.server_lr_decay_every is None or c.server_lr_decay_every >= 1,
          '--server_lr_decay_every must be >= 1'),
         (self.eval_every >= 1, '--eval_every must be >= 1'),
+        (self.eval_clients is None or self.eval_clients >= 1,
+         f'--eval_clients must be >= 1, got {self.eval_clients}'),
+        (self.eval_clients is None or num_clients is None or
+         self.eval_clients <= num_clients,
+         f'--eval_clients={self.eval_clients} is more than the '
+         f'{num_clients} clients of {self.task}'),
         (self.train_fraction is None or 0 < self.train_fraction < 1,
          f'--train_fraction must be in (0, 1), got {self.train_fraction}'),
         (self.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),

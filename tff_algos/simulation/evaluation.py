@@ -9,11 +9,11 @@ gradient dissimilarity (Li et al. 2020, §4.1 Def. 3 and §5.3.3):
 (the paper's B-local dissimilarity; 1 for identical devices).
 
 Both are measurements, not part of any algorithm, so they run in this
-process as plain TensorFlow: one `tf.function` (traced once) loops over the
-clients, runs on each client's arrays the same per-client TF code as the TFF
-computations `build_federated_evaluation` and `build_federated_dissimilarity`
-and combines the results with the same federated sums and weighted means,
-in client order, in float32 — the same numbers. Through the TFF runtime
+process as plain TensorFlow: one `tf.function` (traced once) runs the same
+TF code as the TFF computations `build_federated_evaluation` and
+`build_federated_dissimilarity` and combines the results with the same sums
+and weighted means, in float32: the same numbers to rounding (the tests
+compare them at rtol 1e-6). Through the TFF runtime
 every evaluation shipped every client's data to the worker over gRPC, which
 took most of a round's time on small models (docs/PERFORMANCE.md); the TFF
 versions stay here as the reference the tests compare against.
@@ -117,7 +117,16 @@ def _client_gradient(model, weights, data):
 def build_evaluation(model_fn):
   """(weights, [client data]) → OrderedDict of the model's metrics over all
   clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
-  tasks here), computed in this process."""
+  tasks here), computed in this process.
+
+  The forward passes take up to `model_ops.CHUNK_SIZE` examples at a time
+  across clients: the metrics are sums over examples, so they add up to
+  the same values as client by client (what the TFF computation does), in
+  fewer and larger passes (`num_batches` counts the passes). A model whose
+  metrics are not sums over examples says so with a `per_client_metrics`
+  attribute on its model_fn (the char-LSTM: its loss is a mean over each
+  batch's non-pad characters); it is evaluated client by client.
+  """
   local = _InProcess(model_fn)
   model = local.model
   # Keras finalizers are tf.functions that build a metric (variables) per
@@ -125,11 +134,14 @@ def build_evaluation(model_fn):
   finalizers = collections.OrderedDict(
       (name, getattr(finalize, 'python_function', finalize))
       for name, finalize in model.metric_finalizers().items())
+  per_client = getattr(model_fn, 'per_client_metrics', False)
 
   def summed_metrics(flat_weights, data, splits):
-    """Σ_k client k's unfinalized metrics, in client order from zero (what
-    TFF's federated_sum does)."""
+    """Σ_k client k's unfinalized metrics (what TFF's federated_sum gives)."""
     weights = local.weights(flat_weights)
+    if not per_client:
+      local.reset_metrics()
+      return model_ops.evaluate_client(model, weights, data)
     total = tf.nest.map_structure(tf.zeros_like,
                                   model.report_local_unfinalized_metrics())
     for k in tf.range(tf.size(splits) - 1):

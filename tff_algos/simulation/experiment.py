@@ -20,6 +20,8 @@ from tff_algos.simulation import run_dir as run_dir_lib
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.sampling import ClientSampler
 
+Diverged = loop_lib.Diverged
+Interrupted = loop_lib.Interrupted
 NonFiniteLoss = loop_lib.NonFiniteLoss
 
 
@@ -36,10 +38,15 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
   """The `loop.Loop` of a run of `config` (config.rounds rounds); without
   `evaluate`, no measurement of the global model (benchmarks)."""
   config = config.resolved()
+  sampler = ClientSampler(len(train_arrays), config.clients_per_round,
+                          config.epochs, config.seed, config.straggler_fraction)
   measurements = []
   if evaluate:
-    measurements.append(_evaluation(config, model_fn, train_arrays,
-                                    test_arrays))
+    evaluated = train_arrays
+    if config.eval_clients is not None:
+      evaluated = [train_arrays[k]
+                   for k in sampler.evaluation_clients(config.eval_clients)]
+    measurements.append(_evaluation(config, model_fn, evaluated, test_arrays))
   if config.dissimilarity_every:
     dissimilarity = evaluation.build_dissimilarity(model_fn)
     measurements.append(loop_lib.Measurement(
@@ -49,9 +56,7 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
            if config.adaptive_mu else [])
   return loop_lib.Loop(
       process=build_process(config, model_fn),
-      sampler=ClientSampler(len(train_arrays), config.clients_per_round,
-                            config.epochs, config.seed,
-                            config.straggler_fraction),
+      sampler=sampler,
       policy=config.policy,
       batch_size=config.batch_size,
       train_arrays=train_arrays,
@@ -62,9 +67,10 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
 
 
 def _evaluation(config, model_fn, train_arrays, test_arrays):
-  """f(w) and accuracy over all clients' train (and test) data, every
-  config.eval_every rounds, at round 0 and after the last (every round
-  with adaptive μ, whose rule reads the training loss)."""
+  """f(w) and accuracy over the clients' train data (all of them, or the
+  --eval_clients subset) and all test data, every config.eval_every rounds,
+  at round 0 and after the last (every round with adaptive μ, whose rule
+  reads the training loss)."""
   evaluate = evaluation.build_evaluation(model_fn)
 
   def measure(weights):
@@ -109,7 +115,7 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
   folder.start()
   checkpoints = folder.state_manager()
   saved, last_round = loop_lib.wait(
-      checkpoints.load_latest(loop.program_state(state)))
+      folder.load_checkpoint(checkpoints, loop.program_state(state)))
   first_round = 0
   if saved is not None:
     state, first_round = loop.restore(saved), last_round + 1
@@ -125,14 +131,17 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
                  release_manager=folder.release_manager(),
                  state_manager=checkpoints, checkpoint_every=checkpoint_every,
                  show_progress=show_progress, on_round=on_round)
-  except NonFiniteLoss as e:
-    raise NonFiniteLoss(f'{e}; metrics so far are in {folder.metrics_path}'
-                        ) from None
+  except Diverged as e:
+    raise type(e)(f'{e}; metrics so far are in {folder.metrics_path}'
+                  ) from None
   examples_per_client = float(np.mean(
       [len(next(iter(a.values()))) for a in train_arrays]))
   summary = results.summarize(output_dir, target_accuracy, examples_per_client)
   summary.update(
       finished=True, num_clients=len(train_arrays),
+      train_metrics_over=(f'{config.eval_clients} of {len(train_arrays)} '
+                          'clients (--eval_clients)' if config.eval_clients
+                          else 'all clients'),
       examples_per_client=examples_per_client,
       resumed_from_round=first_round - 1 if first_round else None,
       median_seconds_per_round=(float(np.median(round_seconds))

@@ -32,8 +32,26 @@ from tff_algos.simulation.sampling import StragglerPolicy
 RoundMetrics = collections.namedtuple('RoundMetrics', COLUMNS[1:])
 
 
-class NonFiniteLoss(RuntimeError):
+class Diverged(RuntimeError):
+  """Training diverged: the run stops (its rows so far are kept)."""
+
+
+class NonFiniteLoss(Diverged):
   """The global training loss became NaN or infinite."""
+
+
+class UpdateRejected(Diverged):
+  """The clients' mean update was not finite, so TFF's finalizer rejected it
+  and kept the model: the run would go on without training."""
+
+
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C (or SIGTERM, through the CLI) during a round: `round_num` is the
+  round that did not finish; the checkpoints so far are intact."""
+
+  def __init__(self, round_num):
+    super().__init__(round_num)
+    self.round_num = round_num
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +138,10 @@ class Loop:
       state = output.state
       client_work = output.metrics['client_work']
       row['local_steps'] = client_work['local_steps']
+      # TFF's apply-optimizer finalizer counts the non-finite updates it
+      # rejected (keeping w_t).
+      row['update_non_finite'] = output.metrics.get('finalizer', {}).get(
+          'update_non_finite', 0)
       if 'update_spread' in client_work:
         row['update_spread'] = client_work['update_spread']
     return state, row
@@ -175,6 +197,37 @@ def wait(coroutine):
     return thread.submit(asyncio.run, coroutine).result()
 
 
+def _round(loop, state, round_num, last, release_manager, state_manager,
+           checkpoint_every, progress, on_round):
+  """One round of `run`: the step, its release, checks and checkpoint."""
+  start = time.perf_counter()
+  state, row = loop.step(state, round_num)
+  if release_manager is not None:
+    wait(release_manager.release(
+        RoundMetrics(**{c: row.get(c) for c in COLUMNS[1:]}), round_num))
+  loss = row.get('train_loss')
+  if loss is not None and not math.isfinite(loss):
+    raise NonFiniteLoss(f'training loss is {loss} at round {round_num}')
+  if row.get('update_non_finite'):
+    raise UpdateRejected(
+        f'the clients\' mean update is not finite at round {round_num} '
+        '(TFF\'s finalizer rejected it and kept the model): training '
+        'diverged; try a smaller learning rate')
+  if state_manager is not None and (
+      round_num % checkpoint_every == 0 or round_num == last):
+    wait(state_manager.save(loop.program_state(state), round_num))
+  shown = {label: f'{row[column]:{spec}}' for label, column, spec in (
+      ('loss', 'train_loss', '.4f'), ('test_acc', 'test_accuracy', '.4f'),
+      ('mu', 'mu', 'g')) if row.get(column) is not None}
+  if 'loss' in shown:
+    progress.set_postfix(shown, refresh=False)
+  if on_round is not None:
+    on_round(round_num, row, time.perf_counter() - start)
+  if round_num > 0:
+    progress.update()
+  return state
+
+
 def run(loop: Loop, state, rounds: range, *,
         release_manager: tff.program.ReleaseManager | None = None,
         state_manager: tff.program.ProgramStateManager | None = None,
@@ -184,9 +237,11 @@ def run(loop: Loop, state, rounds: range, *,
 
   Each round's row is released to `release_manager` (keyed by the round)
   and, every `checkpoint_every` rounds and after the last, the program
-  state is saved with `state_manager`. A non-finite training loss stops the
-  run with NonFiniteLoss once its row is released. `on_round(round_num,
-  row, seconds)` sees every row.
+  state is saved with `state_manager`. Divergence stops the run once its row
+  is released: a non-finite training loss (NonFiniteLoss) or a round whose
+  mean update TFF's finalizer rejected as non-finite (UpdateRejected).
+  Ctrl-C raises Interrupted (a KeyboardInterrupt) naming the round.
+  `on_round(round_num, row, seconds)` sees every row.
   """
   last = rounds[-1] if rounds else None
   progress = tqdm.tqdm(
@@ -195,24 +250,12 @@ def run(loop: Loop, state, rounds: range, *,
       dynamic_ncols=True)
   with progress:
     for round_num in rounds:
-      start = time.perf_counter()
-      state, row = loop.step(state, round_num)
-      if release_manager is not None:
-        wait(release_manager.release(
-            RoundMetrics(**{c: row.get(c) for c in COLUMNS[1:]}), round_num))
-      loss = row.get('train_loss')
-      if loss is not None and not math.isfinite(loss):
-        raise NonFiniteLoss(f'training loss is {loss} at round {round_num}')
-      if state_manager is not None and (
-          round_num % checkpoint_every == 0 or round_num == last):
-        wait(state_manager.save(loop.program_state(state), round_num))
-      shown = {label: f'{row[column]:{spec}}' for label, column, spec in (
-          ('loss', 'train_loss', '.4f'), ('test_acc', 'test_accuracy', '.4f'),
-          ('mu', 'mu', 'g')) if row.get(column) is not None}
-      if 'loss' in shown:
-        progress.set_postfix(shown, refresh=False)
-      if on_round is not None:
-        on_round(round_num, row, time.perf_counter() - start)
-      if round_num > 0:
-        progress.update()
+      try:
+        state = _round(loop, state, round_num, last, release_manager,
+                       state_manager, checkpoint_every, progress, on_round)
+      except KeyboardInterrupt as e:
+        interrupted = Interrupted(round_num)
+        if hasattr(e, 'signum'):  # SIGTERM, as the CLI raises it.
+          interrupted.signum = e.signum
+        raise interrupted from None
   return state

@@ -2,26 +2,30 @@
 
     OUTPUT_DIR/
       config.json          the resolved settings (`Config.to_json`)
-      metrics.csv          a row per round (`loop.COLUMNS`), rewritten
+      metrics.csv          a row per round (`columns.COLUMNS`), rewritten
                            atomically each round by TFF's CSVFileReleaseManager
       tensorboard/         the same per round (TensorBoardReleaseManager),
                            and the settings in TensorBoard's HPARAMS tab
       checkpoints/round_N/ the program state (FileProgramStateManager): the
                            two latest are kept
+      worker.log           the TFF worker's output (for when it dies)
       summary.json         written when the run has finished
 
 A folder holding the same run (same resolved settings) is resumed from its
-latest checkpoint, or left alone once finished; one holding another run or
-unknown results is never overwritten unless asked (`remove_outputs`).
+latest intact checkpoint, or left alone once finished; one holding another
+run or unknown results is never overwritten unless asked
+(`remove_outputs`). One process at a time holds a folder (`hold`, an OS
+lock that dies with its holder). Imports TensorFlow only in the methods
+that write TFF program state or releases.
 """
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
-
-from tensorboard.plugins.hparams import api as hparams_api
-import tensorflow as tf
-import tensorflow_federated as tff
+import sys
 
 from tff_algos.analysis import results
 from tff_algos.simulation.config import Config
@@ -29,13 +33,53 @@ from tff_algos.simulation.config import ConfigError
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
     results.CONFIG_FILE, results.METRICS_FILE, results.SUMMARY_FILE)
-CHECKPOINT_DIR, TENSORBOARD_DIR = 'checkpoints', 'tensorboard'
+CHECKPOINT_DIR, TENSORBOARD_DIR, WORKER_LOG = (
+    'checkpoints', 'tensorboard', 'worker.log')
 OUTPUTS = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR,
-           TENSORBOARD_DIR)
+           TENSORBOARD_DIR, WORKER_LOG)
 
 
 class OutputDirError(ConfigError):
-  """The folder holds another run (or unknown results) and is kept as is."""
+  """The folder cannot be used: it holds another run (or unknown results),
+  is in use by another process, or is not a writable folder."""
+
+
+def check_usable(path: str):
+  """OutputDirError unless `path` is, or can be created as, a folder this
+  process can write in (checked before anything is loaded)."""
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise OutputDirError(f'--output_dir={path} is a file, not a folder')
+  existing = path
+  while not os.path.exists(existing):
+    parent = os.path.dirname(existing) or '.'
+    if parent == existing:
+      break
+    existing = parent
+  if not os.path.isdir(existing):
+    raise OutputDirError(f'--output_dir={path} is under {existing}, which is '
+                         'a file')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise OutputDirError(f'--output_dir={path}: cannot write in {existing} '
+                         '(permission denied)')
+
+
+def _lock_holder(fd):
+  """The pid holding a flock on the file open as `fd` (/proc/locks), or None."""
+  stat = os.fstat(fd)
+  wanted = (os.major(stat.st_dev), os.minor(stat.st_dev), stat.st_ino)
+  try:
+    with open('/proc/locks') as f:
+      for line in f:
+        fields = line.split()
+        if '->' in fields or 'FLOCK' not in fields:
+          continue
+        pid, device = fields[4], fields[5]
+        major, minor, inode = device.split(':')
+        if (int(major, 16), int(minor, 16), int(inode)) == wanted:
+          return int(pid)
+  except (OSError, ValueError, IndexError):
+    pass
+  return None
 
 
 class RunDir:
@@ -45,19 +89,61 @@ class RunDir:
     self.path = path
     self.config = config
     self.metrics_path = os.path.join(path, METRICS_FILE)
+    self.worker_log = os.path.join(path, WORKER_LOG)
 
   def _file(self, name):
     return os.path.join(self.path, name)
+
+  @contextlib.contextmanager
+  def hold(self):
+    """Holds the folder for this process (creating it if needed), or
+    OutputDirError naming the process that holds it. The lock is the OS's
+    (flock): it ends with its holder, even one killed with SIGKILL. A folder
+    this call created is removed again if nothing was written in it."""
+    created = not os.path.isdir(self.path)
+    check_usable(self.path)
+    os.makedirs(self.path, exist_ok=True)
+    fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+        raise
+      holder = _lock_holder(fd)
+      os.close(fd)
+      raise OutputDirError(
+          f'{self.path} is in use by '
+          f'{f"process {holder}" if holder else "another process"}: one run '
+          'writes a folder at a time (wait for it, or choose another '
+          '--output_dir)') from None
+    try:
+      yield self
+    finally:
+      if created and set(os.listdir(self.path)) <= {WORKER_LOG}:
+        shutil.rmtree(self.path)  # Nothing but a log: nothing to keep.
+      os.close(fd)
+
+  def saved_config(self):
+    """config.json's settings, None if there is none; OutputDirError if it
+    cannot be read."""
+    try:
+      return results.read_json(self.path, CONFIG_FILE)
+    except (ValueError, UnicodeDecodeError) as e:
+      raise OutputDirError(
+          f'{self._file(CONFIG_FILE)} is damaged ({e}), so the settings of '
+          'the run in this folder are unknown: pass --overwrite to start it '
+          'anew, or choose another --output_dir') from None
 
   def status(self) -> str:
     """'new', 'resume' (same settings, unfinished) or 'finished'.
 
     Raises OutputDirError when the folder holds a run with other settings,
-    or results without a config.json.
+    results without a config.json, or a damaged config.json.
     """
-    saved = results.read_json(self.path, CONFIG_FILE)
+    saved = self.saved_config()
     if saved is None:
-      if any(os.path.exists(self._file(name)) for name in OUTPUTS):
+      if any(os.path.exists(self._file(name)) for name in OUTPUTS
+             if name != WORKER_LOG):  # A worker's log alone: no results.
         raise OutputDirError(f'{self.path} already holds results; pass '
                              '--overwrite to replace them or choose another '
                              '--output_dir')
@@ -92,6 +178,8 @@ class RunDir:
   def start(self):
     """Creates the folder; a new run's settings go to config.json and to
     TensorBoard's HPARAMS."""
+    from tensorboard.plugins.hparams import api as hparams_api  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     new = self.status() == 'new'
     os.makedirs(self.path, exist_ok=True)
     if new:
@@ -103,18 +191,36 @@ class RunDir:
         hparams_api.hparams({k: v for k, v in settings.items()
                              if isinstance(v, (bool, int, float, str))})
 
-  def release_manager(self) -> tff.program.ReleaseManager:
-    """metrics.csv and TensorBoard, a row per round."""
+  def release_manager(self):
+    """metrics.csv and TensorBoard, a row per round. Rounds metrics.csv
+    already holds are not written to TensorBoard again (a resumed run
+    recomputes the rounds after its checkpoint, to the same values)."""
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    written = (int(results.read_rows(self.path)[-1]['round'])
+               if results.has_rows(self.path) else -1)
+
+    class AfterRound(tff.program.ReleaseManager):
+      """Releases only keys (rounds) after `written`."""
+
+      def __init__(self, manager):
+        self._manager = manager
+
+      async def release(self, value, key):
+        if key > written:
+          await self._manager.release(value, key)
+
     return tff.program.GroupingReleaseManager([
         # WRITE: the whole file is rewritten and renamed each round, so a
         # kill never leaves a half row (O(rounds²) bytes over a run; small).
         tff.program.CSVFileReleaseManager(
             self.metrics_path, tff.program.CSVSaveMode.WRITE,
             key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(self._file(TENSORBOARD_DIR))])
+        AfterRound(tff.program.TensorBoardReleaseManager(
+            self._file(TENSORBOARD_DIR)))])
 
-  def state_manager(self) -> tff.program.FileProgramStateManager:
+  def state_manager(self):
     """The checkpoints (two kept), without saves a kill cut short."""
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     directory = self._file(CHECKPOINT_DIR)
     manager = tff.program.FileProgramStateManager(
         directory, prefix='round_', keep_total=2, keep_first=False)
@@ -122,6 +228,21 @@ class RunDir:
       if '_temp' in name:
         shutil.rmtree(os.path.join(directory, name))
     return manager
+
+  async def load_checkpoint(self, manager, structure):
+    """(program state, round) of the latest checkpoint that loads, or
+    (None, None). A damaged one (e.g. cut short by a full disk) is
+    reported on stderr and removed; the one before it is used."""
+    versions = sorted(await manager.get_versions() or [], reverse=True)
+    for version in versions:
+      try:
+        return await manager.load(version, structure), version
+      except Exception as e:  # pylint: disable=broad-except
+        path = os.path.join(self._file(CHECKPOINT_DIR), f'round_{version}')
+        print(f'{path} is damaged ({type(e).__name__}); resuming from the '
+              'checkpoint before it', file=sys.stderr)
+        shutil.rmtree(path, ignore_errors=True)
+    return None, None
 
   def finish(self, summary: dict):
     """Writes summary.json: the run is finished."""

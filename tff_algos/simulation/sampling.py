@@ -19,6 +19,7 @@ class _Stream(enum.IntEnum):
   STRAGGLERS = 1
   STRAGGLER_EPOCHS = 2
   MINIBATCH_ORDER = 3
+  EVALUATION_CLIENTS = 4
 
 
 class StragglerPolicy(enum.Enum):
@@ -88,6 +89,16 @@ class ClientSampler:
     if policy == StragglerPolicy.DROP:
       return [p for p in plans if not p.straggler]
     return plans
+
+  def evaluation_clients(self, count: int) -> list[int]:
+    """A fixed random subset of `count` clients (sorted indices), a function
+    of the seed alone: whose data estimate the training metrics when not
+    all clients are evaluated (`--eval_clients`)."""
+    if not 1 <= count <= self.num_clients:
+      raise ValueError(f'count must be in [1, {self.num_clients}], '
+                       f'got {count}')
+    return np.sort(self._rng(_Stream.EVALUATION_CLIENTS, 0).choice(
+        self.num_clients, size=count, replace=False)).tolist()
 
   def minibatch_schedule(self, round_num: int, client: int,
                          num_examples: int, epochs: int, batch_size: int):

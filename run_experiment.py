@@ -152,7 +152,7 @@ def run_sweep(argv0):
           runs, common + (['--replace_other_run'] if overwrite else []),
           output_dir, argv0)
       rows = sweep.table(runs, output_dir, target)
-      lines = sweep.write_summary(rows, output_dir, target)
+      lines = sweep.write_summary(rows, output_dir, target, runs)
       if lines is None:
         print(f'run_experiment.py: kept {output_dir}/summary.csv and its '
               'plots: they cover more runs than the '

@@ -166,6 +166,10 @@ def define_output_flags():
   _define(o, flags.DEFINE_float, 'target_accuracy', None,
           'Report the rounds to reach this test accuracy (FedAvg §3), e.g. '
           '0.99.')
+  _define(o, flags.DEFINE_bool, 'stop_at_target', False,
+          'End the run at the first evaluated round whose test accuracy '
+          'reaches --target_accuracy (all that rounds-to-target tables '
+          'need).')
   _define(o, flags.DEFINE_bool, 'progress', True,
           'Show a progress bar on stderr.')
   _define(o, flags.DEFINE_bool, 'dry_run', False,
@@ -261,6 +265,8 @@ def config_from_flags(num_clients=None) -> config_lib.Config:
                        f'got {client_fraction}')
     clients_per_round = max(int(client_fraction * (num_clients or 1) + 1e-9),
                             1)
+  if _flag('stop_at_target') and _flag('target_accuracy') is None:
+    raise UsageError('--stop_at_target needs --target_accuracy')
   config = config_lib.Config(
       algo=FLAGS.algo, task=FLAGS.task,
       rounds=_flag('rounds', _DEFAULTS.rounds),
@@ -272,6 +278,8 @@ def config_from_flags(num_clients=None) -> config_lib.Config:
       dissimilarity_every=_flag('dissimilarity_every', 0),
       eval_every=_flag('eval_every', _DEFAULTS.eval_every),
       eval_clients=_flag('eval_clients'),
+      stop_at_accuracy=(_flag('target_accuracy') if _flag('stop_at_target')
+                        else None),
       seed=_flag('seed', _DEFAULTS.seed), data_seed=FLAGS.data_seed,
       data_dir=FLAGS.data_dir, train_fraction=FLAGS.train_fraction, **given)
   try:

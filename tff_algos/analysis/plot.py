@@ -38,6 +38,35 @@ def plot_runs(run_dirs, metric, out, title='', labels=None, target=None):
     if not rounds:
       raise ValueError(f'{run_dir} has no {metric!r} values')
     axes.plot(rounds, values, label=labels[i] if labels else label(run_dir))
+  _finish(figure, axes, metric, out, title, target)
+
+
+def plot_bands(groups, metric, out, title='', target=None):
+  """Draws `metric` against rounds for each (label, [run folders]) of
+  `groups`: one run as a line; several (seeds) as their mean, with a band
+  from their minimum to their maximum, over the rounds all of them
+  measured. Into the file `out` (a dashed line at `target`, if given)."""
+  figure, axes = plt.subplots(figsize=(5, 3.5))
+  for label_text, run_dirs in groups:
+    curves = [dict(zip(*results.series(results.read_rows(d), metric)))
+              for d in run_dirs]
+    rounds = sorted(set.intersection(*(set(c) for c in curves)))
+    if not rounds:
+      raise ValueError(f'{run_dirs[0]} has no {metric!r} values')
+    values = [[c[r] for c in curves] for r in rounds]
+    mean = [sum(v) / len(v) for v in values]
+    if len(run_dirs) > 1:
+      label_text = f'{label_text} (mean of {len(run_dirs)})'
+    line, = axes.plot(rounds, mean, label=label_text)
+    if len(run_dirs) > 1:
+      axes.fill_between(rounds, [min(v) for v in values],
+                        [max(v) for v in values], color=line.get_color(),
+                        alpha=0.2, linewidth=0)
+  _finish(figure, axes, metric, out, title, target)
+
+
+def _finish(figure, axes, metric, out, title, target):
+  """The target line, axis labels, the metric's description, the file."""
   if target is not None:
     axes.axhline(target, color='gray', linestyle='--', linewidth=1,
                  label=f'target {target:g}')
@@ -47,7 +76,7 @@ def plot_runs(run_dirs, metric, out, title='', labels=None, target=None):
     figure.text(0.01, 0.005, f'{metric}: {DESCRIPTIONS[metric]}', fontsize=6,
                 color='gray')
   axes.set_title(title)
-  axes.legend()
-  figure.tight_layout()
+  axes.legend(fontsize=8)
+  figure.tight_layout(rect=(0, 0.03, 1, 1))
   figure.savefig(out, dpi=120)
   plt.close(figure)

@@ -10,8 +10,10 @@ Each run is `run_experiment.py` in its own process with the common flags,
 then the variant's, then the swept values, writing OUTPUT_DIR/RUN_NAME/.
 Re-running the same command skips finished runs and resumes unfinished
 ones. At the end OUTPUT_DIR holds summary.md and summary.csv (FedAvg-style
-rounds to target and speedup, FedISGD-style last-half accuracy) and one
-figure per metric and swept setting.
+rounds to target and speedup, FedISGD-style last-half accuracy; over
+several --seed values also mean ± std per setting, summary_seeds.csv; over
+several client_lr values the best η of each row marked) and one figure per
+metric and swept setting (several seeds: mean and min-max band).
 """
 
 import csv
@@ -21,6 +23,7 @@ import itertools
 import os
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 
@@ -28,6 +31,29 @@ from tff_algos.analysis import plot
 from tff_algos.analysis import results
 from tff_algos.runtime import processes
 
+# The summary's columns: what each one holds (written under summary.md).
+SUMMARY_COLUMNS = {
+    'rounds': 'rounds run',
+    'finished': 'the run finished (summary.json written)',
+    'final_train_loss': 'training loss f(w) after the last round',
+    'final_test_accuracy': 'test accuracy after the last round',
+    'best_test_accuracy': 'best test accuracy of any evaluated round',
+    'last_half_test_accuracy': 'mean test accuracy over the evaluated '
+                               'rounds T/2 < t <= T (FedISGD Tables 3-4)',
+    'updates_per_round': "FedAvg's u = E·n/(K·B): local updates per client "
+                         'per round (§3)',
+    'target_accuracy': 'the --target_accuracy',
+    'rounds_to_target': 'first round whose best-so-far test accuracy '
+                        'reaches the target, interpolated between evaluated '
+                        'rounds (FedAvg §3; — = not reached)',
+    'speedup': 'rounds to target of the first variant with the same swept '
+               'values / this one',
+}
+# Compared across seeds (mean ± std); rounds to target over those that
+# reached it.
+SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
+                'last_half_test_accuracy', 'final_train_loss',
+                'rounds_to_target')
 METRICS_PLOTTED = ('train_loss', 'test_accuracy')
 
 
@@ -132,7 +158,8 @@ def run_all(runs, common_args, output_dir, script):
 
 
 def table(runs, output_dir, target_accuracy=None):
-  """One summary row per run; speedup over the same-sweep baseline run."""
+  """One summary row per run (aligned with `runs`); speedup over the
+  same-sweep baseline run."""
   rows, baseline = [], {}
   for run in runs:
     run_dir = os.path.join(output_dir, run.name)
@@ -147,6 +174,76 @@ def table(runs, output_dir, target_accuracy=None):
   return rows
 
 
+def seed_table(runs, rows):
+  """Rows of the runs that differ only in --seed, combined: per variant and
+  other swept setting, the seeds, and per SEED_METRICS metric its mean and
+  standard deviation (n − 1) over those seeds; rounds to target over the
+  seeds that reached it, with how many did (`reached`). [] unless the seed
+  takes several values."""
+  seeds = {v for run in runs for f, v in run.swept if f == 'seed'}
+  if len(seeds) < 2:
+    return []
+  groups = {}
+  for run, row in zip(runs, rows):
+    if 'rounds' in row:
+      key = (run.variant,) + tuple((f, v) for f, v in run.swept
+                                   if f != 'seed')
+      groups.setdefault(key, []).append(row)
+  combined = []
+  for (variant, *swept), group in groups.items():
+    entry = dict(variant=variant, **dict(swept),
+                 seeds=' '.join(str(r.get('seed')) for r in group))
+    for metric in SEED_METRICS:
+      values = [r[metric] for r in group if r.get(metric) is not None]
+      if metric == 'rounds_to_target' and 'target_accuracy' in group[0]:
+        entry['reached'] = f'{len(values)}/{len(group)}'
+      if values:
+        entry[f'{metric}_mean'] = statistics.fmean(values)
+        entry[f'{metric}_std'] = (statistics.stdev(values)
+                                  if len(values) > 1 else 0.0)
+    combined.append(entry)
+  return combined
+
+
+def mark_best(rows, setting, keys, target_accuracy=None):
+  """Marks, among rows that differ only in `setting` (the swept learning
+  rate: FedAvg §3 picks η per row from a grid), the best one: `best` = '★',
+  or '★ edge' when it is the smallest or largest value tried (extend the
+  grid). Best: most (seeds) reaching the target, then fewest rounds to it;
+  without a target, the highest last-half (else final) test accuracy.
+  `keys`: the row's settings other than `setting` (variant, swept flags).
+  """
+  groups = {}
+  for row in rows:
+    if setting in row and ('rounds' in row or 'seeds' in row):
+      groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+
+  def value(row, metric):
+    return row.get(f'{metric}_mean', row.get(metric))
+
+  def score(row):
+    if target_accuracy is not None:
+      if 'reached' in row:
+        count, total = row['reached'].split('/')
+        fraction = int(count) / int(total)
+      else:
+        fraction = float(row.get('rounds_to_target') is not None)
+      rounds = value(row, 'rounds_to_target')
+      return (-fraction, rounds if rounds is not None else float('inf'))
+    accuracy = value(row, 'last_half_test_accuracy')
+    if accuracy is None:
+      accuracy = value(row, 'final_test_accuracy')
+    return (-(accuracy or 0.0),)
+
+  for group in groups.values():
+    best = min(group, key=score)
+    grid = sorted(float(r[setting]) for r in group)
+    at_edge = len(grid) > 1 and float(best[setting]) in (grid[0], grid[-1])
+    for row in group:
+      row['best'] = ('★ edge' if at_edge else '★') if row is best else ''
+  return rows
+
+
 def _cell(value):
   if value is None:
     return '—'
@@ -155,54 +252,109 @@ def _cell(value):
   return str(value)
 
 
-def write_summary(rows, output_dir, target_accuracy=None):
-  """output_dir/summary.md and summary.csv, each written atomically, from
-  the rows of runs that have results; the lines of summary.md.
+def _markdown(rows, columns):
+  lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
+  return lines + ['| ' + ' | '.join(_cell(row.get(c)) for c in columns) + ' |'
+                  for row in rows]
+
+
+def _columns(rows):
+  columns = []
+  for row in rows:
+    columns += [k for k in row if k not in columns]
+  return columns
+
+
+def _csv(rows):
+  text = io.StringIO()
+  writer = csv.DictWriter(text, _columns(rows))
+  writer.writeheader()
+  writer.writerows(rows)
+  return text.getvalue()
+
+
+def _seed_markdown(combined):
+  """The combined rows with 'mean ± std' cells."""
+  shown = []
+  for entry in combined:
+    row = {k: v for k, v in entry.items()
+           if not k.endswith(('_mean', '_std'))}
+    for metric in SEED_METRICS:
+      if f'{metric}_mean' in entry:
+        row[metric] = (f'{entry[f"{metric}_mean"]:.4g} ± '
+                       f'{entry[f"{metric}_std"]:.2g}')
+      elif metric in ('rounds_to_target',) and 'reached' in entry:
+        row[metric] = None
+    if 'best' in entry:
+      row['best'] = entry['best']
+    shown.append(row)
+  return _markdown(shown, _columns(shown))
+
+
+def write_summary(rows, output_dir, target_accuracy=None, runs=None):
+  """output_dir/summary.md and summary.csv (a row per run), and with
+  several seeds summary_seeds.csv (mean and std over seeds), each written
+  atomically from the rows of runs that have results; the lines of
+  summary.md. A swept client_lr gets its best value marked per row.
 
   Writes nothing and returns None when an existing summary.csv has more
   rows: a summary never shrinks because a re-run (with other flags, or
   failing) has fewer results.
   """
-  rows = [row for row in rows if 'rounds' in row]
+  combined = seed_table(runs, rows) if runs is not None else []
+  kept = [row for row in rows if 'rounds' in row]
   existing = os.path.join(output_dir, 'summary.csv')
   if os.path.exists(existing):
     with open(existing, newline='') as f:
-      if len(list(csv.DictReader(f))) > len(rows):
+      if len(list(csv.DictReader(f))) > len(kept):
         return None
-  columns = []
-  for row in rows:
-    columns += [k for k in row if k not in columns]
-  text = io.StringIO()
-  writer = csv.DictWriter(text, columns)
-  writer.writeheader()
-  writer.writerows(rows)
-  header = ' | '.join(columns)
-  lines = [f'| {header} |', '|' + '---|' * len(columns)]
-  lines += ['| ' + ' | '.join(_cell(row.get(c)) for c in columns) + ' |'
-            for row in rows]
+  lr_swept = any('client_lr' in row for row in kept)
+  if lr_swept:
+    keys = ['variant'] + sorted({f for run in runs or () for f, _ in run.swept
+                                 if f not in ('client_lr', 'seed')})
+    mark_best(combined or kept, 'client_lr', keys, target_accuracy)
+  lines = [f'# Summary of {len(kept)} runs in {output_dir}', '']
+  if combined:
+    lines += [f'## Mean ± standard deviation over seeds', '']
+    lines += _seed_markdown(combined) + ['', '## Runs', '']
+  lines += _markdown(kept, _columns(kept)) + ['', 'Columns:']
+  lines += [f'- {name}: {text}' for name, text in SUMMARY_COLUMNS.items()
+            if any(name in row for row in kept)]
+  if combined:
+    lines.append('- seeds, and mean ± std (n − 1) over them; reached: how '
+                 'many seeds reached the target (rounds to target is the '
+                 'mean over those)')
+  if lr_swept:
+    lines.append('- best: ★ the client_lr (η) of the row (the same settings '
+                 'but η) with the most seeds reaching the target, then the '
+                 'fewest rounds to it (without a target: the highest '
+                 'last-half test accuracy), FedAvg §3; "edge": the best is '
+                 'the smallest or largest η tried, so the grid should be '
+                 'extended')
   if target_accuracy is not None:
-    lines.append(f'\nrounds_to_target: first round whose best-so-far test '
-                 f'accuracy reaches {target_accuracy:g} (linear interpolation '
-                 'between evaluated rounds; — = not reached). speedup: over '
-                 'the first variant with the same swept values.')
-  for name, content in (('summary.csv', text.getvalue()),
-                        ('summary.md', '\n'.join(lines) + '\n')):
+    lines.append(f'- target: test accuracy {target_accuracy:g}')
+  files = {'summary.csv': _csv(kept), 'summary.md': '\n'.join(lines) + '\n'}
+  if combined:
+    files['summary_seeds.csv'] = _csv(combined)
+  for name, content in files.items():
     results.write_atomically(os.path.join(output_dir, name), content)
   return lines
 
 
 def plot_runs(runs, output_dir, target_accuracy=None):
-  """One figure per metric and swept setting: a line per variant."""
+  """One figure per metric and swept setting: a line per variant (over
+  several seeds, their mean with a band from min to max)."""
   by_swept = {}
   for run in runs:
     if results.has_rows(os.path.join(output_dir, run.name)):
-      by_swept.setdefault(run.swept, []).append(run)
-  for swept, group in by_swept.items():
+      others = tuple((f, v) for f, v in run.swept if f != 'seed')
+      by_swept.setdefault(others, {}).setdefault(run.variant, []).append(
+          os.path.join(output_dir, run.name))
+  for swept, variants in by_swept.items():
     suffix = ''.join(f'__{flag}-{value}' for flag, value in swept)
     for metric in METRICS_PLOTTED:
-      plot.plot_runs(
-          [os.path.join(output_dir, run.name) for run in group],
-          metric, os.path.join(output_dir, f'{metric}{suffix}.png'),
+      plot.plot_bands(
+          list(variants.items()), metric,
+          os.path.join(output_dir, f'{metric}{suffix}.png'),
           title=', '.join(f'{flag}={value}' for flag, value in swept),
-          labels=[run.variant for run in group],
           target=target_accuracy if metric == 'test_accuracy' else None)

@@ -46,6 +46,7 @@ class Config:
   eval_every: int = 1
   eval_clients: int | None = None   # None: the training metrics over all
                                     # clients; N: over a fixed seeded subset
+  stop_at_accuracy: float | None = None  # Stop once test accuracy reaches it
   # Randomness and data.
   seed: int = 0
   data_seed: int = 0
@@ -168,6 +169,9 @@ class Config:
         (self.train_fraction is None or 0 < self.train_fraction < 1,
          f'--train_fraction must be in (0, 1), got {self.train_fraction}'),
         (self.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),
+        (self.stop_at_accuracy is None or 0 < self.stop_at_accuracy <= 1,
+         f'--stop_at_target needs a --target_accuracy in (0, 1], got '
+         f'{self.stop_at_accuracy}'),
         (0 <= self.seed <= MAX_SEED,
          f'--seed must be in 0..{MAX_SEED}, got {self.seed}'),
         (0 <= self.data_seed <= MAX_SEED,

@@ -63,7 +63,9 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
       measurements=measurements,
       hooks=hooks,
       columns=dict(mu=config.effective_mu),
-      round_metrics=config.algorithm.round_metrics)
+      round_metrics=config.algorithm.round_metrics,
+      stop_when=None if config.stop_at_accuracy is None else (
+          lambda row: row.get('test_accuracy', -1) >= config.stop_at_accuracy))
 
 
 def _evaluation(config, model_fn, train_arrays, test_arrays):

@@ -97,6 +97,8 @@ class Loop:
     columns: constant columns of every row (e.g. μ).
     round_metrics: the algorithm's columns derived from a row (FedISGD's
       VLG), or None.
+    stop_when: a round whose row it holds true for is the run's last
+      (e.g. --stop_at_target), or None.
   """
   process: Any
   sampler: ClientSampler
@@ -107,6 +109,7 @@ class Loop:
   hooks: Sequence[Hook] = ()
   columns: Mapping[str, float] = dataclasses.field(default_factory=dict)
   round_metrics: Callable[[dict], Mapping[str, float]] | None = None
+  stop_when: Callable[[dict], bool] | None = None  # Ends the run early.
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""
@@ -213,8 +216,9 @@ def _round(loop, state, round_num, last, release_manager, state_manager,
         f'the clients\' mean update is not finite at round {round_num} '
         '(TFF\'s finalizer rejected it and kept the model): training '
         'diverged; try a smaller learning rate')
+  stop = loop.stop_when is not None and loop.stop_when(row)
   if state_manager is not None and (
-      round_num % checkpoint_every == 0 or round_num == last):
+      round_num % checkpoint_every == 0 or round_num == last or stop):
     wait(state_manager.save(loop.program_state(state), round_num))
   shown = {label: f'{row[column]:{spec}}' for label, column, spec in (
       ('loss', 'train_loss', '.4f'), ('test_acc', 'test_accuracy', '.4f'),
@@ -225,7 +229,7 @@ def _round(loop, state, round_num, last, release_manager, state_manager,
     on_round(round_num, row, time.perf_counter() - start)
   if round_num > 0:
     progress.update()
-  return state
+  return state, stop
 
 
 def run(loop: Loop, state, rounds: range, *,
@@ -240,7 +244,8 @@ def run(loop: Loop, state, rounds: range, *,
   state is saved with `state_manager`. Divergence stops the run once its row
   is released: a non-finite training loss (NonFiniteLoss) or a round whose
   mean update TFF's finalizer rejected as non-finite (UpdateRejected).
-  Ctrl-C raises Interrupted (a KeyboardInterrupt) naming the round.
+  Ctrl-C raises Interrupted (a KeyboardInterrupt) naming the round. A
+  round that `loop.stop_when` holds for is the last (checkpointed).
   `on_round(round_num, row, seconds)` sees every row.
   """
   last = rounds[-1] if rounds else None
@@ -251,11 +256,14 @@ def run(loop: Loop, state, rounds: range, *,
   with progress:
     for round_num in rounds:
       try:
-        state = _round(loop, state, round_num, last, release_manager,
-                       state_manager, checkpoint_every, progress, on_round)
+        state, stop = _round(loop, state, round_num, last, release_manager,
+                             state_manager, checkpoint_every, progress,
+                             on_round)
       except KeyboardInterrupt as e:
         interrupted = Interrupted(round_num)
         if hasattr(e, 'signum'):  # SIGTERM, as the CLI raises it.
           interrupted.signum = e.signum
         raise interrupted from None
+      if stop:
+        break
   return state

@@ -45,12 +45,22 @@ DESCRIPTION = ('Train a federated algorithm on a task in simulation and '
                'and its summary.')
 _ARGV = []  # The command line's flags, --flagfile expanded (for sweeps),
 _FLAGFILES = []  # and the names of its flag files (without .flags).
+_TYPED = []  # The command line as typed (flag files not expanded).
+
+
+def reset_command_line():
+  """Forgets the parsed command line (to parse another in this process, as
+  the tests and notebooks do)."""
+  for parsed in (_ARGV, _FLAGFILES, _TYPED):
+    parsed.clear()
+  FLAGS.unparse_flags()
 
 
 def parse_flags(argv):
   """absl's parser, but a bad flag is one line on stderr and exit code 2."""
   try:
     if not _ARGV:
+      _TYPED.extend(argv[1:])
       _ARGV.extend(FLAGS.read_flags_from_files(argv[1:], force_gnu=False))
       _FLAGFILES.extend(
           os.path.splitext(os.path.basename(a.split('=', 1)[1]))[0]
@@ -80,12 +90,17 @@ def checked_config():
 
 
 def sweep_plan(argv0):
-  """(runs, shared flags, each run's (Config, task options)) of a
-  --variant/--sweep command line.
+  """(runs, shared flags, each run's (Config, task options, its
+  --client_fraction)) of a --variant/--sweep command line.
 
   Every run's flags are parsed and validated first: a bad one is a usage
   error before anything runs. Leaves FLAGS parsed as the last run's.
   """
+  typed = [a.split('=', 1)[1].split(':', 1)[0].strip() for a in _TYPED
+           if a.startswith('--variant=')]
+  twice = sorted({name for name in typed if typed.count(name) > 1})
+  if twice:  # A --variant replaces one of a --flagfile, not one typed.
+    cli.error(f'--variant {twice[0]} given twice on the command line')
   try:
     runs = sweep.expand(FLAGS.variant, FLAGS.sweep, FLAGS.only)
   except ValueError as e:
@@ -102,32 +117,37 @@ def sweep_plan(argv0):
     parse_flags([argv0, *common, *run.args])
     if FLAGS.variant or FLAGS.sweep:
       cli.error(f'variant {run.variant}: --variant/--sweep inside a variant')
-    settings.append((checked_config(), cli.task_options()))
+    settings.append((checked_config(), cli.task_options(),
+                     FLAGS.client_fraction))
   return runs, common, settings
 
 
 def check_data_loads(settings):
-  """Loads each distinct dataset of `settings` once (a dry run): one line
-  per dataset, or a usage error naming the first that does not load."""
-  import tasks  # pylint: disable=g-import-not-at-top
+  """Loads each distinct dataset of `settings` ((Config, task options,
+  --client_fraction) each) once, for a dry run: one line per dataset, or a
+  usage error naming the first that does not load. Returns the Configs with
+  K as the runs will use it (--client_fraction of the task's clients)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
-  seen = set()
-  for config, options in settings:
+  num_clients, configs = {}, []
+  for config, options, fraction in settings:
     key = (config.task, config.data_seed, config.data_dir,
            config.train_fraction, tuple(sorted(options.items())))
-    if key in seen:
-      continue
-    seen.add(key)
+    if key not in num_clients:
+      task = cli.load_task_or_exit(config, options)
+      num_clients[key] = len(task.client_ids)
+      print(f'data: {task.name}: {num_clients[key]} clients '
+            f'({task.description})', file=sys.stderr)
+    if fraction is not None:
+      config = dataclasses.replace(config, clients_per_round=(
+          cli.clients_for_fraction(fraction, num_clients[key])))
     try:
-      task = tasks.load_task(config.task, seed=config.data_seed,
-                             data_dir=config.data_dir,
-                             train_fraction=config.train_fraction, **options)
-      config.validate(num_clients=len(task.client_ids))
-    except (tasks.DataError, ValueError) as e:
+      config.validate(num_clients=num_clients[key])
+    except ValueError as e:
       cli.error(e)
-    print(f'data: {task.name}: {len(task.client_ids)} clients '
-          f'({task.description})', file=sys.stderr)
+    configs.append(config)
+  return configs
 
 
 def run_sweep(argv0):
@@ -140,10 +160,10 @@ def run_sweep(argv0):
   overwrite = FLAGS.overwrite
   runs, common, settings = sweep_plan(argv0)
   if dry_run:
-    for run, (config, options) in zip(runs, settings):
+    configs = check_data_loads(settings)
+    for run, config, (_, options, _) in zip(runs, configs, settings):
       print(os.path.join(output_dir, run.name), json.dumps(
           {**cli.describe(config), **options}, sort_keys=True))
-    check_data_loads(settings)
     return
   try:
     run_dir.check_usable(output_dir)
@@ -168,13 +188,13 @@ def run_sweep(argv0):
           file=sys.stderr)
     sys.exit(128 + e.signum)
   failed = [f'{name} (exit {code})' for name, code in codes.items() if code]
+  if failed == [f'{list(codes)[-1]} (exit 2)']:
+    sys.exit(2)  # Its one line said why (bad input); nothing after it ran.
   if len(codes) < len(runs):
     failed.append(f'{len(runs) - len(codes)} not started')
   if failed:
-    hint = (' (a run whose folder holds other settings is replaced with '
-            '--overwrite)' if 2 in codes.values() and not overwrite else '')
     print(f'run_experiment.py: {len(runs) - len(codes) + sum(map(bool, codes.values()))} of '
-          f'{len(runs)} runs did not finish: {", ".join(failed)}{hint}',
+          f'{len(runs)} runs did not finish: {", ".join(failed)}',
           file=sys.stderr)
     sys.exit(1)
 
@@ -195,39 +215,49 @@ def default_output_dir(config):
 
 
 def _no_space(error):
-  """The OSError of a full disk in `error`'s chain, or None."""
+  """The file a full disk stopped writing, from `error`'s chain (an OSError
+  ENOSPC or EDQUOT, or the ResourceExhaustedError 'FILE; No space left on
+  device' of TensorFlow's file API, which TFF's release managers use), or
+  None when the disk was not full."""
   while error is not None:
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC,
                                                       errno.EDQUOT):
-      return error
+      return error.filename or FLAGS.output_dir
+    if (type(error).__name__ == 'ResourceExhaustedError' and
+        'No space left on device' in str(error)):
+      return str(error).split(';')[0].strip() or FLAGS.output_dir
     error = error.__cause__ or error.__context__
   return None
 
 
 @contextlib.contextmanager
 def _terminate_as_interrupt():
-  """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal)."""
+  """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal);
+  both also stop the training loop at the end of the round, should Python
+  swallow the exception (one raised inside a garbage-collector callback)."""
+  from tff_algos.simulation import loop  # pylint: disable=g-import-not-at-top
 
-  def on_terminate(signum, frame):
+  def on_signal(signum, frame):
     del frame
-    error = KeyboardInterrupt()
-    error.signum = signum
-    raise error
+    raise loop.request_stop(signum)
 
-  previous = signal.signal(signal.SIGTERM, on_terminate)
+  previous = {s: signal.signal(s, on_signal)
+              for s in (signal.SIGINT, signal.SIGTERM)}
   try:
     yield
   finally:
-    signal.signal(signal.SIGTERM, previous)
+    for s, handler in previous.items():
+      signal.signal(s, handler)
 
 
 def run_single():
   """One run into its folder."""
   config = checked_config()
   if FLAGS.dry_run:
+    config, = check_data_loads(
+        [(config, cli.task_options(), FLAGS.client_fraction)])
     print(json.dumps({**cli.describe(config), **cli.task_options()},
                      indent=2, sort_keys=True))
-    check_data_loads([(config, cli.task_options())])
     return
   try:
     run_dir.check_usable(FLAGS.output_dir or 'runs')
@@ -300,14 +330,13 @@ def run_single():
       name = 'interrupted' if signum == signal.SIGINT else 'terminated'
       cli.error(f'{name} {where}; run the same command to resume',
                 code=128 + signum)
-    except OSError as e:
+    except Exception as e:  # pylint: disable=broad-except
       full = _no_space(e)
       if full is None:
         raise
-      cli.error(f'stopped: no space left on the device holding '
-                f'{full.filename or FLAGS.output_dir}; the rows and checkpoints so '
-                'far are kept: free some space and run the same command to '
-                'resume', code=1)
+      cli.error(f'stopped: no space left on the device holding {full}; the '
+                'rows and checkpoints so far are kept: free some space and '
+                'run the same command to resume', code=1)
     finally:
       runtime.stop()
   print(open(os.path.join(output_dir, run_dir.SUMMARY_FILE)).read())

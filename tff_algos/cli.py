@@ -263,8 +263,7 @@ def config_from_flags(num_clients=None) -> config_lib.Config:
     if not 0 < client_fraction <= 1:
       raise UsageError(f'--client_fraction must be in (0, 1], '
                        f'got {client_fraction}')
-    clients_per_round = max(int(client_fraction * (num_clients or 1) + 1e-9),
-                            1)
+    clients_per_round = clients_for_fraction(client_fraction, num_clients or 1)
   if _flag('stop_at_target') and _flag('target_accuracy') is None:
     raise UsageError('--stop_at_target needs --target_accuracy')
   config = config_lib.Config(
@@ -307,6 +306,23 @@ def error(message, code=2):
   print(f'{os.path.basename(sys.argv[0])}: {prefix}{message}',
         file=sys.stderr)
   sys.exit(code)
+
+
+def load_task_or_exit(config, options):
+  """The task of `config` (with the task `options`), or one line on stderr
+  and exit code 2 when its data is missing or bad."""
+  import tasks  # pylint: disable=g-import-not-at-top
+  try:
+    return tasks.load_task(config.task, seed=config.data_seed,
+                           data_dir=config.data_dir,
+                           train_fraction=config.train_fraction, **options)
+  except tasks.DataError as e:
+    error(e)
+
+
+def clients_for_fraction(fraction, num_clients):
+  """K = max(⌊C·N⌋, 1) (FedAvg §3: a fraction C of the N clients)."""
+  return max(int(fraction * num_clients + 1e-9), 1)
 
 
 def describe(config):

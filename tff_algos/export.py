@@ -103,17 +103,10 @@ def main(argv):
     config = cli.config_from_flags().resolved()
   except cli.UsageError as e:
     cli.error(e)
-  import tasks  # pylint: disable=g-import-not-at-top
   from tff_algos import learning  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
-  try:
-    task = tasks.load_task(config.task, seed=config.data_seed,
-                           data_dir=config.data_dir,
-                           train_fraction=config.train_fraction,
-                           **cli.task_options())
-  except tasks.DataError as e:
-    cli.error(e)
+  task = cli.load_task_or_exit(config, cli.task_options())
   runtime.start()  # TFF's own default context would leave a worker behind.
   production = FLAGS.build == 'production'
   client_input = (learning.DatasetInput(epochs=config.epochs or 1)

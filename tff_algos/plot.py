@@ -2,8 +2,9 @@
 
   python -m tff_algos.plot RUN_DIR... --metric=train_loss --out=fig.png
 
-One line per run folder (named by its algorithm and settings), rounds on x.
-Imports no TensorFlow.
+One line per run folder (named by its algorithm and settings), rounds on x;
+runs that differ only in their seed are one line, their mean, with a band
+from their minimum to their maximum. Imports no TensorFlow.
 """
 
 import argparse
@@ -19,7 +20,8 @@ def main(argv=None):
   parser = argparse.ArgumentParser(
       prog='python -m tff_algos.plot',
       description='Plot a metric of run folders against rounds, one line per '
-                  'run.')
+                  'run (runs differing only in the seed: their mean, with a '
+                  'min-max band).')
   parser.add_argument('run_dirs', nargs='+', metavar='RUN_DIR',
                       help='a run folder (holding metrics.csv), as '
                            'run_experiment.py --output_dir wrote it')
@@ -38,7 +40,8 @@ def main(argv=None):
       parser.exit(2, f'{parser.prog}: error: no rounds in '
                   f'{os.path.join(run_dir, results.METRICS_FILE)}\n')
   try:
-    plot.plot_runs(args.run_dirs, args.metric, args.out, args.title)
+    plot.plot_bands(plot.seed_groups(args.run_dirs), args.metric, args.out,
+                    args.title)
   except (ValueError, OSError) as e:
     parser.exit(2, f'{parser.prog}: error: {e}\n')
   print(f'wrote {args.out} ({args.metric} of {len(args.run_dirs)} runs)',

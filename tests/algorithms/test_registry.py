@@ -49,8 +49,7 @@ def fedavgm():
 
 def _main(*args):
   """run_experiment.py's main() in this process, on fresh flags."""
-  run_experiment._ARGV.clear()  # pylint: disable=protected-access
-  run_experiment.FLAGS.unparse_flags()
+  run_experiment.reset_command_line()
   run_experiment.main(['run_experiment.py', '--rounds=3', '--epochs=1',
                        '--progress=false', *args])
 

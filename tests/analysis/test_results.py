@@ -71,3 +71,19 @@ def test_sweep_expands_overrides_and_tables_speedups(tmp_path):
     assert [r['run'] for r in csv.DictReader(f)] == [r.name for r in runs]
   assert '| slow__seed-0__task-b | slow | 0 | b |' in (
       tmp_path / 'summary.md').read_text()
+
+
+def test_plot_draws_seeds_of_one_setting_as_one_band(tmp_path):
+  from tff_algos import plot as plot_command  # pylint: disable=g-import-not-at-top
+  from tff_algos.analysis import plot  # pylint: disable=g-import-not-at-top
+  runs = []
+  for name, seed, epochs in (('a0', 0, 1), ('a1', 1, 1), ('b0', 0, 5)):
+    _fake_run(tmp_path / name, [0.1, 0.5, 0.8], epochs=epochs)
+    config = json.loads((tmp_path / name / 'config.json').read_text())
+    (tmp_path / name / 'config.json').write_text(json.dumps(
+        dict(config, seed=seed)))
+    runs.append(str(tmp_path / name))
+  assert [dirs for _, dirs in plot.seed_groups(runs)] == [runs[:2], runs[2:]]
+  out = tmp_path / 'loss.png'
+  assert plot_command.main([*runs, f'--out={out}']) == 0
+  assert out.stat().st_size > 0

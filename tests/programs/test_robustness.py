@@ -222,14 +222,20 @@ def test_bad_leaf_data_is_one_line_and_writes_nothing(tmp_path):
 
 
 def _main(*args):
-  run_experiment._ARGV.clear()  # pylint: disable=protected-access
-  run_experiment.FLAGS.unparse_flags()
+  run_experiment.reset_command_line()
   run_experiment.main(['run_experiment.py', *args])
 
 
+@pytest.mark.parametrize('raised_by', ['python', 'tensorflow'])
 def test_a_full_disk_is_one_line_saying_rerunning_resumes(
-    tmp_path, monkeypatch, capsys):
+    raised_by, tmp_path, monkeypatch, capsys):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   release_manager = run_dir.RunDir.release_manager
+  path = str(tmp_path / 'run' / 'metrics.csv')
+  full = (OSError(errno.ENOSPC, 'No space left on device', path)
+          if raised_by == 'python' else  # TFF's managers use tf.io.gfile:
+          tf.errors.ResourceExhaustedError(
+              None, None, f'{path}_temp8677; No space left on device'))
 
   def full_after_round_1(self):
     manager = release_manager(self)
@@ -238,8 +244,7 @@ def test_a_full_disk_is_one_line_saying_rerunning_resumes(
 
       async def release(self, value, key):
         if key > 1:
-          raise OSError(errno.ENOSPC, 'No space left on device',
-                        str(tmp_path / 'run' / 'metrics.csv'))
+          raise full
         await manager.release(value, key)
 
     return Full()
@@ -287,12 +292,15 @@ def test_plot_help_errors_and_what_it_wrote(tmp_path):
 @pytest.mark.slow
 def test_a_dry_run_shows_merged_settings_and_checks_the_data(tmp_path):
   result = cli('--variant=A: --algo=fedavg', '--variant=B: --mu=0.5',
-               '--rounds=7', '--dry_run', f'--output_dir={tmp_path / "s"}')
+               '--rounds=7', '--client_fraction=0.5', '--dry_run',
+               f'--output_dir={tmp_path / "s"}')
   assert result.returncode == 0, result.stderr
   lines = result.stdout.strip().splitlines()
   settings = [json.loads(line.split(' ', 1)[1]) for line in lines]
   assert [s['rounds'] for s in settings] == [7, 7]
   assert settings[0]['algo'] == 'fedavg' and settings[1]['mu'] == 0.5
+  # K as the runs use it: C = 0.5 of synthetic's 30 clients.
+  assert [s['clients_per_round'] for s in settings] == [15, 15]
   assert 'data: synthetic_1_1: 30 clients' in result.stderr
   bad = cli('--task=mnist_iid', f'--data_dir={tmp_path}', '--dry_run')
   assert bad.returncode == 2 and 'MNIST needs' in bad.stderr

@@ -41,9 +41,10 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
   assert (out / 'summary.csv').read_text() == summary
   other = cli(f'--flagfile={flagfile}', '--sweep=seed=3', '--rounds=1',
               f'--output_dir={out}')
-  assert other.returncode == 1
-  assert 'rounds=2 there, 1 here' in other.stderr
-  assert 'replaced with --overwrite' in other.stderr
+  assert other.returncode == 2  # Bad input: one line (after "[1/2] …").
+  error, = [l for l in other.stderr.splitlines() if 'error' in l]
+  assert 'rounds=2 there, 1 here' in error and 'pass --overwrite' in error
+  assert 'did not finish' not in other.stderr
   assert (out / 'summary.csv').read_text() == summary
   replaced = cli(f'--flagfile={flagfile}', '--sweep=seed=3', '--rounds=1',
                  '--overwrite', f'--output_dir={out}')
@@ -54,12 +55,15 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
 
 def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):
   out = tmp_path / 'sweep'
-  result = cli('--variant=ok: --algo=fedavg --mu=0',
-                '--variant=bad: --algo=fedavg --epochs=0',
-                f'--output_dir={out}')
-  assert result.returncode == 2
-  assert result.stderr.strip().count('\n') == 0 and 'epochs' in result.stderr
-  assert not out.exists()
+  for variants, says in (
+      (('--variant=ok: --algo=fedavg --mu=0',
+        '--variant=bad: --algo=fedavg --epochs=0'), 'epochs'),
+      (('--variant=A: --mu=1', '--variant=A: --mu=2'),
+       '--variant A given twice')):
+    result = cli(*variants, f'--output_dir={out}')
+    assert result.returncode == 2
+    assert result.stderr.strip().count('\n') == 0 and says in result.stderr
+    assert not out.exists()
 
 
 @pytest.mark.parametrize('config', sorted(
@@ -67,8 +71,7 @@ def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):
 def test_every_paper_config_is_valid(config):
   """Each flag file parses, and each run it expands to is a valid Config."""
   import run_experiment  # pylint: disable=g-import-not-at-top
-  run_experiment._ARGV.clear()  # pylint: disable=protected-access
-  run_experiment.FLAGS.unparse_flags()
+  run_experiment.reset_command_line()
   argv = ['run_experiment.py', f'--flagfile={REPO / config}']
   run_experiment.parse_flags(argv)
   if run_experiment.FLAGS.variant:

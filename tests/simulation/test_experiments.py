@@ -157,3 +157,38 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
   assert not (out / 'summary.json').exists()
 
 
+
+
+def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
+    tmp_path, monkeypatch):
+  # Python ignores an exception raised in a garbage-collector callback: a
+  # SIGTERM handler's KeyboardInterrupt can vanish. The request it recorded
+  # still stops the loop at the end of that round, resumably.
+  from tff_algos.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  build_evaluation = experiment.evaluation.build_evaluation
+  calls = []  # Over both runs below: the request comes once.
+
+  def swallowed_at_round_2(model_fn):
+    evaluate = build_evaluation(model_fn)
+
+    def patched(weights, arrays):
+      calls.append(1)  # Two calls (train, test) per round.
+      if len(calls) == 5:
+        loop_lib.request_stop(signal.SIGTERM)  # Its raise "swallowed".
+      return evaluate(weights, arrays)
+    return patched
+
+  monkeypatch.setattr(experiment.evaluation, 'build_evaluation',
+                      swallowed_at_round_2)
+  task, _ = helpers.task_and_arrays()
+  out = tmp_path / 'run'
+  with pytest.raises(loop_lib.Interrupted) as interrupted:
+    experiment.run(helpers.quick_config(rounds=5), task, str(out),
+                   show_progress=False)
+  assert (interrupted.value.round_num, interrupted.value.signum) == (
+      2, signal.SIGTERM)
+  assert [r['round'] for r in results.read_rows(str(out))] == ['0', '1', '2']
+  assert not loop_lib._STOP_REQUESTS  # pylint: disable=protected-access
+  experiment.run(helpers.quick_config(rounds=5), task, str(out),
+                 show_progress=False)  # Resumes; no stale request.
+  assert results.summarize(str(out))['rounds'] == 5

@@ -29,16 +29,16 @@ def label(run_dir):
   return text
 
 
-def plot_runs(run_dirs, metric, out, title='', labels=None, target=None):
-  """Draws `metric` against rounds, one line per run, into the file `out`
-  (with a dashed horizontal line at `target`, if given)."""
-  figure, axes = plt.subplots(figsize=(5, 3.5))
-  for i, run_dir in enumerate(run_dirs):
-    rounds, values = results.series(results.read_rows(run_dir), metric)
-    if not rounds:
-      raise ValueError(f'{run_dir} has no {metric!r} values')
-    axes.plot(rounds, values, label=labels[i] if labels else label(run_dir))
-  _finish(figure, axes, metric, out, title, target)
+def seed_groups(run_dirs):
+  """(label, [run folders]) per setting: runs whose config.json differ only
+  in the seed form one group (in the order first seen)."""
+  groups = {}
+  for run_dir in run_dirs:
+    saved = dict(results.read_json(run_dir, results.CONFIG_FILE) or {})
+    saved.pop('seed', None)
+    key = repr(sorted(saved.items())) if saved else run_dir
+    groups.setdefault(key, []).append(run_dir)
+  return [(label(dirs[0]), dirs) for dirs in groups.values()]
 
 
 def plot_bands(groups, metric, out, title='', target=None):

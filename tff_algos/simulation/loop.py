@@ -46,12 +46,26 @@ class UpdateRejected(Diverged):
 
 
 class Interrupted(KeyboardInterrupt):
-  """Ctrl-C (or SIGTERM, through the CLI) during a round: `round_num` is the
-  round that did not finish; the checkpoints so far are intact."""
+  """Ctrl-C (or SIGTERM, through the CLI) during a round, or at its end:
+  `round_num` is that round; the checkpoints so far are intact."""
 
   def __init__(self, round_num):
     super().__init__(round_num)
     self.round_num = round_num
+
+
+_STOP_REQUESTS = []  # Signal numbers received (request_stop).
+
+
+def request_stop(signum: int) -> KeyboardInterrupt:
+  """Records a stop request and returns the KeyboardInterrupt (carrying
+  `signum`) for the signal handler to raise. Python ignores an exception
+  raised while a garbage-collector callback runs, so `run` also stops after
+  the round in which a request arrived."""
+  _STOP_REQUESTS.append(signum)
+  error = KeyboardInterrupt()
+  error.signum = signum
+  return error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,8 +258,9 @@ def run(loop: Loop, state, rounds: range, *,
   state is saved with `state_manager`. Divergence stops the run once its row
   is released: a non-finite training loss (NonFiniteLoss) or a round whose
   mean update TFF's finalizer rejected as non-finite (UpdateRejected).
-  Ctrl-C raises Interrupted (a KeyboardInterrupt) naming the round. A
-  round that `loop.stop_when` holds for is the last (checkpointed).
+  Ctrl-C raises Interrupted (a KeyboardInterrupt) naming the round, as does
+  the end of a round during which `request_stop` was called. A round that
+  `loop.stop_when` holds for is the last (checkpointed).
   `on_round(round_num, row, seconds)` sees every row.
   """
   last = rounds[-1] if rounds else None
@@ -259,7 +274,10 @@ def run(loop: Loop, state, rounds: range, *,
         state, stop = _round(loop, state, round_num, last, release_manager,
                              state_manager, checkpoint_every, progress,
                              on_round)
+        if _STOP_REQUESTS:  # Its KeyboardInterrupt was swallowed.
+          raise request_stop(_STOP_REQUESTS.pop())
       except KeyboardInterrupt as e:
+        _STOP_REQUESTS.clear()  # Handled: a later run starts afresh.
         interrupted = Interrupted(round_num)
         if hasattr(e, 'signum'):  # SIGTERM, as the CLI raises it.
           interrupted.signum = e.signum

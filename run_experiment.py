@@ -29,6 +29,7 @@ os.environ.setdefault('GRPC_ENABLE_FORK_SUPPORT', '0')  # gRPC's fork notes.
 from absl import flags  # pylint: disable=g-import-not-at-top
 
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
+from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
 from tff_algos.analysis import sweep  # pylint: disable=g-import-not-at-top
 from tff_algos.runtime import addresses  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
@@ -150,6 +151,27 @@ def check_data_loads(settings):
   return configs
 
 
+def _holds_finished(path, setting):
+  """Whether the folder `path` holds the finished run of `setting` ((Config,
+  task options, --client_fraction) as planned), so that a sweep need not
+  start its process to find out. Any doubt (another config, a task alias,
+  an older config.json, an unreadable file) is False: the run's own process
+  then decides."""
+  config, _, fraction = setting
+  try:
+    summary = results.read_json(path, run_dir.SUMMARY_FILE)
+    saved = results.read_json(path, run_dir.CONFIG_FILE)
+  except (OSError, ValueError):
+    return False
+  if not summary or not saved:
+    return False
+  expected = config.to_json()
+  if fraction is not None:
+    expected['clients_per_round'] = cli.clients_for_fraction(
+        fraction, summary.get('num_clients') or 0)
+  return saved == expected
+
+
 def run_sweep(argv0):
   """--variant/--sweep: every run in its own process, then the summary."""
   if FLAGS.resume:
@@ -168,9 +190,11 @@ def run_sweep(argv0):
   try:
     run_dir.check_usable(output_dir)
     with run_dir.RunDir(output_dir, None).hold():
+      planned = {run.name: setting for run, setting in zip(runs, settings)}
       codes = sweep.run_all(
           runs, common + (['--replace_other_run'] if overwrite else []),
-          output_dir, argv0)
+          output_dir, argv0,
+          finished=lambda run, path: _holds_finished(path, planned[run.name]))
       rows = sweep.table(runs, output_dir, target)
       lines = sweep.write_summary(rows, output_dir, target, runs)
       if lines is None:

@@ -205,12 +205,18 @@ def _mean_curve(run_dirs, metric='train_loss'):
   return rounds, [statistics.fmean(c[r] for c in curves) for r in rounds]
 
 
-def rounds_row(runs, command, pattern, target, paper):
+def rounds_row(runs, command, pattern, target, paper, grid_size=5):
   """(ours, status): the best η's rounds to target among the matching
-  runs (a grid over client_lr), with the grid."""
+  runs (a grid of `grid_size` client_lr values), with the grid; a grid not
+  yet complete is not judged."""
   found = runs.runs(command, pattern)
   if not found:
     return None
+  if len(found) < grid_size:
+    reached = [s['rounds_to_target'] for s in _summaries(found, target)
+               if s['rounds_to_target'] is not None]
+    return ((f'{min(reached):.0f} so far' if reached else 'not reached'),
+            f'not finished: {len(found)} of {grid_size} η values run')
   cells = []
   for run_dir, summary in zip(found, _summaries(found, target)):
     lr = re.search(r'client_lr-([\d.e-]+)', run_dir)
@@ -666,10 +672,45 @@ for paper, table, task, label, devices, samples, options in (
       lambda r, t=task, d=devices, s=samples, o=options: dataset_row(
           t, d, s, r.data_dir, o)))
 
-# Not run here: the CPU hours the command would take on this 2-core
-# machine, from a shortened run (docs/REPRODUCTION.md "Not run") —
-# command id → (CPU hours, how it was measured).
-NOT_RUN = {}
+# Not run here: an upper bound on the CPU hours the command would take on
+# this 2-core machine, every run going to its round cap (with
+# --stop_at_target most stop far sooner). Measured 2026-11-23 with
+# probes: the command's own sweep cut to one run of 3 rounds
+# (`--only=VARIANT --sweep=FLAG=VALUE --rounds=3`), its median seconds per
+# round and per evaluation scaled to every run of the command's plan by
+# K·E (local work) and by rounds / eval_every, times the probe's CPU / wall
+# ratio; the machine was shared with two other runs, so the seconds per
+# round are high. Sent140 from its measured Table 4 runs. Command id →
+# (CPU hours, how).
+_2NN = ('25 runs to 4,000 rounds; probe 1.18 s/round at K = 10, E = 1, '
+        'B = 10, 1.15 s per evaluation')
+NOT_RUN = {
+    'fedavg_table1_2nn_b10_iid': (65, _2NN),
+    'fedavg_table1_2nn_b10_noniid': (65, _2NN),
+    'fedavg_table1_2nn_binf_iid': (67, '25 runs to 5,000 rounds; probe 1.02 '
+                                   's/round at K = 10, B = ∞'),
+    'fedavg_table1_2nn_binf_noniid': (67, '25 runs to 5,000 rounds; probe '
+                                      '1.02 s/round at K = 10, B = ∞'),
+    'fedavg_table1_cnn': (6091, '100 runs to 1,500 rounds, K from 1 to 100; '
+                          'the CNN probe of fedavg_table2_cnn, 50.5 s/round '
+                          'at K = 10, E = 5'),
+    'fedavg_table2_cnn_iid': (101, '10 runs to 1,500 rounds; probe 50.5 '
+                              's/round at K = 10, E = 5, B = 10'),
+    'fedavg_table2_cnn': (2638, '90 runs to 1,500 rounds; probe 50.5 s/round '
+                          'at K = 10, E = 5, B = 10'),
+    'fedavg_table2_shakespeare': (12038, '60 runs to 4,000 rounds; probe '
+                                  '82 s/round at K = 119, E = 1, B = 10'),
+    'fedavg_table3_cifar10': (177, '10 runs to 4,000 rounds; probe 25.6 '
+                              's/round at K = 10, E = 5, B = 50, 29.5 s per '
+                              'evaluation'),
+    'fedavg_table4_2nn': (483, '90 runs to 3,000 rounds, E up to 20; the 2NN '
+                          'probe, 1.18 s/round at E = 1'),
+    'fedprox_fig1_shakespeare': (6, '9 runs of 40 rounds; probe 49 s/round '
+                                 'at K = 10, E = 20'),
+    'fedprox_fig1_sent140': (18, '9 runs of 800 rounds at the 8.85 s/round '
+                             'FedProx took in fedisgd_table4_sent140'),
+    'fedisgd_fig3_sent140': (12, '6 runs of 800 rounds at 8.85 s/round'),
+}
 
 
 def render(runs):
@@ -682,28 +723,32 @@ def render(runs):
     if computed is None:
       ours = '—'
       estimate = NOT_RUN.get(row.command)
-      status = 'not run' + (f' (≈ {estimate[0]:.0f} CPU-h)' if estimate else
+      status = 'not run' + (f' (≤ {estimate[0]:,.0f} CPU-h)' if estimate else
                             '') + (f': {row.reason}' if row.reason else '')
       if row.command and runs.unfinished(row.command):
         status = 'not finished: stopped before its last round (commands table)'
       counts['not_run'] += 1
     else:
       ours, status = computed
-      counts['matches' if status == 'matches' else 'differs'] += 1
+      counts['matches' if status == 'matches' else 'not_run'
+             if status.startswith('not') else 'differs'] += 1
     lines.append(f'| {number} | {row.paper} | {row.item} | {row.value} | '
                  f'{ours} | {status} | {row.command or "—"} |')
   lines += ['', '| command | run with | CPU time |', '|---|---|---:|']
+  spent = 0.0
   for name, command in COMMANDS.items():
     took = runs.cpu_hours(name)
+    spent += took[0] if took else 0.0
     took = (f'{took[0]:.2f} CPU-h' + (f' ({took[1]})' if took[1] else '')
             if took is not None else
-            (f'not run (≈ {NOT_RUN[name][0]:.0f} CPU-h: {NOT_RUN[name][1]})'
+            (f'not run: ≤ {NOT_RUN[name][0]:,.0f} CPU-h ({NOT_RUN[name][1]})'
              if name in NOT_RUN else 'not run'))
     stopped = runs.unfinished(name)
     if stopped:
       took += '; not finished: ' + ', '.join(stopped)
     lines.append(f'| {name} | `{command} --output_dir=runs/{name}` | '
                  f'{took} |')
+  lines += ['', f'CPU time of the commands run: {spent:.1f} CPU-h.']
   return lines, counts
 
 

@@ -226,7 +226,8 @@ def _main(*args):
   run_experiment.main(['run_experiment.py', *args])
 
 
-@pytest.mark.parametrize('raised_by', ['python', 'tensorflow'])
+@pytest.mark.parametrize('raised_by', [
+    'python', pytest.param('tensorflow', marks=pytest.mark.slow)])
 def test_a_full_disk_is_one_line_saying_rerunning_resumes(
     raised_by, tmp_path, monkeypatch, capsys):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top

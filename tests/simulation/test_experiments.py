@@ -159,6 +159,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
 
 
 
+@pytest.mark.slow
 def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
     tmp_path, monkeypatch):
   # Python ignores an exception raised in a garbage-collector callback: a

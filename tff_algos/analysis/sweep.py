@@ -117,8 +117,9 @@ class Interrupted(Exception):
     self.signum = signum
 
 
-def run_all(runs, common_args, output_dir, script):
-  """Runs each run in its own process; returns {name: exit code}.
+def run_all(runs, common_args, output_dir, script, finished=None):
+  """Runs each run in its own process; returns {name: exit code}. A run for
+  which `finished(run, run_dir)` holds is not started (exit code 0).
 
   A run dies with the sweep: SIGTERM reaches it when this process ends,
   however it ends (even by SIGKILL), and Ctrl-C reaches the terminal's
@@ -134,9 +135,14 @@ def run_all(runs, common_args, output_dir, script):
   previous = signal.signal(signal.SIGTERM, on_terminate)
   try:
     for i, run in enumerate(runs, 1):
+      run_dir = os.path.join(output_dir, run.name)
+      if finished is not None and finished(run, run_dir):
+        print(f'[{i}/{len(runs)}] {run.name}: finished', file=sys.stderr)
+        codes[run.name] = 0
+        continue
       print(f'[{i}/{len(runs)}] {run.name}', file=sys.stderr, flush=True)
       command = [sys.executable, script, *common_args, *run.args,
-                 f'--output_dir={os.path.join(output_dir, run.name)}']
+                 f'--output_dir={run_dir}']
       process = subprocess.Popen(
           command, stdout=subprocess.DEVNULL,
           preexec_fn=processes.die_with_parent(signal.SIGTERM))

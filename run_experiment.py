@@ -180,6 +180,7 @@ def run_sweep(argv0):
       'runs', _FLAGFILES[-1] if _FLAGFILES else 'sweep')
   target, dry_run = FLAGS.target_accuracy, FLAGS.dry_run
   overwrite = FLAGS.overwrite
+  variants, sweeps = list(FLAGS.variant), list(FLAGS.sweep)
   runs, common, settings = sweep_plan(argv0)
   if dry_run:
     configs = check_data_loads(settings)
@@ -195,8 +196,11 @@ def run_sweep(argv0):
           runs, common + (['--replace_other_run'] if overwrite else []),
           output_dir, argv0,
           finished=lambda run, path: _holds_finished(path, planned[run.name]))
-      rows = sweep.table(runs, output_dir, target)
-      lines = sweep.write_summary(rows, output_dir, target, runs)
+      # The summary and plots cover the command's whole plan: runs left out
+      # by --only but already in the folder keep their rows.
+      plan = sweep.expand(variants, sweeps)
+      rows = sweep.table(plan, output_dir, target)
+      lines = sweep.write_summary(rows, output_dir, target, plan)
       if lines is None:
         print(f'run_experiment.py: kept {output_dir}/summary.csv and its '
               'plots: they cover more runs than the '
@@ -204,7 +208,7 @@ def run_sweep(argv0):
               'have results', file=sys.stderr)
       else:
         print('\n'.join(lines))
-        sweep.plot_runs(runs, output_dir, target)
+        sweep.plot_runs(plan, output_dir, target)
   except run_dir.OutputDirError as e:
     cli.error(e)
   except sweep.Interrupted as e:

@@ -186,7 +186,8 @@ def define_sweep_flags():
           'Every variant for each value, "FLAG=V1,V2,..."; repeatable '
           '(cartesian product).')
   _define(s, flags.DEFINE_list, 'only', [],
-          'Run only these variants (names).')
+          'Run only these variants (names); the summary still covers '
+          'every run of the plan that has results.')
 
 
 def usage(program, description):

@@ -71,6 +71,10 @@ def test_sweep_expands_overrides_and_tables_speedups(tmp_path):
     assert [r['run'] for r in csv.DictReader(f)] == [r.name for r in runs]
   assert '| slow__seed-0__task-b | slow | 0 | b |' in (
       tmp_path / 'summary.md').read_text()
+  # A summary never shrinks: fewer rows with results leave it as it was.
+  written = (tmp_path / 'summary.csv').read_text()
+  assert sweep.write_summary(rows[:1], str(tmp_path), 0.8) is None
+  assert (tmp_path / 'summary.csv').read_text() == written
 
 
 def test_plot_draws_seeds_of_one_setting_as_one_band(tmp_path):

@@ -128,14 +128,14 @@ class Runs:
     return sorted(d for d in glob.glob(os.path.join(folder, pattern))
                   if results.read_json(d, results.SUMMARY_FILE))
 
-  def unfinished(self, command):
-    """'NAME at round r of T' for each run of `command` with rows that has
-    not finished."""
+  def unfinished(self, command, pattern='*'):
+    """'NAME at round r of T' for each run of `command` whose name matches
+    the glob `pattern`, with rows, that has not finished."""
     folder = self.folder(command)
     if folder is None:
       return []
     found = []
-    for d in sorted(glob.glob(os.path.join(folder, '*'))):
+    for d in sorted(glob.glob(os.path.join(folder, pattern))):
       if results.has_rows(d) and not results.read_json(
           d, results.SUMMARY_FILE):
         total = (results.read_json(d, results.CONFIG_FILE) or {}).get('rounds')
@@ -275,13 +275,16 @@ def metric_mean(run_dirs, metric):
 class Row:
   """One table cell or figure panel: `compute(runs)` gives (ours, status)
   or None when its runs are not there (then: not run, `estimate` CPU
-  hours, measured as NOT_RUN says)."""
+  hours, measured as NOT_RUN says). `pattern`: the glob of the command's
+  run folders the row reads (a stopped run elsewhere in the command does not
+  make this row "not finished")."""
 
   def __init__(self, paper, item, value, command, compute=None,
-               estimate=None, reason=''):
+               estimate=None, reason='', pattern='*'):
     self.paper, self.item, self.value = paper, item, value
     self.command, self.compute = command, compute
     self.estimate, self.reason = estimate, reason
+    self.pattern = pattern
 
 
 def _or_dash(value):
@@ -318,7 +321,7 @@ for (model, split, b), values in TABLE1.items():
         'FedAvg', f'Table 1 {model.upper()}, {split.replace("noniid", "non-IID").replace("iid", "IID")}, B={"∞" if b == "inf" else b}, C={c}: rounds to {target:.0%}',
         _or_dash(paper), command,
         lambda r, c=command, p=pattern, t=target, v=paper: rounds_row(
-            r, c, p, t, v)))
+            r, c, p, t, v), pattern=pattern))
 
 TABLE2_CNN = (('FedSGD', 626, 483), ('E5_Binf', 179, 1000),
               ('E1_B50', 65, 600), ('E20_Binf', 234, 672),
@@ -333,7 +336,8 @@ for variant, iid, noniid in TABLE2_CNN:
     ROWS.append(Row(
         'FedAvg', f'Table 2 CNN, {variant}, {split}: rounds to 99%',
         str(paper), command,
-        lambda r, c=command, p=pattern, v=paper: rounds_row(r, c, p, 0.99, v)))
+        lambda r, c=command, p=pattern, v=paper: rounds_row(r, c, p, 0.99, v),
+        pattern=pattern))
 TABLE2_LSTM = (('FedSGD', 2488, 3906), ('E1_B50', 1635, 549),
                ('E5_Binf', 613, 597), ('E1_B10', 460, 164),
                ('E5_B50', 401, 152), ('E5_B10', 192, 41))
@@ -346,7 +350,7 @@ for variant, iid, noniid in TABLE2_LSTM:
         f'{"IID" if task.endswith("iid") else "by role"}: rounds to 54%',
         str(paper), 'fedavg_table2_shakespeare',
         lambda r, p=pattern, v=paper: rounds_row(
-            r, 'fedavg_table2_shakespeare', p, 0.54, v)))
+            r, 'fedavg_table2_shakespeare', p, 0.54, v), pattern=pattern))
 for algorithm, values in (('FedSGD', (3750, 6600, None)),
                           ('FedAvg_E5_B50', (280, 630, 2000))):
   for target, paper in zip((0.80, 0.82, 0.85), values):
@@ -354,7 +358,8 @@ for algorithm, values in (('FedSGD', (3750, 6600, None)),
         'FedAvg', f'Table 3 CIFAR-10, {algorithm}: rounds to {target:.0%}',
         _or_dash(paper), 'fedavg_table3_cifar10',
         lambda r, a=algorithm, t=target, v=paper: rounds_row(
-            r, 'fedavg_table3_cifar10', f'{a}__client_lr-*', t, v)))
+            r, 'fedavg_table3_cifar10', f'{a}__client_lr-*', t, v),
+        pattern=f'{algorithm}__client_lr-*'))
 ROWS.append(Row('FedAvg', 'Table 3 CIFAR-10, centralized SGD (B=100): '
                 'updates to 80/82/85%', '18000 / 31000 / 99000', None,
                 reason='a non-federated baseline this code does not have'))
@@ -713,25 +718,27 @@ NOT_RUN = {
 }
 
 
+def judge(row, runs):
+  """(ours, status) of one row."""
+  computed = row.compute(runs) if row.compute else None
+  if computed is not None:
+    return computed
+  if row.command and runs.unfinished(row.command, row.pattern):
+    return '—', 'not finished: stopped before its last round (commands table)'
+  estimate = NOT_RUN.get(row.command)
+  status = 'not run' + (f' (≤ {estimate[0]:,.0f} CPU-h)' if estimate else '')
+  return '—', status + (f': {row.reason}' if row.reason else '')
+
+
 def render(runs):
   """The scoreboard block (markdown lines) and the status counts."""
   counts = dict(matches=0, differs=0, not_run=0)
   lines = ['| # | paper | item | paper\'s value | ours | status | command |',
            '|---:|---|---|---|---|---|---|']
   for number, row in enumerate(ROWS, 1):
-    computed = row.compute(runs) if row.compute else None
-    if computed is None:
-      ours = '—'
-      estimate = NOT_RUN.get(row.command)
-      status = 'not run' + (f' (≤ {estimate[0]:,.0f} CPU-h)' if estimate else
-                            '') + (f': {row.reason}' if row.reason else '')
-      if row.command and runs.unfinished(row.command):
-        status = 'not finished: stopped before its last round (commands table)'
-      counts['not_run'] += 1
-    else:
-      ours, status = computed
-      counts['matches' if status == 'matches' else 'not_run'
-             if status.startswith('not') else 'differs'] += 1
+    ours, status = judge(row, runs)
+    counts['matches' if status == 'matches' else 'not_run'
+           if status.startswith('not') else 'differs'] += 1
     lines.append(f'| {number} | {row.paper} | {row.item} | {row.value} | '
                  f'{ours} | {status} | {row.command or "—"} |')
   lines += ['', '| command | run with | CPU time |', '|---|---|---:|']

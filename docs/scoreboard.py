@@ -77,6 +77,16 @@ COMMANDS = {
     'fedavg_table1_2nn_b10_iid':
         f'{PY} --flagfile=configs/fedavg/table1_mnist_2nn_b10.flags {DATA} '
         '--sweep=task=mnist_iid_2nn',
+    # Seeds 0-2 at each C's best η of fedavg_table1_2nn_b10_iid (its grid
+    # is seed 0).
+    'fedavg_table1_2nn_b10_iid_seeds_c0':
+        f'{PY} --flagfile=configs/fedavg/table1_mnist_2nn_b10.flags {DATA} '
+        '--sweep=task=mnist_iid_2nn --only=C0 --sweep=client_lr=0.1 '
+        '--sweep=seed=0,1,2',
+    'fedavg_table1_2nn_b10_iid_seeds':
+        f'{PY} --flagfile=configs/fedavg/table1_mnist_2nn_b10.flags {DATA} '
+        '--sweep=task=mnist_iid_2nn --only=C0.1,C0.2,C0.5,C1 '
+        '--sweep=client_lr=0.215 --sweep=seed=0,1,2',
     'fedavg_table1_2nn_b10_noniid':
         f'{PY} --flagfile=configs/fedavg/table1_mnist_2nn_b10.flags {DATA} '
         '--sweep=task=mnist_pathological_2nn',
@@ -208,7 +218,9 @@ def _mean_curve(run_dirs, metric='train_loss'):
 def rounds_row(runs, command, pattern, target, paper, grid_size=5):
   """(ours, status): the best η's rounds to target among the matching
   runs (a grid of `grid_size` client_lr values), with the grid; a grid not
-  yet complete is not judged."""
+  yet complete is not judged. Where the command `<command>_seeds*` re-ran
+  the best η with several seeds (NAME__seed-S), ours adds their mean ± std
+  and the status judges that mean."""
   found = runs.runs(command, pattern)
   if not found:
     return None
@@ -221,19 +233,29 @@ def rounds_row(runs, command, pattern, target, paper, grid_size=5):
   for run_dir, summary in zip(found, _summaries(found, target)):
     lr = re.search(r'client_lr-([\d.e-]+)', run_dir)
     cells.append((float(lr.group(1)) if lr else None,
-                  summary['rounds_to_target'], summary['rounds']))
+                  summary['rounds_to_target'], summary['rounds'],
+                  os.path.basename(run_dir)))
   cells.sort()
   reached = [c for c in cells if c[1] is not None]
-  grid = ', '.join(f'{lr:g}' for lr, _, _ in cells)
+  grid = ', '.join(f'{cell[0]:g}' for cell in cells)
   if not reached:
-    most = max(r for _, _, r in cells)
+    most = max(cell[2] for cell in cells)
     ours = f'not reached in {most} rounds (η ∈ {{{grid}}})'
     return ours, ('matches' if paper is None else
                   f'differs: not reached in {most} rounds')
-  lr, best, _ = min(reached, key=lambda c: c[1])
+  lr, best, _, best_run = min(reached, key=lambda c: c[1])
   edge = ' (best at the grid\'s edge)' if lr in (cells[0][0], cells[-1][0]) \
       and len(cells) > 1 else ''
   ours = f'{best:.0f} (η = {lr:g} of {{{grid}}}){edge}'
+  seeds = [d for name in COMMANDS if name.startswith(f'{command}_seeds')
+           for d in runs.runs(name, f'{best_run}__seed-*')]
+  if len(seeds) > 1:
+    reached = [s['rounds_to_target'] for s in _summaries(seeds, target)
+               if s['rounds_to_target'] is not None]
+    if reached:
+      best, std = _mean_std(reached)
+      ours += (f'; seeds at that η: {best:.0f} ± {std:.0f} '
+               f'({len(reached)} of {len(seeds)} reached)')
   if paper is None:
     return ours, 'differs: the paper did not reach it'
   if abs(best - paper) <= ROUNDS_TOLERANCE * paper:

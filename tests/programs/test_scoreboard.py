@@ -75,6 +75,14 @@ def test_a_cell_is_judged_on_its_full_eta_grid_only(tmp_path):
   ours, status = SCOREBOARD.judge(rows['0.1'], runs)
   assert ours.startswith('4 (η = 0.1 of {0.0215, 0.0464, 0.1, 0.215, 0.464})')
   assert 'edge' not in ours and status == 'differs: 0.05× the paper\'s rounds'
+  # Seeds re-run at the best η: their mean is what the status judges.
+  for seed, accuracies in ((0, [0.9, 0.98]), (1, [0.5, 0.9, 0.95, 0.96] +
+                                               [0.96] * 12 + [0.98])):
+    _run(tmp_path / 'fedavg_table1_2nn_b10_iid_seeds' /
+         f'C0.1__task-mnist_iid_2nn__client_lr-0.1__seed-{seed}', accuracies)
+  ours, status = SCOREBOARD.judge(rows['0.1'], runs)
+  assert ours.endswith('; seeds at that η: 41 ± 52 (2 of 2 reached)')
+  assert status == 'differs: 0.47× the paper\'s rounds'  # (4.375 + 77.5) / 2.
   assert SCOREBOARD.judge(rows['0.2'], runs)[1].startswith('not finished')
   assert SCOREBOARD.judge(rows['0.5'], runs)[1].startswith('not run (≤')
   # A grid still missing values is reported, not judged.

@@ -17,6 +17,7 @@ rows and checkpoints so far kept. Ctrl-C: one line, exit code 130.
 """
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -128,7 +129,6 @@ def check_data_loads(settings):
   --client_fraction) each) once, for a dry run: one line per dataset, or a
   usage error naming the first that does not load. Returns the Configs with
   K as the runs will use it (--client_fraction of the task's clients)."""
-  import dataclasses  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
   num_clients, configs = {}, []
@@ -140,9 +140,7 @@ def check_data_loads(settings):
       num_clients[key] = len(task.client_ids)
       print(f'data: {task.name}: {num_clients[key]} clients '
             f'({task.description})', file=sys.stderr)
-    if fraction is not None:
-      config = dataclasses.replace(config, clients_per_round=(
-          cli.clients_for_fraction(fraction, num_clients[key])))
+    config = cli.with_client_fraction(config, fraction, num_clients[key])
     try:
       config.validate(num_clients=num_clients[key])
     except ValueError as e:
@@ -154,22 +152,22 @@ def check_data_loads(settings):
 def _holds_finished(path, setting):
   """Whether the folder `path` holds the finished run of `setting` ((Config,
   task options, --client_fraction) as planned), so that a sweep need not
-  start its process to find out. Any doubt (another config, a task alias,
-  an older config.json, an unreadable file) is False: the run's own process
-  then decides."""
+  start its process to find out: the run's own check (RunDir.status), with
+  K from the client count the run recorded. Any doubt is False: the run's
+  process then decides."""
   config, _, fraction = setting
   try:
     summary = results.read_json(path, run_dir.SUMMARY_FILE)
-    saved = results.read_json(path, run_dir.CONFIG_FILE)
   except (OSError, ValueError):
     return False
-  if not summary or not saved:
+  if not summary:
     return False
-  expected = config.to_json()
-  if fraction is not None:
-    expected['clients_per_round'] = cli.clients_for_fraction(
-        fraction, summary.get('num_clients') or 0)
-  return saved == expected
+  config = cli.with_client_fraction(config, fraction,
+                                    summary.get('num_clients') or 0)
+  try:
+    return run_dir.RunDir(path, config).status() == 'finished'
+  except run_dir.OutputDirError:
+    return False
 
 
 def run_sweep(argv0):
@@ -292,7 +290,6 @@ def run_single():
   except run_dir.OutputDirError as e:
     cli.error(e)
   # TensorFlow from here on.
-  import dataclasses  # pylint: disable=g-import-not-at-top
   import tasks  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -301,14 +298,10 @@ def run_single():
   round_started = None  # The run's folder once training has started.
   with _terminate_as_interrupt():
     try:
-      task = tasks.load_task(config.task, seed=config.data_seed,
-                             data_dir=config.data_dir,
-                             train_fraction=config.train_fraction,
-                             **cli.task_options())
-      if FLAGS.client_fraction is not None:
-        config = dataclasses.replace(config, clients_per_round=(
-            cli.config_from_flags(len(task.client_ids)).clients_per_round))
-      config = dataclasses.replace(config, task=task.name)
+      task = cli.load_task_or_exit(config, cli.task_options())
+      config = dataclasses.replace(
+          cli.with_client_fraction(config, FLAGS.client_fraction,
+                                   len(task.client_ids)), task=task.name)
       config.validate(num_clients=len(task.client_ids))
       output_dir = FLAGS.output_dir or default_output_dir(config)
       folder = run_dir.RunDir(output_dir, config)

@@ -247,20 +247,21 @@ def rounds_row(runs, command, pattern, target, paper, grid_size=5):
   edge = ' (best at the grid\'s edge)' if lr in (cells[0][0], cells[-1][0]) \
       and len(cells) > 1 else ''
   ours = f'{best:.0f} (η = {lr:g} of {{{grid}}}){edge}'
+  judged = best  # Or the seeds' mean at that η.
   seeds = [d for name in COMMANDS if name.startswith(f'{command}_seeds')
            for d in runs.runs(name, f'{best_run}__seed-*')]
   if len(seeds) > 1:
-    reached = [s['rounds_to_target'] for s in _summaries(seeds, target)
-               if s['rounds_to_target'] is not None]
-    if reached:
-      best, std = _mean_std(reached)
-      ours += (f'; seeds at that η: {best:.0f} ± {std:.0f} '
-               f'({len(reached)} of {len(seeds)} reached)')
+    seed_rounds = [s['rounds_to_target'] for s in _summaries(seeds, target)
+                   if s['rounds_to_target'] is not None]
+    if seed_rounds:
+      judged, std = _mean_std(seed_rounds)
+      ours += (f'; seeds at that η: {judged:.0f} ± {std:.0f} '
+               f'({len(seed_rounds)} of {len(seeds)} reached)')
   if paper is None:
     return ours, 'differs: the paper did not reach it'
-  if abs(best - paper) <= ROUNDS_TOLERANCE * paper:
+  if abs(judged - paper) <= ROUNDS_TOLERANCE * paper:
     return ours, 'matches'
-  return ours, f'differs: {best / paper:.2f}× the paper\'s rounds'
+  return ours, f'differs: {judged / paper:.2f}× the paper\'s rounds'
 
 
 def ordering_row(runs, command, patterns, claim_holds, describe):

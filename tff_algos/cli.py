@@ -246,12 +246,13 @@ def _flag(name, default=None):
   return FLAGS[name].value if name in FLAGS else default
 
 
-def config_from_flags(num_clients=None) -> config_lib.Config:
+def config_from_flags() -> config_lib.Config:
   """The Config of the parsed flags; UsageError for a bad combination.
 
-  `num_clients` (the task's N) turns --client_fraction into K; without it
-  K is 1 for the validation that comes before loading data. Flags a program
-  does not define (export has no run flags) take the Config's defaults.
+  With --client_fraction, K is 1 for the validation that comes before
+  loading data (`with_client_fraction` sets it from the task's clients).
+  Flags a program does not define (export has no run flags) take the
+  Config's defaults.
   """
   given = {name: FLAGS[name].value for name in registry.ALGORITHM_FIELDS}
   clients_per_round = _flag('clients_per_round')
@@ -264,7 +265,7 @@ def config_from_flags(num_clients=None) -> config_lib.Config:
     if not 0 < client_fraction <= 1:
       raise UsageError(f'--client_fraction must be in (0, 1], '
                        f'got {client_fraction}')
-    clients_per_round = clients_for_fraction(client_fraction, num_clients or 1)
+    clients_per_round = 1
   if _flag('stop_at_target') and _flag('target_accuracy') is None:
     raise UsageError('--stop_at_target needs --target_accuracy')
   config = config_lib.Config(
@@ -324,6 +325,15 @@ def load_task_or_exit(config, options):
 def clients_for_fraction(fraction, num_clients):
   """K = max(⌊C·N⌋, 1) (FedAvg §3: a fraction C of the N clients)."""
   return max(int(fraction * num_clients + 1e-9), 1)
+
+
+def with_client_fraction(config, fraction, num_clients):
+  """`config` with K from --client_fraction `fraction` of the task's
+  `num_clients` (`config` itself when the flag was not given)."""
+  if fraction is None:
+    return config
+  return dataclasses.replace(
+      config, clients_per_round=clients_for_fraction(fraction, num_clients))
 
 
 def describe(config):

@@ -156,9 +156,6 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
   assert rows[-1]['train_loss'] == 'nan'
   assert not (out / 'summary.json').exists()
 
-
-
-
 @pytest.mark.slow
 def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
     tmp_path, monkeypatch):

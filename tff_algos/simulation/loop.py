@@ -63,6 +63,10 @@ def request_stop(signum: int) -> KeyboardInterrupt:
   raised while a garbage-collector callback runs, so `run` also stops after
   the round in which a request arrived."""
   _STOP_REQUESTS.append(signum)
+  return _interrupt(signum)
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
   error = KeyboardInterrupt()
   error.signum = signum
   return error
@@ -275,7 +279,7 @@ def run(loop: Loop, state, rounds: range, *,
                              state_manager, checkpoint_every, progress,
                              on_round)
         if _STOP_REQUESTS:  # Its KeyboardInterrupt was swallowed.
-          raise request_stop(_STOP_REQUESTS.pop())
+          raise _interrupt(_STOP_REQUESTS[-1])
       except KeyboardInterrupt as e:
         _STOP_REQUESTS.clear()  # Handled: a later run starts afresh.
         interrupted = Interrupted(round_num)

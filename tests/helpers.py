@@ -1,6 +1,9 @@
 """Small shared pieces of the tests: a task, runs and model comparisons."""
 
 import functools
+import json
+import subprocess
+import sys
 
 import numpy as np
 
@@ -47,3 +50,39 @@ def train(process, model_fn, inputs_by_round, seed=0):
 def max_abs_diff(a, b):
   return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
              for x, y in zip(a.trainable, b.trainable))
+
+
+_REAPER = r'''
+import ctypes, json, os, subprocess, sys, time
+import psutil
+ctypes.CDLL('libc.so.6', use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+code = subprocess.call(sys.argv[2:])
+deadline = time.monotonic() + 5
+while True:  # Orphans become our children: reap the dead, list the living.
+  try:
+    while os.waitpid(-1, os.WNOHANG)[0]:
+      pass
+  except ChildProcessError:
+    pass
+  left = [p for p in psutil.Process().children(recursive=True)
+          if p.status() != psutil.STATUS_ZOMBIE]
+  if not left or time.monotonic() > deadline:
+    break
+  time.sleep(0.1)
+with open(sys.argv[1], 'w') as f:
+  json.dump([p.name() for p in left], f)
+for p in left:
+  p.kill()
+sys.exit(code)
+'''
+
+
+def run_and_reap(command, tmp_path, **kwargs):
+  """Runs `command` (a list) like subprocess.run, as the child of a
+  process that adopts whatever it leaves running (a Linux subreaper);
+  returns (CompletedProcess, names of the processes it left, which are
+  then killed)."""
+  left = tmp_path / 'left_running.json'
+  result = subprocess.run([sys.executable, '-c', _REAPER, str(left),
+                           *command], **kwargs)
+  return result, json.loads(left.read_text())

@@ -1,24 +1,34 @@
 """Exports an algorithm as serialized TFF computations for a production port.
 
   python -m tff_algos.export --algo=fedisgd --task=synthetic_1_1 --out=DIR \\
-      [--epochs=20 --client_lr=0.01 --mu=1 ...] [--build=simulation]
+      [--epochs=20 --client_lr=0.01 --mu=1 ...] [--seed=0] [--overwrite]
 
-Writes to DIR (which must be empty or new):
+Writes to DIR (which must be empty or new; --overwrite replaces an earlier
+export there):
   initialize.pb, next.pb                   the learning process
+  get_model_weights.pb, set_model_weights.pb, get_hparams.pb, set_hparams.pb
+                                           its state accessors
   map_reduce_form/<part>.pb                its tff.backends.mapreduce.MapReduceForm
   distribute_aggregate_form/<part>.pb      its DistributeAggregateForm
-  manifest.json                            part → file and type signature,
-                                           the algorithm and its settings
+  initial_model_weights.npz                the model it was built with (--seed):
+                                           `initialize` draws a new random
+                                           model on every call
+  manifest.json                            versions, hyper-parameters, the
+                                           client data contract, and part →
+                                           file and type signature
 Each .pb is a serialized `computation_pb2.Computation`; read one back with
-`tff.framework.deserialize_computation(Computation.FromString(bytes))`.
-The production build (the default) takes per client a tf.data.Dataset of
-the model's batches (docs/PORTING.md). The task gives the model (its data
-are loaded for that). Bad flags: one line on stderr, exit code 2.
+`tff.framework.deserialize_computation(Computation.FromString(bytes))`
+(docs/PORTING.md, "Loading an export"). The production build (the default)
+takes per client a tf.data.Dataset of the model's batches. The task gives
+the model (its data are loaded for that). Bad flags: one line on stderr,
+exit code 2.
 """
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -30,6 +40,9 @@ FLAGS = flags.FLAGS
 cli.define_algorithm_flags()
 cli.define_data_flags()
 flags.DEFINE_string('out', None, 'The folder to write (empty or new).')
+flags.DEFINE_bool('overwrite', False, 'Replace an earlier export in --out.')
+flags.DEFINE_integer('seed', 0, 'Seed of the initial model weights written '
+                     '(as run_experiment.py --seed).')
 flags.DEFINE_enum('build', 'production', ['production', 'simulation'],
                   'production: clients hold a tf.data.Dataset of batches '
                   '(running --epochs passes); simulation: the scheduled '
@@ -61,25 +74,118 @@ def forms(process):
   }
 
 
-def export(process, out, metadata):
-  """Writes `process` and its forms' parts to `out`; returns the manifest."""
+MANIFEST = 'manifest.json'
+WEIGHTS = 'initial_model_weights.npz'
+ACCESSORS = ('get_model_weights', 'set_model_weights', 'get_hparams',
+             'set_hparams')
+
+
+def versions():
+  """The versions the serialized computations are tied to."""
+  import platform  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  return dict(python=platform.python_version(), tensorflow=tf.__version__,
+              tensorflow_federated=tff.__version__)
+
+
+def write_weights(path, weights):
+  """`tff.learning.models.ModelWeights` as an .npz: trainable_0, ...,
+  non_trainable_0, ... in the model's variable order."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  arrays = {f'{kind}_{i}': np.asarray(w) for kind in ('trainable',
+                                                      'non_trainable')
+            for i, w in enumerate(getattr(weights, kind))}
+  with open(path, 'wb') as f:
+    np.savez(f, **arrays)
+
+
+def read_weights(path):
+  """The (trainable, non_trainable) lists of arrays of `write_weights`."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  with np.load(path) as saved:
+    return tuple([saved[f'{kind}_{i}'] for i in range(sum(
+        1 for k in saved.files if k.startswith(f'{kind}_')))]
+                 for kind in ('trainable', 'non_trainable'))
+
+
+def export(process, out, metadata, initial_weights=None):
+  """Writes `process` (its computations, accessors and forms' parts),
+  `initial_weights` (a `tff.learning.models.ModelWeights`, if given) and
+  manifest.json (`metadata` plus what was written) as the folder `out`,
+  all or nothing: built beside it, then renamed over it (`out`, if it
+  exists, must be empty or hold an earlier export). Returns the manifest."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   parts = {'initialize': process.initialize, 'next': process.next}
+  parts.update({name: getattr(process, name) for name in ACCESSORS})
   for form, computations in forms(process).items():
     parts.update({f'{form}/{name}': c for name, c in computations.items()})
-  manifest = dict(metadata, computations={})
-  for name, computation in parts.items():
-    path = os.path.join(out, f'{name}.pb')
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'wb') as f:
-      f.write(tff.framework.serialize_computation(
-          computation).SerializeToString())
-    manifest['computations'][name] = dict(
-        file=os.path.relpath(path, out),
-        type_signature=str(computation.type_signature))
-  with open(os.path.join(out, 'manifest.json'), 'w') as f:
-    json.dump(manifest, f, indent=2)
+  manifest = dict(metadata, versions=versions(), computations={})
+  parent = os.path.dirname(os.path.abspath(out))
+  os.makedirs(parent, exist_ok=True)
+  building = tempfile.mkdtemp(prefix='.export-', dir=parent)
+  umask = os.umask(0)
+  os.umask(umask)
+  try:
+    os.chmod(building, 0o777 & ~umask)  # mkdtemp's is 0700.
+    for name, computation in parts.items():
+      path = os.path.join(building, f'{name}.pb')
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      with open(path, 'wb') as f:
+        f.write(tff.framework.serialize_computation(
+            computation).SerializeToString())
+      manifest['computations'][name] = dict(
+          file=f'{name}.pb', type_signature=str(computation.type_signature))
+    if initial_weights is not None:
+      write_weights(os.path.join(building, WEIGHTS), initial_weights)
+    with open(os.path.join(building, MANIFEST), 'w') as f:
+      json.dump(manifest, f, indent=2)
+    if os.path.isdir(out):
+      shutil.rmtree(out)  # Empty, or an earlier export (the caller checks).
+    os.rename(building, out)
+  except BaseException:
+    shutil.rmtree(building, ignore_errors=True)
+    raise
   return manifest
+
+
+def check_holds_an_export(out):
+  """UsageError unless the folder `out` holds an export and nothing else
+  (its manifest, the files it lists, the weights)."""
+  try:
+    with open(os.path.join(out, MANIFEST)) as f:
+      manifest = json.load(f)
+    listed = {part['file'] for part in manifest['computations'].values()}
+  except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    raise cli.UsageError(f'--out={out} holds files that are not an export '
+                         'of this command (no readable manifest.json); '
+                         'choose another folder') from None
+  listed |= {MANIFEST, WEIGHTS}
+  present = {os.path.relpath(os.path.join(root, name), out)
+             for root, _, names in os.walk(out) for name in names}
+  others = sorted(present - listed)
+  if others:
+    raise cli.UsageError(f'--out={out} holds files that are not part of its '
+                         f'export ({", ".join(others[:3])}); --overwrite '
+                         'replaces only an export: choose another folder')
+
+
+def _batch_shapes(element_spec):
+  """'x: float32[B, 60], y: int32[B]' of a client dataset's element spec."""
+  return ', '.join(f'{name}: {spec.dtype.name}[{", ".join(["B", *map(str, spec.shape)])}]'
+                   for name, spec in element_spec.items())
+
+
+def _settings(config, production):
+  """The algorithm's hyper-parameters in the computation, and the batch
+  size the pipeline is to use (B is not part of a production build)."""
+  simulation_only = {'straggler_policy', 'adaptive_mu'}
+  if production:
+    simulation_only.add('batch_size')
+  values = config.to_json()
+  return {k: values[k] for k in (*config.algorithm.hparams, 'hparams',
+                                 'update_spread')
+          if k not in simulation_only and values.get(k) not in (None, {})}
 
 
 def main(argv):
@@ -95,10 +201,13 @@ def main(argv):
       raise cli.UsageError(f'unexpected arguments: {" ".join(rest[1:])}')
     if not FLAGS.out:
       raise cli.UsageError('--out is required: the folder to write')
-    if os.path.exists(FLAGS.out) and (not os.path.isdir(FLAGS.out) or
-                                      os.listdir(FLAGS.out)):
-      raise cli.UsageError(f'--out={FLAGS.out} exists and is not an empty '
-                           'folder')
+    if os.path.exists(FLAGS.out) and not os.path.isdir(FLAGS.out):
+      raise cli.UsageError(f'--out={FLAGS.out} is a file, not a folder')
+    if os.path.isdir(FLAGS.out) and os.listdir(FLAGS.out):
+      if not FLAGS.overwrite:
+        raise cli.UsageError(f'--out={FLAGS.out} is not empty (--overwrite '
+                             'replaces an earlier export there)')
+      check_holds_an_export(FLAGS.out)
     cli.check_task()
     config = cli.config_from_flags().resolved()
   except cli.UsageError as e:
@@ -111,25 +220,46 @@ def main(argv):
   production = FLAGS.build == 'production'
   client_input = (learning.DatasetInput(epochs=config.epochs or 1)
                   if production else learning.ScheduledInput())
+  element = task.train.element_type_structure
   try:
     process = config.algorithm.build(task.model_fn, config, client_input)
-    manifest = export(process, FLAGS.out, dict(
+    client_data = dict(
+        type=str(process.next.type_signature.parameter[1].member),
+        contract=(
+            'per client a tf.data.Dataset of the model\'s batches ('
+            f'{_batch_shapes(element)}); the pipeline batches (the computation takes any B; '
+            f'B = {config.batch_size} in these settings) and the client '
+            f'makes {client_input.epochs} passes over its dataset, '
+            'weighting its update by its number of local examples '
+            '(counted in its first pass)' if production else
+            'per client [OrderedDict(data, example_order, batch_ends)]: '
+            'the simulation\'s scheduled input (tff_algos.simulation)'))
+    manifest = dict(
         algorithm=config.algo, paper=config.algorithm.paper,
         build=FLAGS.build, task=config.task, model=task.description,
-        client_data=(f'per client a tf.data.Dataset of the model\'s batches; '
-                     f'{client_input.epochs} local epochs' if production else
-                     'per client [OrderedDict(data, example_order, '
-                     'batch_ends)] (tff_algos.simulation)'),
-        settings={k: v for k, v in config.to_json().items()
-                  if k in config.algorithm.hparams or k in ('algo', 'hparams')
-                  }))
+        hyperparameters=_settings(config, production),
+        client_data=client_data,
+        initial_model_weights=dict(
+            file=WEIGHTS, seed=FLAGS.seed,
+            note='`initialize` draws a new random model on every call; '
+                 'start from these weights: state = set_model_weights('
+                 'initialize(), weights), weights = ModelWeights(trainable='
+                 '[trainable_0, ...], non_trainable=[...]) of the .npz'),
+        hparams_note='get_hparams(state) / set_hparams(state, hparams) '
+                     'read and change the hyper-parameters in the state '
+                     '(e.g. client_work/mu) between rounds')
+    manifest = export(process, FLAGS.out, manifest,
+                      learning.initial_model_weights(task.model_fn,
+                                                     FLAGS.seed))
+  except OSError as e:
+    cli.error(f'cannot write --out={FLAGS.out}: {e.strerror or e}')
   finally:
     runtime.stop()
   width = max(len(name) for name in manifest['computations'])
   for name, part in manifest['computations'].items():
     print(f'{name:{width}s}  {part["type_signature"]}')
-  print(f'wrote {len(manifest["computations"])} computations and '
-        f'manifest.json to {FLAGS.out}', file=sys.stderr)
+  print(f'wrote {len(manifest["computations"])} computations, {WEIGHTS} '
+        f'and {MANIFEST} to {FLAGS.out}', file=sys.stderr)
   return 0
 
 

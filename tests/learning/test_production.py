@@ -6,10 +6,12 @@ import functools
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
+from tff_algos.learning import client_work
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
@@ -101,26 +103,53 @@ def test_both_builds_compile_to_the_production_forms(name, production):
 
 
 def _two_pass_spread(updates):
-  """The two-pass spread (mean, then distances to it), as reference."""
+  """(1/K)Σ_k‖u_k − ū‖², ū = (1/K)Σ_k u_k, in two passes (the reference)."""
   mean = [np.mean([u[i] for u in updates], axis=0)
           for i in range(len(updates[0]))]
   return np.mean([sum(np.sum((u[i] - mean[i])**2) for i in range(len(mean)))
                   for u in updates])
 
 
-def test_update_spread_in_one_aggregation_equals_the_two_pass_value():
+@pytest.mark.parametrize('weighting', ['uniform', 'num_examples'])
+def test_update_spread_from_the_aggregators_equals_the_two_pass_value(
+    weighting):
+  """The spread comes from Σ‖u_k‖² (metrics aggregator) and ū (the model
+  aggregator: its own mean when uniform, else a second, unit-weight
+  aggregation), and equals the two-pass spread of the clients' updates."""
   task, arrays = helpers.task_and_arrays()
+  optimizer = tff.learning.optimizers.build_sgdm(0.05)
   work = learning.build_proximal_sgd_client_work(
-      task.model_fn, tff.learning.optimizers.build_sgdm(0.05), mu=0.5,
-      client_weighting='uniform', report_update_spread=True)
+      task.model_fn, optimizer, mu=0.5, client_weighting=weighting)
+  process = fedprox.build_fed_prox(task.model_fn, 0.05, mu=0.5,
+                                   client_weighting=weighting,
+                                   report_update_spread=True)
   sampler = ClientSampler(len(arrays), 6, 3, seed=4)
   inputs = client_inputs.round_inputs(sampler, sampler.round_plan(1), arrays,
                                       1, BATCH)
   weights = learning.initial_model_weights(task.model_fn, 0)
-  output = work.next(work.initialize(), [weights] * len(inputs), inputs)
-  updates = [[np.asarray(u, np.float64) for u in r.update]
-             for r in output.result]
+  updates = [[np.asarray(u, np.float64) for u in r.update] for r in
+             work.next(work.initialize(), [weights] * len(inputs),
+                       inputs).result]
   reference = _two_pass_spread(updates)
-  assert reference > 0
-  assert output.measurements['update_spread'] == pytest.approx(reference,
-                                                               rel=1e-6)
+  state = process.set_model_weights(process.initialize(), weights)
+  work_metrics = process.next(state, inputs).metrics['client_work']
+  assert reference > 0 and work_metrics['participants'] == 6
+  assert work_metrics['update_spread'] == pytest.approx(reference, rel=1e-5)
+
+
+def test_a_production_client_that_stops_early_weighs_its_local_examples():
+  """A device whose data source stops at a deadline in its second pass
+  (here: after 15 batches in all) still weighs n_k, its number of local
+  examples counted once in its first pass, as a simulated straggler does;
+  not the examples it processed divided by E (which under-reports it)."""
+  _, arrays = helpers.task_and_arrays()
+  data = arrays[0]
+  n, epochs, budget = len(data['y']), 3, 15
+  assert -(-n // BATCH) < budget < epochs * -(-n // BATCH)
+  fetched = tf.Variable(0)
+  device = tf.data.Dataset.from_tensor_slices(data).batch(BATCH).take_while(
+      lambda _: fetched.assign_add(1) <= budget)
+  for_each_batch = client_work._first_pass_examples(device, epochs)  # pylint: disable=protected-access
+  steps, n_k = tf.function(lambda: for_each_batch(
+      lambda batch, steps: steps + 1, tf.constant(0)))()
+  assert (steps, n_k) == (budget, n)

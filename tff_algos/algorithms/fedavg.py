@@ -10,6 +10,7 @@ averaging. Stragglers (FedProx §5.2) are dropped.
 from __future__ import annotations
 
 from tff_algos import lazy
+from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -18,20 +19,38 @@ tff = lazy.module('tensorflow_federated')
 
 def build_fed_avg(
     model_fn: learning.ModelFn,
-    client_learning_rate: float,
-    server_learning_rate: float = 1.0,
-    client_weighting: str = 'num_examples',
+    client_learning_rate: float | None = None,
+    *,
+    client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    server_learning_rate: float | None = None,
+    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    client_weighting: str | tff.learning.ClientWeighting | None = None,
+    model_distributor: tff.learning.templates.DistributionProcess | None = None,
+    model_aggregator: learning.ModelAggregator | None = None,
+    metrics_aggregator: learning.MetricsAggregator | None = None,
+    loop_implementation: tff.learning.LoopImplementation | None = None,
     client_input: learning.ClientInput | None = None,
     report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
-  """FedAvg as a TFF learning process.
+  """FedAvg as a TFF learning process: FedProx's client work at μ = 0.
+
+  Takes the arguments of `tff.learning.algorithms.build_weighted_fed_avg`
+  by keyword (a pipeline switches by changing the import); an unweighted
+  `model_aggregator` gives `build_unweighted_fed_avg`.
 
   Args:
-    model_fn: builds the model.
-    client_learning_rate: η of the clients' SGD.
-    server_learning_rate: the server's SGD step on the mean update (1:
-      w_{t+1} is the weighted mean of the client models).
-    client_weighting: 'num_examples' (n_k, Algorithm 1) or 'uniform'.
+    model_fn: builds a `tff.learning.models.VariableModel`.
+    client_learning_rate: η of the clients' SGD; or `client_optimizer_fn`,
+      any `tff.learning.optimizers.Optimizer`.
+    server_learning_rate: the server's SGD step on the mean update (default
+      1: w_{t+1} is the weighted mean of the client models); or
+      `server_optimizer_fn` (e.g. FedAdam: `build_adam`).
+    client_weighting: 'num_examples' (n_k, Algorithm 1, the default) or
+      'uniform' (or a `tff.learning.ClientWeighting`).
+    model_distributor, model_aggregator, metrics_aggregator: TFF's (see
+      `learning.build_process`).
+    loop_implementation: accepted for TFF's signature; the local steps are
+      the same either way.
     client_input: `learning.ScheduledInput()` (the default: simulation) or
       `learning.DatasetInput(epochs=E)` (a tf.data.Dataset per client).
     report_update_spread: also measure (1/K)Σ_k‖u_k − ū‖² of the updates.
@@ -39,20 +58,24 @@ def build_fed_avg(
   Returns:
     A LearningProcess; `next(state, client_data)`.
   """
-  return learning.compose(
-      model_fn,
-      learning.build_proximal_sgd_client_work(
-          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
-          mu=0.0, client_weighting=client_weighting,
-          client_input=client_input or learning.ScheduledInput(),
-          report_update_spread=report_update_spread),
-      tff.learning.optimizers.build_sgdm(server_learning_rate))
+  return core.local_sgd_process(
+      model_fn, mu=0.0,
+      client_learning_rate=client_learning_rate,
+      client_optimizer_fn=client_optimizer_fn,
+      server_optimizer=core.optimizer('server', server_learning_rate,
+                                      server_optimizer_fn, default_rate=1.0),
+      loop_implementation=loop_implementation,
+      client_weighting=client_weighting, client_input=client_input,
+      model_distributor=model_distributor, model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      report_update_spread=report_update_spread)
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_avg(model_fn, config.client_lr, config.server_lr,
-                       config.client_weighting, client_input,
-                       config.update_spread)
+  return build_fed_avg(
+      model_fn, config.client_lr, server_learning_rate=config.server_lr,
+      client_weighting=config.client_weighting, client_input=client_input,
+      report_update_spread=config.update_spread)
 
 
 ALGORITHM = registry.register(registry.Algorithm(

@@ -11,14 +11,15 @@ i.e. SGD on TFF's averaged update (w_t − w̄) with learning rate η_g(t)·λ.
 η_g(t) = η_gi · decay^⌊t / decay_every⌋, t counting server steps from 0
 (docs/REPRODUCTION.md states how we read the paper's garbled formula).
 The mean is unweighted (1/K), as eq. 6; `client_weighting='num_examples'`
-weights it by n_k instead. The process reports update_spread =
-(1/K)Σ_k‖u_k − ū‖² of the updates u_k = w_t − w_k; the paper's VLG (eq. 8)
-is λ² · update_spread.
+weights it by n_k instead. With `report_update_spread` (always in the
+simulation) the process reports update_spread = (1/K)Σ_k‖u_k − ū‖² of the
+updates u_k = w_t − w_k; the paper's VLG (eq. 8) is λ² · update_spread.
 """
 
 from __future__ import annotations
 
 from tff_algos import lazy
+from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -38,53 +39,118 @@ def server_learning_rate_schedule(initial: float, decay: float = 1.0,
   return schedule
 
 
-def build_fed_isgd(
-    model_fn: learning.ModelFn,
-    client_learning_rate: float,
+def build_server_optimizer(
     lam: float,
     server_learning_rate: float,
     server_lr_decay: float = 1.0,
     server_lr_decay_every: int = 1,
-    client_weighting: str = 'uniform',
+) -> tff.learning.optimizers.Optimizer:
+  """FedISGD's server step (eq. 6) as a TFF optimizer: SGD at η_g(t)·λ on
+  the mean update w_t − w̄, η_g(t) = η_gi · decay^⌊t / decay_every⌋."""
+  lam = core.non_negative('lam', lam)
+  initial = core.positive('server_learning_rate', server_learning_rate)
+  if not (isinstance(server_lr_decay, (int, float)) and
+          0 < server_lr_decay <= 1):
+    raise ValueError(f'server_lr_decay must be in (0, 1], got '
+                     f'{server_lr_decay!r}')
+  if not isinstance(server_lr_decay_every, int) or server_lr_decay_every < 1:
+    raise ValueError(f'server_lr_decay_every must be an integer >= 1, got '
+                     f'{server_lr_decay_every!r}')
+  eta_g = server_learning_rate_schedule(initial, server_lr_decay,
+                                        server_lr_decay_every)
+  return tff.learning.optimizers.schedule_learning_rate(
+      tff.learning.optimizers.build_sgdm(initial * lam),
+      lambda t: lam * eta_g(t))
+
+
+def build_fed_isgd(
+    model_fn: learning.ModelFn,
+    client_learning_rate: float | None = None,
+    lam: float | None = None,
+    server_learning_rate: float | None = None,
+    *,
+    server_lr_decay: float | None = None,
+    server_lr_decay_every: int | None = None,
+    proximal_strength: float | None = None,
+    client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    client_weighting: str | tff.learning.ClientWeighting | None = None,
+    model_distributor: tff.learning.templates.DistributionProcess | None = None,
+    model_aggregator: learning.ModelAggregator | None = None,
+    metrics_aggregator: learning.MetricsAggregator | None = None,
+    loop_implementation: tff.learning.LoopImplementation | None = None,
     client_input: learning.ClientInput | None = None,
+    report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
-  """FedISGD as a TFF learning process.
+  """FedISGD as a TFF learning process: FedProx's client work at μ = λ, a
+  uniform mean and the scheduled server step of eq. 6.
 
   Args:
-    model_fn: builds the model.
-    client_learning_rate: η_c of the clients' SGD (Table 1).
-    lam: λ, the proximal weight of the local objective (eq. 2) and the
-      scale of the server's pseudo-gradient (eq. 6).
-    server_learning_rate: η_gi, the initial server rate (Table 1).
-    server_lr_decay: η_g is multiplied by this...
-    server_lr_decay_every: ...every this many server steps.
-    client_weighting: 'uniform' (1/K, eq. 6) or 'num_examples'.
+    model_fn: builds a `tff.learning.models.VariableModel`.
+    client_learning_rate: η_c of the clients' SGD (Table 1); or
+      `client_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
+    lam: λ >= 0, the proximal weight of the local objective (eq. 2) and the
+      scale of the server's pseudo-gradient (eq. 6); or `proximal_strength`.
+    server_learning_rate: η_gi, the initial server rate (Table 1), ...
+    server_lr_decay: ...multiplied by this (default 1: constant)...
+    server_lr_decay_every: ...every this many server steps (default 1).
+      Or `server_optimizer_fn` instead of these three (default:
+      `build_server_optimizer(lam, η_gi, decay, decay_every)`).
+    client_weighting: 'uniform' (1/K, eq. 6, the default) or
+      'num_examples' (or a `tff.learning.ClientWeighting`).
+    model_distributor, model_aggregator, metrics_aggregator: TFF's (see
+      `learning.build_process`).
+    loop_implementation: accepted for TFF's signature.
     client_input: `learning.ScheduledInput()` (the default: simulation) or
       `learning.DatasetInput(epochs=E)` (a tf.data.Dataset per client).
+    report_update_spread: also measure the update spread, whose λ² multiple
+      is the paper's VLG (eq. 8); the simulation always measures it.
 
   Returns:
-    A LearningProcess; `next(state, client_data)`. Its measurements
-    include the update spread (VLG / λ², eq. 8).
+    A LearningProcess; `next(state, client_data)`.
   """
-  eta_g = server_learning_rate_schedule(
-      server_learning_rate, server_lr_decay, server_lr_decay_every)
-  return learning.compose(
-      model_fn,
-      learning.build_proximal_sgd_client_work(
-          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
-          mu=lam, client_weighting=client_weighting,
-          client_input=client_input or learning.ScheduledInput(),
-          report_update_spread=True),
-      tff.learning.optimizers.schedule_learning_rate(
-          tff.learning.optimizers.build_sgdm(server_learning_rate * lam),
-          lambda t: lam * eta_g(t)))
+  lam = core.proximal_weight('lam', lam, proximal_strength)
+  if server_optimizer_fn is not None:
+    given = [name for name, value in (
+        ('server_learning_rate', server_learning_rate),
+        ('server_lr_decay', server_lr_decay),
+        ('server_lr_decay_every', server_lr_decay_every)) if value is not None]
+    if given:
+      raise ValueError(f'give server_optimizer_fn or {", ".join(given)} '
+                       '(FedISGD\'s scheduled step), not both')
+    if not isinstance(server_optimizer_fn, tff.learning.optimizers.Optimizer):
+      raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
+                      f'Optimizer, got {type(server_optimizer_fn).__name__}')
+    server_optimizer = server_optimizer_fn
+  elif server_learning_rate is None:
+    raise ValueError('give server_learning_rate (η_gi) or server_optimizer_fn')
+  else:
+    server_optimizer = build_server_optimizer(
+        lam, server_learning_rate,
+        1.0 if server_lr_decay is None else server_lr_decay,
+        1 if server_lr_decay_every is None else server_lr_decay_every)
+  return core.local_sgd_process(
+      model_fn, mu=lam, client_learning_rate=client_learning_rate,
+      client_optimizer_fn=client_optimizer_fn,
+      server_optimizer=server_optimizer,
+      loop_implementation=loop_implementation,
+      client_weighting=client_weighting, default_weighting='uniform',
+      client_input=client_input, model_distributor=model_distributor,
+      model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      report_update_spread=report_update_spread)
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_isgd(model_fn, config.client_lr, config.mu,
-                        config.server_lr, config.server_lr_decay,
-                        config.server_lr_decay_every, config.client_weighting,
-                        client_input)
+  # The simulation always measures the VLG (Figure 2); a production build
+  # only when asked (--update_spread).
+  return build_fed_isgd(
+      model_fn, config.client_lr, config.mu, config.server_lr,
+      server_lr_decay=config.server_lr_decay,
+      server_lr_decay_every=config.server_lr_decay_every,
+      client_weighting=config.client_weighting, client_input=client_input,
+      report_update_spread=(config.update_spread or isinstance(
+          client_input, learning.ScheduledInput)))
 
 
 def _vlg(row):

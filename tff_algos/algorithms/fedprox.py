@@ -14,6 +14,7 @@ import dataclasses
 import math
 
 from tff_algos import lazy
+from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -22,38 +23,66 @@ tff = lazy.module('tensorflow_federated')
 
 def build_fed_prox(
     model_fn: learning.ModelFn,
-    client_learning_rate: float,
-    mu: float,
-    server_learning_rate: float = 1.0,
-    client_weighting: str = 'num_examples',
+    client_learning_rate: float | None = None,
+    mu: float | None = None,
+    *,
+    proximal_strength: float | None = None,
+    client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    server_learning_rate: float | None = None,
+    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    client_weighting: str | tff.learning.ClientWeighting | None = None,
+    model_distributor: tff.learning.templates.DistributionProcess | None = None,
+    model_aggregator: learning.ModelAggregator | None = None,
+    metrics_aggregator: learning.MetricsAggregator | None = None,
+    loop_implementation: tff.learning.LoopImplementation | None = None,
     client_input: learning.ClientInput | None = None,
     report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """FedProx as a TFF learning process.
 
+  Each client minimizes h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (eq. 2) from
+  w_t, stepping with ∇F_k(w) + μ(w − w_t); the server applies its optimizer
+  to the mean update (SGD at 1: the mean of the client models, Algorithm
+  2). Takes the arguments of `tff.learning.algorithms.
+  build_weighted_fed_prox` by keyword, so a pipeline switches by changing
+  the import; but TFF 0.87's proximal term has the opposite sign
+  (μ(w_t − w)): the same `proximal_strength` here is the paper's μ.
+
   Args:
-    model_fn: builds the model.
-    client_learning_rate: η of the clients' SGD on h_k.
-    mu: the proximal weight μ of eq. 2 (μ = 0: FedAvg's local solver).
-    server_learning_rate: the server's SGD step on the mean update (1:
-      the weighted mean of the client models, as Algorithm 2).
-    client_weighting: 'num_examples' (n_k, §5.1 "Implementation") or
-      'uniform'.
+    model_fn: builds a `tff.learning.models.VariableModel`.
+    client_learning_rate: η of the clients' SGD on h_k; or
+      `client_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
+    mu: the proximal weight μ >= 0 (μ = 0: FedAvg's local solver); or
+      `proximal_strength`, TFF's name for it.
+    server_learning_rate: the server's SGD step on the mean update (default
+      1); or `server_optimizer_fn` (e.g. FedAdam: `build_adam`).
+    client_weighting: 'num_examples' (n_k, §5.1, the default) or 'uniform'
+      (or a `tff.learning.ClientWeighting`).
+    model_distributor, model_aggregator, metrics_aggregator: TFF's (see
+      `learning.build_process`): e.g. `tff.learning.dp_aggregator(...)` or
+      `secure_aggregator()`, and `tff.learning.metrics.
+      secure_sum_then_finalize`.
+    loop_implementation: accepted for TFF's signature; the local steps are
+      the same either way.
     client_input: `learning.ScheduledInput()` (the default: simulation) or
       `learning.DatasetInput(epochs=E)` (a tf.data.Dataset per client).
     report_update_spread: also measure (1/K)Σ_k‖u_k − ū‖² of the updates.
 
   Returns:
-    A LearningProcess; `next(state, client_data)`.
+    A LearningProcess; `next(state, client_data)`. μ and the client
+    optimizer's hyper-parameters are `get_hparams(state)['client_work']`.
   """
-  return learning.compose(
-      model_fn,
-      learning.build_proximal_sgd_client_work(
-          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
-          mu=mu, client_weighting=client_weighting,
-          client_input=client_input or learning.ScheduledInput(),
-          report_update_spread=report_update_spread),
-      tff.learning.optimizers.build_sgdm(server_learning_rate))
+  return core.local_sgd_process(
+      model_fn, mu=core.proximal_weight('mu', mu, proximal_strength),
+      client_learning_rate=client_learning_rate,
+      client_optimizer_fn=client_optimizer_fn,
+      server_optimizer=core.optimizer('server', server_learning_rate,
+                                      server_optimizer_fn, default_rate=1.0),
+      loop_implementation=loop_implementation,
+      client_weighting=client_weighting, client_input=client_input,
+      model_distributor=model_distributor, model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      report_update_spread=report_update_spread)
 
 
 @dataclasses.dataclass
@@ -88,9 +117,11 @@ class AdaptiveMu:
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_prox(model_fn, config.client_lr, config.mu,
-                        config.server_lr, config.client_weighting,
-                        client_input, config.update_spread)
+  return build_fed_prox(
+      model_fn, config.client_lr, config.mu,
+      server_learning_rate=config.server_lr,
+      client_weighting=config.client_weighting, client_input=client_input,
+      report_update_spread=config.update_spread)
 
 
 def _describe(config):

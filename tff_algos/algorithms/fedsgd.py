@@ -7,6 +7,7 @@ Each selected client computes one full-batch gradient g_k = ∇F_k(w_t)
 from __future__ import annotations
 
 from tff_algos import lazy
+from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -15,17 +16,32 @@ tff = lazy.module('tensorflow_federated')
 
 def build_fed_sgd(
     model_fn: learning.ModelFn,
-    learning_rate: float,
-    client_weighting: str = 'num_examples',
+    learning_rate: float | None = None,
+    *,
+    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+    client_weighting: str | tff.learning.ClientWeighting | None = None,
+    model_distributor: tff.learning.templates.DistributionProcess | None = None,
+    model_aggregator: learning.ModelAggregator | None = None,
+    metrics_aggregator: learning.MetricsAggregator | None = None,
+    loop_implementation: tff.learning.LoopImplementation | None = None,
     client_input: learning.ClientInput | None = None,
     report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """FedSGD as a TFF learning process.
 
+  Takes the arguments of `tff.learning.algorithms.build_fed_sgd` by keyword
+  (it has no client optimizer: a client computes one gradient).
+
   Args:
-    model_fn: builds the model.
-    learning_rate: η of the server's step on the mean gradient.
-    client_weighting: 'num_examples' (n_k, §2) or 'uniform'.
+    model_fn: builds a `tff.learning.models.VariableModel`.
+    learning_rate: η of the server's SGD step on the mean gradient; or
+      `server_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
+    client_weighting: 'num_examples' (n_k, §2, the default) or 'uniform'
+      (or a `tff.learning.ClientWeighting`).
+    model_distributor, model_aggregator, metrics_aggregator: TFF's (see
+      `learning.build_process`).
+    loop_implementation: accepted for TFF's signature; the gradient is the
+      same either way.
     client_input: `learning.ScheduledInput()` (the default: simulation) or
       `learning.DatasetInput(epochs=1)` (a tf.data.Dataset per client).
     report_update_spread: also measure the spread of the gradients.
@@ -33,17 +49,21 @@ def build_fed_sgd(
   Returns:
     A LearningProcess; `next(state, client_data)`.
   """
-  return learning.compose(
-      model_fn,
-      learning.build_gradient_client_work(
-          model_fn, client_weighting,
-          client_input or learning.ScheduledInput(), report_update_spread),
-      tff.learning.optimizers.build_sgdm(learning_rate))
+  core.check_loop_implementation(loop_implementation)
+  return learning.build_process(
+      model_fn, learning.build_gradient_client_work,
+      core.optimizer('server', learning_rate, server_optimizer_fn,
+                     rate_name='learning_rate'),
+      client_weighting=client_weighting, client_input=client_input,
+      model_distributor=model_distributor, model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      report_update_spread=report_update_spread)
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_sgd(model_fn, config.server_lr, config.client_weighting,
-                       client_input, config.update_spread)
+  return build_fed_sgd(
+      model_fn, config.server_lr, client_weighting=config.client_weighting,
+      client_input=client_input, report_update_spread=config.update_spread)
 
 
 ALGORITHM = registry.register(registry.Algorithm(

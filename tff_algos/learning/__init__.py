@@ -10,7 +10,10 @@ from tff_algos.learning.client_work import build_proximal_sgd_client_work
 from tff_algos.learning.client_work import client_weighting
 from tff_algos.learning.client_work import ClientInput
 from tff_algos.learning.client_work import DatasetInput
+from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
+from tff_algos.learning.composition import build_process
 from tff_algos.learning.composition import compose
+from tff_algos.learning.composition import ModelAggregator
 from tff_algos.learning.composition import initial_model_weights

@@ -17,7 +17,10 @@ Each client work comes in two flavours, chosen by its `client_input`:
 * `DatasetInput(epochs)` (production): the convention of
   `tff.learning.algorithms.build_weighted_fed_avg`, a `tf.data.Dataset` of
   the model's batches per client. The client runs `epochs` passes over it and
-  counts its own examples n_k.
+  counts its own examples n_k in the first pass.
+
+In both, n_k is the client's number of local examples, counted once,
+whatever work it did (a straggler's partial work is weighted by its n_k).
 
 Given the same minibatch sequence both flavours compute the same update.
 Public `tff.*` API only: this is what a production port takes.
@@ -35,6 +38,9 @@ from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
+# TFF's metrics aggregator: (metric finalizers, unfinalized metrics type) →
+# a federated computation (e.g. tff.learning.metrics.sum_then_finalize).
+MetricsAggregator = Callable[..., tff.Computation]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,28 +112,68 @@ def _whole_dataset(client_input):
   return fold, model_ops.num_examples(data)
 
 
+def _first_pass_examples(data, epochs):
+  """The `for_each_batch` of a `DatasetInput` client: `epochs` passes over
+  `data`; n_k counts the examples of the first pass only, so a client whose
+  data source ends early in a later pass (a device that stops at a
+  deadline) still reports its number of local examples."""
+
+  def for_each_batch(fn, carry):
+    n = tf.constant(0)
+    for epoch in tf.range(epochs):
+      for batch in data:
+        carry = fn(batch, carry)
+        n += tf.where(tf.equal(epoch, 0), model_ops.num_examples(batch), 0)
+    return carry, n
+
+  return for_each_batch
+
+
+def _identity(value):
+  return value
+
+
+def _client_statistics(steps, update, report_update_squared_norm):
+  """What a client reports besides its model's metrics, summed over the
+  clients by the metrics aggregator: its local steps, 1 (participants)
+  and, for the update spread, ‖u_k‖² (float64)."""
+  statistics = collections.OrderedDict(local_steps=steps,
+                                       participants=tf.constant(1))
+  if report_update_squared_norm:
+    statistics['update_squared_norm'] = measurements.squared_norm(
+        [tf.cast(u, tf.float64) for u in tf.nest.flatten(update)])
+  return statistics
+
+
 def _build_client_work(model_fn, hparams, local_update, weighting,
-                       client_input, report_update_spread,
-                       scheduled_batches=_schedule):
+                       client_input, report_update_squared_norm,
+                       metrics_aggregator, scheduled_batches=_schedule):
   """A ClientWorkProcess around `local_update(hparams, model, initial
   weights, for_each_batch) -> (update, steps, n_k)`.
 
   `for_each_batch(fn, carry) -> (carry, n_k)` folds `fn(batch, carry)` over
   the client's batches: a `DatasetInput`'s for its epochs, a scheduled
-  input's as `scheduled_batches` gives them.
+  input's as `scheduled_batches` gives them. n_k is the client's number of
+  local examples, counted once, whatever work it did.
 
   `hparams` (e.g. μ and the client optimizer's learning rate) are the
   state: they live at the server, are broadcast each round and are exposed
   through get/set_hparams, so they can change between rounds without
-  rebuilding the process. Measurements: the sampled clients' running
-  training metrics, the local steps and the clients that took part, and
-  optionally `update_spread` = (1/K)Σ_k‖u_k − ū‖² (one aggregation).
+  rebuilding the process.
+
+  The update leaves the client only as the process's result (for the model
+  aggregator). Everything else a client reports goes through
+  `metrics_aggregator` (default `tff.learning.metrics.sum_then_finalize`;
+  `secure_sum_then_finalize` for secure aggregation): its model's training
+  metrics (`train`), and its local steps, 1 for `participants` and, with
+  `report_update_squared_norm`, ‖u_k‖² (`update_squared_norm`), all summed.
   """
   weighting = client_weighting(weighting)
+  metrics_aggregator = (metrics_aggregator or
+                        tff.learning.metrics.sum_then_finalize)
   with tf.Graph().as_default():
     model = model_fn()
-    aggregate_metrics = tff.learning.metrics.sum_then_finalize(
-        model.metric_finalizers())
+    model_finalizers = model.metric_finalizers()
     weights_type = tff.learning.models.weights_type_from_model(model)
     data_type = client_data_type(model.input_spec, client_input)
 
@@ -141,17 +187,9 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
   def train(model, state, initial_weights, data):
     model_ops.assign_weights(model, initial_weights)
     if isinstance(client_input, DatasetInput):
-      epochs = client_input.epochs
-
-      def for_each_batch(fn, carry):
-        seen = tf.constant(0)
-        for batch in data.repeat(epochs):
-          carry = fn(batch, carry)
-          seen += model_ops.num_examples(batch)
-        return carry, seen // epochs
-
-      update, steps, n = local_update(state, model, initial_weights,
-                                      for_each_batch)
+      update, steps, n = local_update(
+          state, model, initial_weights,
+          _first_pass_examples(data, client_input.epochs))
     else:
       fold, n = scheduled_batches(data.get_single_element())
       update, steps, _ = local_update(
@@ -162,26 +200,30 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
               else tf.constant(1.0))
     return (tff.learning.templates.ClientResult(update=update,
                                                 update_weight=weight),
-            model.report_local_unfinalized_metrics(), steps)
+            model.report_local_unfinalized_metrics(),
+            _client_statistics(steps, update, report_update_squared_norm))
 
   @tff.tensorflow.computation(state_type, weights_type, data_type)
   def train_client(state, initial_weights, data):
     return train(model_fn(), state, initial_weights, data)
+
+  metrics_type, statistics_type = train_client.type_signature.result[1:]
+  aggregate_metrics = metrics_aggregator(model_finalizers, metrics_type)
+  aggregate_statistics = metrics_aggregator(collections.OrderedDict(
+      (name, _identity) for name in tff.structure.name_list(statistics_type)),
+                                            statistics_type)
 
   @tff.federated_computation(
       init_fn.type_signature.result,
       tff.FederatedType(weights_type, tff.CLIENTS),
       tff.FederatedType(data_type, tff.CLIENTS))
   def next_fn(state, weights, data):
-    result, metrics, steps = tff.federated_map(
+    result, metrics, statistics = tff.federated_map(
         train_client, (tff.federated_broadcast(state), weights, data))
-    reports = collections.OrderedDict(
-        train=aggregate_metrics(metrics),
-        local_steps=tff.federated_sum(steps),
-        participants=tff.federated_sum(tff.federated_value(1, tff.CLIENTS)))
-    if report_update_spread:
-      reports['update_spread'] = measurements.federated_update_spread(
-          result.update)
+    reports = collections.OrderedDict(train=aggregate_metrics(metrics))
+    statistics = aggregate_statistics(statistics)
+    for name in tff.structure.name_list(statistics_type):  # Flat, as TFF's.
+      reports[name] = statistics[name]
     return tff.templates.MeasuredProcessOutput(
         state, result, tff.federated_zip(reports))
 
@@ -205,7 +247,8 @@ def build_proximal_sgd_client_work(
     mu: float = 0.0,
     client_weighting='num_examples',
     client_input: ClientInput = ScheduledInput(),
-    report_update_spread: bool = False,
+    metrics_aggregator: MetricsAggregator | None = None,
+    report_update_squared_norm: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Local solver of h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (FedProx, eq. 2).
 
@@ -220,7 +263,11 @@ def build_proximal_sgd_client_work(
     client_weighting: 'num_examples' (n_k, the client's number of training
       examples, not of examples processed) or 'uniform' (1).
     client_input: `ScheduledInput()` (simulation) or `DatasetInput(epochs)`.
-    report_update_spread: also measure (1/K)Σ_k‖u_k − ū‖².
+    metrics_aggregator: aggregates what the clients report besides their
+      update (TFF's argument; default `tff.learning.metrics.
+      sum_then_finalize`).
+    report_update_squared_norm: also report Σ_k‖u_k‖² (for the update
+      spread, `learning.build_process`).
 
   Returns:
     A ClientWorkProcess whose result is the update w_t − w_k (TFF's
@@ -266,14 +313,16 @@ def build_proximal_sgd_client_work(
 
   hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
   return _build_client_work(model_fn, hparams, proximal_sgd, client_weighting,
-                            client_input, report_update_spread)
+                            client_input, report_update_squared_norm,
+                            metrics_aggregator)
 
 
 def build_gradient_client_work(
     model_fn: ModelFn,
     client_weighting='num_examples',
     client_input: ClientInput = ScheduledInput(),
-    report_update_spread: bool = False,
+    metrics_aggregator: MetricsAggregator | None = None,
+    report_update_squared_norm: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """FedSGD's client work: one full-batch gradient ∇F_k(w_t) (McMahan et al.
   2017, §2: the FedSGD baseline, E = 1, B = ∞).
@@ -282,7 +331,8 @@ def build_gradient_client_work(
   Σ_b n_b ∇F_b / n_k over its batches (a scheduled input's whole dataset
   in chunks, its schedule unused; a `DatasetInput(epochs=1)`'s batches).
   The result is ∇F_k(w_t), weighted by n_k ('num_examples') or 1
-  ('uniform'); one local step.
+  ('uniform'); one local step. `metrics_aggregator` and
+  `report_update_squared_norm` as for `build_proximal_sgd_client_work`.
   """
 
   def gradient(state, model, initial_weights, for_each_batch):
@@ -303,5 +353,5 @@ def build_gradient_client_work(
                      f'DatasetInput(epochs={client_input.epochs})')
   return _build_client_work(model_fn, collections.OrderedDict(), gradient,
                             client_weighting, client_input,
-                            report_update_spread,
+                            report_update_squared_norm, metrics_aggregator,
                             scheduled_batches=_whole_dataset)

@@ -1,16 +1,40 @@
-"""Wires a client work and a server optimizer into a TFF learning process.
+"""The builder core: a client work and a server optimizer wired into a TFF
+learning process, with TFF's production arguments.
 
 Every algorithm here is `tff.learning.templates.compose_learning_process`
-with TFF's broadcast distributor, a weighted-mean aggregator and an
-apply-optimizer finalizer; algorithms differ only in the client work and the
-server optimizer they pass in (and, where a paper says so, the aggregator).
+of a distributor (TFF's broadcast by default), a client work, a model
+aggregator (TFF's weighted mean by default) and an apply-optimizer
+finalizer; the algorithms differ only in the client work and the server
+optimizer they pass to `build_process` (and the weighting their paper
+says). `build_process` takes what TFF's own builders take
+(`tff.learning.algorithms.build_weighted_fed_prox`): `model_distributor`,
+`model_aggregator` (weighted or unweighted, as TFF's builders take them)
+and `metrics_aggregator`, and checks them.
 """
+
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_algos.learning import measurements
+from tff_algos.learning.client_work import client_weighting as as_weighting
+from tff_algos.learning.client_work import ClientInput
+from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
+from tff_algos.learning.client_work import ScheduledInput
+
+ModelAggregator = (tff.aggregators.WeightedAggregationFactory |
+                   tff.aggregators.UnweightedAggregationFactory)
+UNIFORM = tff.learning.ClientWeighting.UNIFORM
+
+
+def _initial_model_weights_fn(model_fn):
+  @tff.tensorflow.computation
+  def initial_model_weights_fn():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+  return initial_model_weights_fn
 
 
 def compose(
@@ -18,22 +42,120 @@ def compose(
     client_work: tff.learning.templates.ClientWorkProcess,
     server_optimizer: tff.learning.optimizers.Optimizer,
     aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+    model_distributor: tff.learning.templates.DistributionProcess | None = None,
 ) -> tff.learning.templates.LearningProcess:
-  """Distributor → client work → weighted mean → server optimizer step."""
-
-  @tff.tensorflow.computation
-  def initial_model_weights_fn():
-    return tff.learning.models.ModelWeights.from_model(model_fn())
-
+  """Distributor → client work → weighted aggregation → server optimizer
+  step (`tff.learning.templates.compose_learning_process`)."""
+  initial_model_weights_fn = _initial_model_weights_fn(model_fn)
   weights_type = initial_model_weights_fn.type_signature.result
   aggregator = aggregator or tff.aggregators.MeanFactory()
   return tff.learning.templates.compose_learning_process(
       initial_model_weights_fn,
-      tff.learning.templates.build_broadcast_process(weights_type),
+      model_distributor or tff.learning.templates.build_broadcast_process(
+          weights_type),
       client_work,
       aggregator.create(weights_type.trainable, tff.TensorType(np.float32)),
       tff.learning.templates.build_apply_optimizer_finalizer(
           server_optimizer, weights_type))
+
+
+def weighting_and_aggregator(
+    client_weighting, default_weighting, model_aggregator,
+) -> tuple[tff.learning.ClientWeighting,
+           tff.aggregators.WeightedAggregationFactory]:
+  """The client weighting and the weighted model aggregator, as TFF's
+  builders take them: None → `tff.aggregators.MeanFactory()`; an unweighted
+  factory (`tff.learning.dp_aggregator`, `secure_aggregator(weighted=
+  False)`) is wrapped by `tff.aggregators.as_weighted_aggregator` and makes
+  the clients' weights uniform (TFF's `build_unweighted_*` builders);
+  `client_weighting` None → `default_weighting` (the paper's)."""
+  if model_aggregator is None:
+    model_aggregator = tff.aggregators.MeanFactory()
+  if isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
+    if client_weighting is not None and as_weighting(
+        client_weighting) != UNIFORM:
+      raise ValueError(
+          f'an unweighted model_aggregator ({type(model_aggregator).__name__}) '
+          f'ignores the client weights; client_weighting={client_weighting!r} '
+          'needs a weighted one (or leave client_weighting out: uniform)')
+    return UNIFORM, tff.aggregators.as_weighted_aggregator(model_aggregator)
+  if not isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
+    raise TypeError('model_aggregator must be a tff.aggregators.'
+                    'WeightedAggregationFactory or UnweightedAggregationFactory'
+                    f', got {type(model_aggregator).__name__}')
+  return (as_weighting(client_weighting if client_weighting is not None
+                       else default_weighting), model_aggregator)
+
+
+def build_process(
+    model_fn: ModelFn,
+    build_client_work: Callable[..., tff.learning.templates.ClientWorkProcess],
+    server_optimizer: tff.learning.optimizers.Optimizer,
+    *,
+    client_weighting=None,
+    default_weighting='num_examples',
+    client_input: ClientInput | None = None,
+    model_distributor: tff.learning.templates.DistributionProcess | None = None,
+    model_aggregator: ModelAggregator | None = None,
+    metrics_aggregator: MetricsAggregator | None = None,
+    report_update_spread: bool = False,
+) -> tff.learning.templates.LearningProcess:
+  """The learning process of one algorithm: the core all builders share.
+
+  Args:
+    model_fn: builds a `tff.learning.models.VariableModel`.
+    build_client_work: `build_client_work(model_fn, client_weighting=,
+      client_input=, metrics_aggregator=, report_update_squared_norm=)` →
+      the client work (e.g. `functools.partial(
+      learning.build_proximal_sgd_client_work, optimizer=..., mu=...)`).
+    server_optimizer: the finalizer's optimizer, applied to the aggregated
+      update w_t − w_k (SGD at 1: model averaging).
+    client_weighting: 'num_examples', 'uniform' or a
+      `tff.learning.ClientWeighting`; None: `default_weighting`, or uniform
+      with an unweighted `model_aggregator`.
+    default_weighting: the algorithm's weighting.
+    client_input: `ScheduledInput()` (the default: simulation) or
+      `DatasetInput(epochs)` (production: a tf.data.Dataset per client).
+    model_distributor: a `tff.learning.templates.DistributionProcess`
+      (default: TFF's broadcast).
+    model_aggregator: a weighted or unweighted `tff.aggregators` factory
+      (default: the weighted mean); `tff.learning.dp_aggregator`,
+      `secure_aggregator`, `compression_aggregator` fit here.
+    metrics_aggregator: aggregates everything else the clients report
+      (default `tff.learning.metrics.sum_then_finalize`; with secure
+      aggregation, `tff.learning.metrics.secure_sum_then_finalize`).
+    report_update_spread: also report metrics['client_work']
+      ['update_spread'] = (1/K)Σ_k‖u_k − ū‖² (`measurements`).
+
+  Returns:
+    A `tff.learning.templates.LearningProcess`.
+  """
+  if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
+    raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
+                    f'Optimizer, got {type(server_optimizer).__name__}')
+  if model_distributor is not None and not isinstance(
+      model_distributor, tff.learning.templates.DistributionProcess):
+    raise TypeError('model_distributor must be a tff.learning.templates.'
+                    'DistributionProcess, got '
+                    f'{type(model_distributor).__name__}')
+  if metrics_aggregator is not None and not callable(metrics_aggregator):
+    raise TypeError('metrics_aggregator must be a function of (metric '
+                    'finalizers, metrics type), e.g. tff.learning.metrics.'
+                    'sum_then_finalize')
+  weighting, aggregator = weighting_and_aggregator(
+      client_weighting, default_weighting, model_aggregator)
+  client_work = build_client_work(
+      model_fn, client_weighting=weighting,
+      client_input=client_input or ScheduledInput(),
+      metrics_aggregator=metrics_aggregator,
+      report_update_squared_norm=report_update_spread)
+  if report_update_spread:
+    aggregator = measurements.measure_uniform_mean(aggregator,
+                                                   weighting == UNIFORM)
+  process = compose(model_fn, client_work, server_optimizer, aggregator,
+                    model_distributor)
+  return (measurements.with_update_spread(process) if report_update_spread
+          else process)
 
 
 def initial_model_weights(model_fn: ModelFn, seed: int):

@@ -8,6 +8,7 @@ TensorFlow nor TFF: `local` is imported by `start()`, `remote` only when
 workers are given.
 """
 
+import contextlib
 import importlib
 
 from tff_algos.runtime.addresses import parse_workers
@@ -39,6 +40,33 @@ def start(workers=(), log_path=None, wait=True) -> None:
   malformed address and WorkerError when a worker cannot be started or
   reached."""
   _local().start(workers, log_path, wait)
+
+
+@contextlib.contextmanager
+def program_context():
+  """Runs the enclosed code in a `tff.program.NativeFederatedContext` on
+  the local worker (started if needed), the async context that
+  `tff.program` and `tff.learning.programs.train_model` need, with the
+  worker's loopback confinement, deadlines and clean-up; the previous
+  context is back afterwards. Yields the context."""
+  yield from _installed(_local().program_context)
+
+
+@contextlib.contextmanager
+def test_context():
+  """Runs the enclosed code in a sync context on the local worker that runs
+  secure aggregation with its secure sums as plain sums (what TFF's
+  `tff.backends.test` context does; TFF's native runtime cannot run them):
+  tests and simulations only. Yields the context."""
+  yield from _installed(_local().test_context)
+
+
+def _installed(make_context):
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  start()
+  context = make_context()
+  with tff.framework.get_context_stack().install(context):
+    yield context
 
 
 def stop() -> None:

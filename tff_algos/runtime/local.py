@@ -61,9 +61,11 @@ _DISPOSE_TIMEOUT_S = 5.0  # Freeing values on a worker: best effort.
 _WORKER_BINARY = loopback.worker_binary()
 
 
-def executor_context(stub_fn, compiler_fn=None, on_executor=None):
-  """A synchronous TFF context whose executors talk to `stub_fn()` (a
-  `tff.framework.RemoteExecutorStub`); `on_executor` sees each new one."""
+def executor_context(stub_fn, compiler_fn=None, on_executor=None,
+                     asynchronous=False):
+  """A synchronous (or, `asynchronous`, an async) TFF context whose
+  executors talk to `stub_fn()` (a `tff.framework.RemoteExecutorStub`);
+  `on_executor` sees each new one."""
   def executor_stack(cardinalities):
     cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
     executor = tff.framework.RemoteExecutor(stub_fn())
@@ -72,7 +74,9 @@ def executor_context(stub_fn, compiler_fn=None, on_executor=None):
       on_executor(executor)
     return executor
 
-  return tff.framework.SyncExecutionContext(
+  context = (tff.framework.AsyncExecutionContext if asynchronous else
+             tff.framework.SyncExecutionContext)
+  return context(
       executor_fn=tff.framework.ResourceManagingExecutorFactory(
           executor_stack_fn=executor_stack),
       compiler_fn=compiler_fn,
@@ -303,6 +307,30 @@ def _local_context():
   return executor_context(
       _worker.stub,
       compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+
+
+def _insecure_compiler(computation):
+  """TFF's test compiler (`tff.backends.test`): secure sums as plain sums."""
+  return tff.backends.native.desugar_and_transform_to_native(
+      tff.backends.test.replace_secure_intrinsics_with_bodies(computation))
+
+
+def test_context():
+  """A sync context on the local worker that runs secure aggregation with
+  its secure sums replaced by plain sums, as `tff.backends.test`'s context
+  does (TFF's native runtime cannot run them: "Cannot embed a federated
+  value"): for tests and simulations, never a deployment."""
+  return executor_context(_worker.stub, compiler_fn=_insecure_compiler)
+
+
+def program_context():
+  """A `tff.program.NativeFederatedContext` (the async context that
+  `tff.program` and `tff.learning.programs.train_model` need) on the local
+  worker."""
+  return tff.program.NativeFederatedContext(executor_context(
+      _worker.stub,
+      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+      asynchronous=True))
 
 
 _worker = _Worker(max_concurrent_computation_calls=-1)

@@ -32,7 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
 
 DOC = os.path.join(os.path.dirname(__file__), 'REPRODUCTION.md')
 BEGIN, END = '<!-- scoreboard begin -->', '<!-- scoreboard end -->'

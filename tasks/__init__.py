@@ -1,12 +1,19 @@
 """Federated tasks: client data plus the papers' models. No algorithms here.
 
-`CATALOG` names every task with a one-line description and the module that
-loads it (no TensorFlow: `run_experiment.py --help` lists it). Each dataset
+`CATALOG` names every built-in task with a one-line description and the
+module that loads it (no TensorFlow: `--help` lists it). Each dataset
 module (`tasks/<module>.py`) exposes `TASKS = {name: loader}` with
 `loader(data_dir, seed, **options) -> FederatedTask`, loaded on first use;
 the Synthetic family is generated and needs no files.
+
+A task of your own (docs/TASKS.md, "Adding a task"): a module that calls
+`tasks.register(name, loader, description)`, where `loader(data_dir, seed,
+**options)` returns a `FederatedTask` (for example `tasks.from_arrays(...)`
+over your clients' arrays, with a model_fn), made known to every command
+with `--import=your.module` (or `--import=path/to/file.py`).
 """
 
+import glob
 import importlib
 import inspect
 import os
@@ -55,22 +62,60 @@ CATALOG = {
 }
 DATASET_TASKS = tuple(name for name, (module, _) in CATALOG.items()
                       if module != 'synthetic')
+_REGISTERED = {}  # name → (loader, description): tasks of users' modules
 
 
 class DataError(Exception):
   """A dataset is missing, malformed or truncated (message says which)."""
 
 
+def register(name: str, loader, description: str = '') -> None:
+  """Makes `name` a task: `loader(data_dir, seed, **options)` returns its
+  `FederatedTask` (data_dir None unless --data_dir is given; `seed` is the
+  data seed). A later registration of the same name replaces it; a
+  built-in task's name is refused."""
+  if SYNTHETIC_NAME.match(name) or name in DATASET_TASKS:
+    raise ValueError(f'{name!r} is a built-in task; choose another name')
+  _REGISTERED[name] = (loader, description)
+
+
+def unregister(name: str) -> None:
+  _REGISTERED.pop(name, None)
+
+
+def registered() -> dict:
+  """{name: description} of the tasks registered by users' modules."""
+  return {name: text for name, (_, text) in _REGISTERED.items()}
+
+
+def from_arrays(name, train, test, model_fn, description=''):
+  """A `FederatedTask` from {client id: OrderedDict(x=..., y=...)} dicts of
+  numpy arrays (train and test; test may hold other clients or the same)
+  and a model_fn (a no-argument function returning a
+  `tff.learning.models.VariableModel` whose input_spec matches the
+  arrays)."""
+  from tasks import base  # pylint: disable=g-import-not-at-top
+  return base.FederatedTask(name=name,
+                            train=base.client_data_from_arrays(train),
+                            test=base.client_data_from_arrays(test),
+                            model_fn=model_fn, description=description)
+
+
 def task_names():
-  return SYNTHETIC_TASKS + tuple(sorted(DATASET_TASKS))
+  return (SYNTHETIC_TASKS + tuple(sorted(DATASET_TASKS)) +
+          tuple(sorted(_REGISTERED)))
 
 
 def is_known(name: str) -> bool:
-  """Any synthetic_A_B (FedProx's family) or a dataset module's task."""
-  return SYNTHETIC_NAME.match(name) is not None or name in DATASET_TASKS
+  """Any synthetic_A_B (FedProx's family), a dataset module's task or a
+  registered one."""
+  return (SYNTHETIC_NAME.match(name) is not None or name in DATASET_TASKS or
+          name in _REGISTERED)
 
 
 def _loader(name):
+  if name in _REGISTERED:
+    return _REGISTERED[name][0]
   module = importlib.import_module(f'tasks.{CATALOG[name][0]}')
   return module.TASKS[name]
 
@@ -81,7 +126,8 @@ def default_data_dir() -> str:
 
 
 def load_task(name: str, seed: int = 0, data_dir: str | None = None,
-              train_fraction: float | None = None, **options):
+              train_fraction: float | None = None,
+              partition: str | None = None, **options):
   """The task `name` as a `tasks.base.FederatedTask`.
 
   `seed` seeds generated data and random partitions. Synthetic tasks read
@@ -90,15 +136,31 @@ def load_task(name: str, seed: int = 0, data_dir: str | None = None,
   `default_data_dir()`). `train_fraction` sets the per-device train share
   of the tasks that split each device's data themselves (synthetic,
   mnist_powerlaw, femnist_fedprox, sent140 from a CSV or sample);
-  `options` go to the dataset's loader (e.g. `embeddings=PATH`).
+  `partition` (e.g. 'dirichlet:0.5', `tasks.partitions`) repartitions the
+  training data; `options` go to the dataset's loader (e.g.
+  `embeddings=PATH`).
   """
+  task = _load(name, seed, data_dir, train_fraction, options)
+  if partition is not None:
+    from tasks import partitions  # pylint: disable=g-import-not-at-top
+    task = partitions.apply(task, partition, seed)
+  return task
+
+
+def _load(name, seed, data_dir, train_fraction, options):
   if SYNTHETIC_NAME.match(name):
     from tasks import synthetic  # pylint: disable=g-import-not-at-top
     if options:
       raise DataError(f'{name} takes no options {sorted(options)}')
+    if data_dir and not glob.glob(os.path.join(data_dir, 'train', '*.json')):
+      raise DataError(
+          f'--data_dir={data_dir}: {name} is generated, so leave --data_dir '
+          'out (it reads a --data_dir only for the same task as LEAF JSON '
+          f'files in train/ and test/, and {os.path.join(data_dir, "train")}'
+          ' has none)')
     return synthetic.load(name, seed=seed, data_dir=data_dir,
                           train_fraction=train_fraction)
-  if name not in DATASET_TASKS:
+  if name not in DATASET_TASKS and name not in _REGISTERED:
     raise ValueError(f'unknown task {name!r}; known: '
                      f'{", ".join(task_names())}')
   loader = _loader(name)
@@ -112,6 +174,8 @@ def load_task(name: str, seed: int = 0, data_dir: str | None = None,
     if option not in accepted and not any(
         p.kind == p.VAR_KEYWORD for p in accepted.values()):
       raise DataError(f'{name} takes no option {option!r}')
+  if name in _REGISTERED:
+    return loader(data_dir, seed, **options)
   return loader(data_dir or default_data_dir(), seed, **options)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import tasks
 from tff_algos import learning
 from tff_algos.simulation import experiment
-from tff_algos.analysis import results
+from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 
 

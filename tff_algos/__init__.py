@@ -16,6 +16,11 @@ The builders are importable from here: `tff_algos.build_fed_prox(...)`;
 importing this package loads no TensorFlow.
 """
 
+from tff_algos import logs
+
+logs.quiet()  # Before anything imports TensorFlow.
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from tff_algos.algorithms import build_fed_avg
 from tff_algos.algorithms import build_fed_isgd
 from tff_algos.algorithms import build_fed_prox

@@ -1,39 +1,67 @@
-"""The command-line flags of run_experiment.py and `python -m tff_algos.export`.
+"""What the command lines share: flags, one error style, --help, flag files
+and users' modules. Imports no TensorFlow.
 
-Flags are defined in groups (run, algorithm, data, output, sweep); `usage`
-prints them with the tasks and algorithms, one line each, without importing
-TensorFlow. `config_from_flags` turns parsed flags into a `Config`; a flag
-that was not given stays None there ("the algorithm's default").
-Imports no TensorFlow.
+Flags are specified once (`FLAGS_BY_GROUP`) and defined into a fresh
+`absl.flags.FlagValues` per parse (`flag_values`), so a sweep parses each
+run's flags without global state. `config_from_flags` turns parsed flags
+into a `Config`; a flag that was not given stays None there ("the
+algorithm's default"). Every entry point reports bad input as one line,
+`PROGRAM: error: …`, and exit code 2 (`fail`, and `ArgumentParser` for the
+argparse ones): the help is a flag away.
 """
 
+import argparse
 import dataclasses
+import hashlib
+import importlib
+import importlib.util
 import os
 import sys
 import textwrap
+from typing import NoReturn
 
 from absl import flags
 
 import tasks
-from tff_algos.algorithms import registry  # Registers the algorithms.
+from tff_algos.algorithms import optimizers
+from tff_algos.algorithms import registry
 from tff_algos.simulation import config as config_lib
 
-FLAGS = flags.FLAGS
 _DEFAULTS = config_lib.Config()
-_GROUPS = {}  # group → [flag names], in definition order
 
 
 class UsageError(Exception):
-  """A bad flag value: one line on stderr, exit code 2."""
+  """Bad input: one line on stderr, exit code 2."""
 
 
-def _define(group, define, name, *args, **kwargs):
-  define(name, *args, **kwargs)
-  _GROUPS.setdefault(group, []).append(name)
+def fail(program: str, message, code: int = 2) -> NoReturn:
+  """One line on stderr, `PROGRAM: error: message` (exit code 2: bad
+  input) or `PROGRAM: message` (a run that stopped), then exit `code`."""
+  text = ' '.join(str(message).split())  # One line, whatever it holds.
+  prefix = 'error: ' if code == 2 else ''
+  print(f'{program}: {prefix}{text}', file=sys.stderr, flush=True)
+  sys.exit(code)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse, but a usage error is one line (no usage block) and exit 2."""
+
+  def error(self, message):
+    fail(self.prog, message)
+
+
+# ----------------------------------------------------------------- flags
+@dataclasses.dataclass(frozen=True)
+class Flag:
+  define: str          # the absl DEFINE_ function's name
+  name: str
+  default: object
+  help: str
+  args: tuple = ()     # e.g. an enum's values
 
 
 def _algorithm_default(name):
-  """'20; fedsgd: 1' for --epochs: the defaults of the registered algorithms."""
+  """' (default 20; fedsgd: 1)' for --epochs: the registered algorithms'."""
   values = {}
   for algo in registry.names():
     entry = registry.get(algo)
@@ -48,175 +76,236 @@ def _algorithm_default(name):
   return f' (default {common}' + (f'; {others}' if others else '') + ')'
 
 
-def define_algorithm_flags():
-  """--algo and the algorithms' hyper-parameters (None: the algorithm's)."""
-  a = 'algorithm'
-  _define(a, flags.DEFINE_string, 'algo', _DEFAULTS.algo,
-          'The federated algorithm (listed above).')
-  _define(a, flags.DEFINE_integer, 'epochs', None,
-          'Local epochs E' + _algorithm_default('epochs') + '.')
-  _define(a, flags.DEFINE_integer, 'batch_size', None,
-          'Local minibatch size B; -1 = the whole local dataset (B = ∞)'
-          + _algorithm_default('batch_size') + '.')
-  _define(a, flags.DEFINE_float, 'client_lr', None,
-          'Client SGD learning rate η' + _algorithm_default('client_lr')
-          + '; FedSGD\'s η unless --server_lr is given.')
-  _define(a, flags.DEFINE_float, 'server_lr', None,
-          'Server SGD learning rate on the mean update: 1 = model averaging '
-          '(FedAvg/FedProx); FedSGD\'s η; FedISGD\'s initial η_gi.')
-  _define(a, flags.DEFINE_float, 'mu', None,
-          'FedProx\'s proximal weight μ, FedISGD\'s λ (default 1; FedAvg '
-          'and FedSGD have μ = 0).')
-  _define(a, flags.DEFINE_bool, 'adaptive_mu', None,
-          'FedProx: adapt μ by ±0.1 from the training loss (Li et al. '
-          '§5.3.2); --mu is the initial value.')
-  _define(a, flags.DEFINE_float, 'server_lr_decay', None,
-          'FedISGD: η_g is multiplied by this every --server_lr_decay_every '
-          'rounds (default 1: no decay).')
-  _define(a, flags.DEFINE_integer, 'server_lr_decay_every', None,
-          'FedISGD: rounds between η_g decays (default 1).')
-  _define(a, flags.DEFINE_enum, 'straggler_policy', None, ['drop', 'partial'],
-          'drop: discard stragglers\' updates (FedAvg, FedSGD); partial: '
-          'aggregate their partial work (FedProx, FedISGD).')
-  _define(a, flags.DEFINE_enum, 'client_weighting', None,
-          ['num_examples', 'uniform'],
-          'Weights of the mean of the client models: n_k (default) or 1/K '
-          '(FedISGD\'s default).')
-  _define(a, flags.DEFINE_multi_string, 'hparam', [],
-          'NAME=VALUE: a hyper-parameter of the algorithm\'s own (an '
-          'algorithm registered with extra_hparams); repeatable.')
+def _optimizer_flags(role):
+  names = (optimizers.CLIENT_OPTIMIZERS if role == 'client' else
+           optimizers.SERVER_OPTIMIZERS)
+  return [
+      Flag('DEFINE_enum', f'{role}_optimizer', None,
+            f'The {role} optimizer (default sgd: plain SGD'
+            + ('; fedadam, fedyogi, fedadagrad: Reddi et al. 2021\'s presets'
+               if role == 'server' else '') + ').', (list(names),)),
+      Flag('DEFINE_float', f'{role}_momentum', None,
+            f'--{role}_optimizer=sgdm: momentum (default 0.9).'),
+      Flag('DEFINE_float', f'{role}_beta1', None,
+            f'Adam/Yogi ({role}): β1 (default 0.9).'),
+      Flag('DEFINE_float', f'{role}_beta2', None,
+            f'Adam/Yogi ({role}): β2 (default 0.999; the Fed presets 0.99).'),
+      Flag('DEFINE_float', f'{role}_epsilon', None,
+            f'Adam/Adagrad/Yogi ({role}): ε (Reddi et al.\'s τ).'),
+      Flag('DEFINE_enum', f'{role}_lr_schedule', None,
+            f'The {role} learning rate per round t: constant, step '
+            '(η·decay^⌊t/every⌋) or inverse_time (η/(1 + decay·⌊t/every⌋))'
+            + (' (default constant; FedISGD: step)' if role == 'server'
+               else ' (default constant)') + '.',
+            (list(optimizers.SCHEDULES),)),
+      Flag('DEFINE_float', f'{role}_lr_decay', None,
+            f'The {role} schedule\'s decay (default 1).'),
+      Flag('DEFINE_integer', f'{role}_lr_decay_every', None,
+            f'Rounds between the {role} schedule\'s decays (default 1).'),
+  ]
 
 
-def define_data_flags():
-  d = 'data'
-  _define(d, flags.DEFINE_string, 'task', _DEFAULTS.task,
-          'The task: data and model (listed above).')
-  _define(d, flags.DEFINE_string, 'data_dir', None,
-          'Dataset tasks: the folder holding their files (default '
-          '$TFF_DATA_DIR, else ~/.tff). Synthetic tasks: a LEAF folder with '
-          'train/ and test/ JSON to read instead of generating the data.')
-  _define(d, flags.DEFINE_integer, 'data_seed', _DEFAULTS.data_seed,
-          'Seed of generated data and random splits (fixed by default, so '
-          'runs of every --seed share the data).')
-  _define(d, flags.DEFINE_float, 'train_fraction', None,
-          'Each device\'s share of training examples, for tasks that split '
-          'devices themselves (default 0.9; FedISGD used 0.8).')
-  _define(d, flags.DEFINE_integer, 'num_clients', None,
-          'Dataset tasks that support it: a seeded random subset of this '
-          'many clients (quick runs on a CPU).')
-  _define(d, flags.DEFINE_string, 'embeddings', None,
-          'Sent140: a GloVe-format text file of word embeddings (else '
-          'embeddings are trained).')
+def _groups():
+  """The flags of every group, in help order (built on first use: the
+  algorithms' defaults come from the registry)."""
+  return {
+      'run': [
+          Flag('DEFINE_integer', 'rounds', _DEFAULTS.rounds,
+                'Communication rounds T.'),
+          Flag('DEFINE_integer', 'clients_per_round', None,
+                f'Clients K selected per round (default '
+                f'{_DEFAULTS.clients_per_round}).'),
+          Flag('DEFINE_float', 'client_fraction', None,
+                'FedAvg\'s C: select max(⌊C·N⌋, 1) of the N clients per '
+                'round (instead of --clients_per_round).'),
+          Flag('DEFINE_float', 'straggler_fraction',
+                _DEFAULTS.straggler_fraction,
+                'Fraction of the selected clients that straggle each round: '
+                'they run x ~ U{1..E-1} epochs, fewer than E.'),
+          Flag('DEFINE_integer', 'seed', _DEFAULTS.seed,
+                'Seed of the initial model, client selection, stragglers '
+                'and minibatch order (0..2^32-1).'),
+          Flag('DEFINE_string', 'workers', '',
+                'Spread the client work over remote TFF workers, '
+                'host:port,... (python -m tff_algos.worker; README "Remote '
+                'workers": their protocol is unauthenticated). Empty: the '
+                'local runtime only.'),
+          Flag('DEFINE_multi_string', 'import', [],
+                'A module (my_pkg.my_module) or file (path/to/my_task.py) '
+                'that registers tasks or algorithms of your own; '
+                'repeatable, recorded in config.json (docs/TASKS.md).'),
+      ],
+      'algorithm': [
+          Flag('DEFINE_string', 'algo', _DEFAULTS.algo,
+                'The federated algorithm (listed above).'),
+          Flag('DEFINE_integer', 'epochs', None,
+                'Local epochs E' + _algorithm_default('epochs') + '.'),
+          Flag('DEFINE_integer', 'batch_size', None,
+                'Local minibatch size B; -1 = the whole local dataset '
+                '(B = ∞)' + _algorithm_default('batch_size') + '.'),
+          Flag('DEFINE_float', 'client_lr', None,
+                'Client learning rate η' + _algorithm_default('client_lr')
+                + '; FedSGD\'s η unless --server_lr is given.'),
+          Flag('DEFINE_float', 'server_lr', None,
+                'Server learning rate on the mean update: 1 = model '
+                'averaging (FedAvg/FedProx); FedSGD\'s η; FedISGD\'s initial '
+                'η_gi; 0.01 for the Fed* optimizer presets.'),
+          Flag('DEFINE_float', 'mu', None,
+                'FedProx\'s proximal weight μ, FedISGD\'s λ (default 1; '
+                'FedAvg and FedSGD have μ = 0).'),
+          Flag('DEFINE_bool', 'adaptive_mu', None,
+                'FedProx: adapt μ by ±0.1 from the training loss (Li et al. '
+                '§5.3.2); --mu is the initial value.'),
+          Flag('DEFINE_enum', 'straggler_policy', None,
+                'drop: discard stragglers\' updates (FedAvg, FedSGD); '
+                'partial: aggregate their partial work (FedProx, FedISGD).',
+                (['drop', 'partial'],)),
+          Flag('DEFINE_enum', 'client_weighting', None,
+                'Weights of the mean of the client models: n_k (default) or '
+                '1/K (FedISGD\'s default).', (['num_examples', 'uniform'],)),
+          Flag('DEFINE_multi_string', 'hparam', [],
+                'NAME=VALUE: a hyper-parameter of the algorithm\'s own (an '
+                'algorithm registered with extra_hparams); repeatable.'),
+          *_optimizer_flags('client'),
+          *_optimizer_flags('server'),
+      ],
+      'data': [
+          Flag('DEFINE_string', 'task', _DEFAULTS.task,
+                'The task: data and model (listed above).'),
+          Flag('DEFINE_string', 'data_dir', None,
+                'Dataset tasks: the folder holding their files (default '
+                '$TFF_DATA_DIR, else ~/.tff). Synthetic tasks generate their '
+                'data: give it only for a LEAF folder with train/ and test/ '
+                'JSON to read instead.'),
+          Flag('DEFINE_integer', 'data_seed', _DEFAULTS.data_seed,
+                'Seed of generated data and random splits (fixed by default, '
+                'so runs of every --seed share the data).'),
+          Flag('DEFINE_float', 'train_fraction', None,
+                'Each device\'s share of training examples, for tasks that '
+                'split devices themselves (default 0.9; FedISGD used 0.8).'),
+          Flag('DEFINE_string', 'partition', None,
+                'dirichlet:α: repartition the training examples over the '
+                'task\'s clients with Dirichlet(α) label proportions (small α: '
+                'few labels per client), seeded by --data_seed; the per-'
+                'client label counts go to label_histogram.csv.'),
+          Flag('DEFINE_integer', 'num_clients', None,
+                'Dataset tasks that support it: a seeded random subset of '
+                'this many clients (quick runs on a CPU).'),
+          Flag('DEFINE_string', 'embeddings', None,
+                'Sent140: a GloVe-format text file of word embeddings (else '
+                'embeddings are trained).'),
+      ],
+      'output': [
+          Flag('DEFINE_string', 'output_dir', None,
+                'The run folder: metrics.csv, config.json, summary.json, '
+                'checkpoints/, tensorboard/ (default runs/ALGO_TASK_seedSEED, '
+                'found again by the same command).'),
+          Flag('DEFINE_bool', 'overwrite', False,
+                'Replace the results in an existing --output_dir (a sweep: '
+                'only the runs whose folders hold other settings).'),
+          Flag('DEFINE_bool', 'replace_other_run', False,
+                'Replace the run in --output_dir only if it was run with '
+                'other settings (what a sweep\'s --overwrite passes to its '
+                'runs).'),
+          Flag('DEFINE_bool', 'resume', False,
+                'Continue the unfinished run in --output_dir (an error if '
+                'there is none; the same command without --resume also '
+                'continues it).'),
+          Flag('DEFINE_integer', 'checkpoint_every', 10,
+                'Save the program state every N rounds (and after the '
+                'last).'),
+          Flag('DEFINE_integer', 'eval_every', _DEFAULTS.eval_every,
+                'Evaluate f(w) and accuracy on all clients every N rounds '
+                '(and after the last).'),
+          Flag('DEFINE_integer', 'eval_clients', None,
+                'Estimate the training loss and accuracy on a fixed random '
+                'subset of this many clients (seeded by --seed; the output '
+                'says so), for tasks with many clients; the test split is '
+                'always evaluated in full (default: all clients).'),
+          Flag('DEFINE_integer', 'dissimilarity_every', 0,
+                'Write the gradient variance and dissimilarity B(w) every N '
+                'rounds (0: never).'),
+          Flag('DEFINE_bool', 'update_spread', False,
+                'Write the spread of the client updates (1/K)Σ‖u_k − ū‖² '
+                'every round (FedISGD always does: its VLG).'),
+          Flag('DEFINE_float', 'target_accuracy', None,
+                'Report the rounds to reach this test accuracy (FedAvg §3), '
+                'e.g. 0.99.'),
+          Flag('DEFINE_bool', 'stop_at_target', False,
+                'End the run at the first evaluated round whose test '
+                'accuracy reaches --target_accuracy (all that rounds-to-'
+                'target tables need).'),
+          Flag('DEFINE_bool', 'progress', True,
+                'Show a progress bar on stderr.'),
+          Flag('DEFINE_bool', 'dry_run', False,
+                'Validate the flags and print the run\'s settings (a sweep: '
+                'every run\'s); run nothing.'),
+      ],
+      'sweep': [
+          Flag('DEFINE_multi_string', 'variant', [],
+                'One run per variant, "NAME: --flag=value ..." (a table row '
+                'or curve; the first is the baseline of the speedup '
+                'column).'),
+          Flag('DEFINE_multi_string', 'sweep', [],
+                'Every variant for each value, "FLAG=V1,V2,..."; repeatable '
+                '(cartesian product).'),
+          Flag('DEFINE_list', 'only', [],
+                'Run only these variants (names); the summary still covers '
+                'every run of the plan that has results.'),
+      ],
+  }
 
 
-def define_run_flags():
-  r = 'run'
-  _define(r, flags.DEFINE_integer, 'rounds', _DEFAULTS.rounds,
-          'Communication rounds T.')
-  _define(r, flags.DEFINE_integer, 'clients_per_round', None,
-          f'Clients K selected per round (default '
-          f'{_DEFAULTS.clients_per_round}).')
-  _define(r, flags.DEFINE_float, 'client_fraction', None,
-          'FedAvg\'s C: select max(⌊C·N⌋, 1) of the N clients per round '
-          '(instead of --clients_per_round).')
-  _define(r, flags.DEFINE_float, 'straggler_fraction',
-          _DEFAULTS.straggler_fraction,
-          'Fraction of the selected clients that straggle each round: they '
-          'run x ~ U{1..E-1} epochs, fewer than E.')
-  _define(r, flags.DEFINE_integer, 'seed', _DEFAULTS.seed,
-          'Seed of the initial model, client selection, stragglers and '
-          'minibatch order (0..2^32-1).')
-  _define(r, flags.DEFINE_string, 'workers', '',
-          'Spread the client work over remote TFF workers, host:port,... '
-          '(python -m tff_algos.worker; README "Remote workers": their '
-          'protocol is unauthenticated). Empty: the local runtime only.')
+def flag_values(groups, extra=()) -> flags.FlagValues:
+  """A fresh `FlagValues` holding the flags of `groups` (names of
+  `_groups()`) and `extra` (`Flag`s of the program's own)."""
+  holder = flags.FlagValues()
+  specs = _groups()
+  for flag in [f for g in groups for f in specs[g]] + list(extra):
+    _define(holder, flag)
+  return holder
 
 
-def define_output_flags():
-  o = 'output'
-  _define(o, flags.DEFINE_string, 'output_dir', None,
-          'The run folder: metrics.csv, config.json, summary.json, '
-          'checkpoints/, tensorboard/ (default runs/ALGO_TASK_seedSEED, '
-          'found again by the same command).')
-  _define(o, flags.DEFINE_bool, 'overwrite', False,
-          'Replace the results in an existing --output_dir (a sweep: only '
-          'the runs whose folders hold other settings).')
-  _define(o, flags.DEFINE_bool, 'replace_other_run', False,
-          'Replace the run in --output_dir only if it was run with other '
-          'settings (what a sweep\'s --overwrite passes to its runs).')
-  _define(o, flags.DEFINE_bool, 'resume', False,
-          'Continue the unfinished run in --output_dir (an error if there is '
-          'none; the same command without --resume also continues it).')
-  _define(o, flags.DEFINE_integer, 'checkpoint_every', 10,
-          'Save the program state every N rounds (and after the last).')
-  _define(o, flags.DEFINE_integer, 'eval_every', _DEFAULTS.eval_every,
-          'Evaluate f(w) and accuracy on all clients every N rounds (and '
-          'after the last).')
-  _define(o, flags.DEFINE_integer, 'eval_clients', None,
-          'Estimate the training loss and accuracy on a fixed random subset '
-          'of this many clients (seeded by --seed; the output says so), for '
-          'tasks with many clients; the test split is always evaluated in '
-          'full (default: all clients).')
-  _define(o, flags.DEFINE_integer, 'dissimilarity_every', 0,
-          'Write the gradient variance and dissimilarity B(w) every N '
-          'rounds (0: never).')
-  _define(o, flags.DEFINE_bool, 'update_spread', False,
-          'Write the spread of the client updates (1/K)Σ‖u_k − ū‖² every '
-          'round (FedISGD always does: its VLG).')
-  _define(o, flags.DEFINE_float, 'target_accuracy', None,
-          'Report the rounds to reach this test accuracy (FedAvg §3), e.g. '
-          '0.99.')
-  _define(o, flags.DEFINE_bool, 'stop_at_target', False,
-          'End the run at the first evaluated round whose test accuracy '
-          'reaches --target_accuracy (all that rounds-to-target tables '
-          'need).')
-  _define(o, flags.DEFINE_bool, 'progress', True,
-          'Show a progress bar on stderr.')
-  _define(o, flags.DEFINE_bool, 'dry_run', False,
-          'Validate the flags and print the run\'s settings (a sweep: every '
-          'run\'s); run nothing.')
+def _define(holder, flag):
+  define = getattr(flags, flag.define)
+  if flag.define == 'DEFINE_enum':
+    define(flag.name, flag.default, flag.args[0], flag.help,
+           flag_values=holder)
+  else:
+    define(flag.name, flag.default, flag.help, flag_values=holder)
 
 
-def define_sweep_flags():
-  s = 'sweep'
-  _define(s, flags.DEFINE_multi_string, 'variant', [],
-          'One run per variant, "NAME: --flag=value ..." (a table row or '
-          'curve; the first is the baseline of the speedup column).')
-  _define(s, flags.DEFINE_multi_string, 'sweep', [],
-          'Every variant for each value, "FLAG=V1,V2,..."; repeatable '
-          '(cartesian product).')
-  _define(s, flags.DEFINE_list, 'only', [],
-          'Run only these variants (names); the summary still covers '
-          'every run of the plan that has results.')
-
-
-def usage(program, description):
+def usage(program, description, groups, extra=()):
   """The help text: what the program does, the tasks and algorithms, then
   the flags by group."""
   width = 79
   lines = [f'usage: {program} [--flag=value ...]', '',
            textwrap.fill(description, width), '', 'tasks (--task):']
+
   def item(name, text):
     return textwrap.wrap(f'{name:24s}{text}', width, initial_indent='  ',
                          subsequent_indent=' ' * 26)
 
   for name, (_, text) in tasks.CATALOG.items():
     lines += item(name, text)
+  for name, text in tasks.registered().items():
+    lines += item(name, text)
   lines += ['', 'algorithms (--algo):']
   for name in registry.names():
     entry = registry.get(name)
     lines += item(name, f'{entry.summary} ({entry.paper})')
-  for group, names in _GROUPS.items():
+  specs = _groups()
+  sections = [(g, specs[g]) for g in groups]
+  if extra:
+    sections.append(('program', list(extra)))
+  for group, group_flags in sections:
     lines += ['', f'{group} flags:']
-    for name in names:
-      flag = FLAGS[name]
+    for flag in group_flags:
       default = (f' [default: {flag.default}]'
                  if flag.default not in (None, '', []) else '')
-      lines.append(f'  --{name}')
-      text = flag.help.split(';\n')[0]  # absl's "repeat this option" note.
-      lines += textwrap.wrap(text + default, width,
-                             initial_indent=' ' * 6,
-                             subsequent_indent=' ' * 6)
+      lines.append(f'  --{flag.name}')
+      lines += textwrap.wrap(flag.help + default, width,
+                             initial_indent=' ' * 6, subsequent_indent=' ' * 6)
   lines += [''] + textwrap.wrap(
       'Flags can also come from a file: --flagfile=FILE (configs/ holds the '
       'papers\' experiments); flags after it override it. --helpfull lists '
@@ -228,9 +317,118 @@ def wants_help(argv):
   return any(a in ('-h', '--help', '-help', '--helpshort') for a in argv[1:])
 
 
-def _hparams():
+def parse(holder: flags.FlagValues, args) -> None:
+  """Parses `args` (flag files already expanded) into `holder`;
+  UsageError for a bad flag or a stray argument."""
+  try:
+    rest = holder(['program', *args])
+  except flags.Error as e:
+    raise UsageError(str(e).splitlines()[0]) from None
+  if len(rest) > 1:
+    raise UsageError(f'unexpected arguments: {" ".join(rest[1:])}')
+
+
+# ------------------------------------------------------------ flag files
+def expand_flagfiles(args, _reading=()) -> tuple[list[str], list[str]]:
+  """`args` with every --flagfile=FILE replaced by its flags (recursively),
+  and the names of the files read. Each file is read strictly: UTF-8, one
+  flag per line, taken whole as absl does (`--variant=A: --mu=1`; blank
+  lines and # comments skipped); a value in quotes has them removed.
+  UsageError (one line, naming the file) for a missing file, a folder,
+  undecodable bytes, an unterminated quote, a line that is not a flag, or
+  a file that includes itself."""
+  expanded, names = [], []
+  for arg in args:
+    if arg == '--flagfile':
+      raise UsageError('write --flagfile=FILE')
+    if not arg.startswith('--flagfile='):
+      expanded.append(arg)
+      continue
+    path = arg.split('=', 1)[1]
+    real = os.path.realpath(path)
+    if real in _reading:
+      raise UsageError(f'--flagfile={path} includes itself')
+    try:
+      with open(path, encoding='utf-8') as f:
+        text = f.read()
+    except IsADirectoryError:
+      raise UsageError(f'--flagfile={path} is a folder, not a flag file'
+                       ) from None
+    except UnicodeDecodeError as e:
+      raise UsageError(f'--flagfile={path}: not UTF-8 text (byte '
+                       f'{e.start})') from None
+    except OSError as e:
+      raise UsageError(f'--flagfile={path}: {e.strerror}') from None
+    lines = []
+    for number, line in enumerate(text.splitlines(), 1):
+      line = line.strip()
+      if not line or line.startswith(('#', '//')):
+        continue
+      if not line.startswith('--'):
+        raise UsageError(f'{path}:{number}: expected one --flag=value per '
+                         f'line, got {line!r}')
+      name, equals, value = line.partition('=')
+      if value[:1] in ('"', "'"):
+        if len(value) < 2 or value[-1] != value[0]:
+          raise UsageError(f'{path}:{number}: unterminated quote in '
+                           f'{line!r}')
+        value = value[1:-1]
+      lines.append(name + equals + value)
+    inner, inner_names = expand_flagfiles(lines, (*_reading, real))
+    expanded += inner
+    names += [os.path.splitext(os.path.basename(path))[0], *inner_names]
+  return expanded, names
+
+
+# ------------------------------------------------------- users' modules
+def import_modules(specs) -> tuple[str, ...]:
+  """Imports users' modules that register tasks or algorithms: dotted
+  module names (the current folder is searched first) or .py files.
+  Returns them as config.json records them (files as absolute paths);
+  UsageError, one line, if one cannot be imported."""
+  imported = []
+  for spec in specs:
+    if spec.endswith('.py') or os.sep in spec:
+      path = os.path.abspath(spec)
+      name = 'tff_algos_user_' + hashlib.sha256(path.encode()).hexdigest()[:12]
+      if name not in sys.modules:
+        if not os.path.isfile(path):
+          raise UsageError(f'--import={spec}: no such file')
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        _exec(spec, lambda: module_spec.loader.exec_module(module),
+              lambda: sys.modules.pop(name, None))
+      imported.append(path)
+    else:
+      if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+      _exec(spec, lambda: importlib.import_module(spec))
+      imported.append(spec)
+  return tuple(imported)
+
+
+def _exec(spec, load, undo=lambda: None):
+  try:
+    load()
+  except ModuleNotFoundError as e:
+    undo()
+    raise UsageError(f'--import={spec}: no module named {e.name!r}') from None
+  except Exception as e:  # pylint: disable=broad-except
+    undo()
+    raise UsageError(f'--import={spec} failed: {type(e).__name__}: {e}'
+                     ) from None
+
+
+def imports_in(args) -> list[str]:
+  """The --import values of `args` (flag files expanded)."""
+  return [a.split('=', 1)[1] for a in args if a.startswith('--import=')]
+
+
+# --------------------------------------------------------- the settings
+def _hparams(holder):
   values = {}
-  for item in FLAGS.hparam:
+  for item in holder.hparam:
     name, sep, value = item.partition('=')
     try:
       values[name.strip()] = float(value)
@@ -241,48 +439,56 @@ def _hparams():
   return values
 
 
-def _flag(name, default=None):
+def _value(holder, name, default=None):
   """A flag's value, or `default` where the program does not define it."""
-  return FLAGS[name].value if name in FLAGS else default
+  return holder[name].value if name in holder else default
 
 
-def config_from_flags() -> config_lib.Config:
+OPTIMIZER_FIELDS = optimizers.fields('client') + optimizers.fields('server')
+
+
+def config_from_flags(holder, imports=()) -> config_lib.Config:
   """The Config of the parsed flags; UsageError for a bad combination.
 
-  With --client_fraction, K is 1 for the validation that comes before
-  loading data (`with_client_fraction` sets it from the task's clients).
-  Flags a program does not define (export has no run flags) take the
-  Config's defaults.
+  With --client_fraction, K (clients_per_round) is None until the task's
+  clients are known (`with_clients`). Flags a program does not define
+  (export has no run flags) take the Config's defaults.
   """
-  given = {name: FLAGS[name].value for name in registry.ALGORITHM_FIELDS}
-  clients_per_round = _flag('clients_per_round')
-  client_fraction = _flag('client_fraction')
+  given = {name: holder[name].value for name in (*registry.ALGORITHM_FIELDS,
+                                                 *OPTIMIZER_FIELDS)}
+  clients_per_round = _value(holder, 'clients_per_round')
+  client_fraction = _value(holder, 'client_fraction')
   if clients_per_round is not None and client_fraction is not None:
     raise UsageError('give --clients_per_round or --client_fraction, not both')
-  if clients_per_round is None:
-    clients_per_round = _DEFAULTS.clients_per_round
   if client_fraction is not None:
     if not 0 < client_fraction <= 1:
       raise UsageError(f'--client_fraction must be in (0, 1], '
                        f'got {client_fraction}')
-    clients_per_round = 1
-  if _flag('stop_at_target') and _flag('target_accuracy') is None:
+  elif clients_per_round is None:
+    clients_per_round = _DEFAULTS.clients_per_round
+  if _value(holder, 'stop_at_target') and _value(holder,
+                                                 'target_accuracy') is None:
     raise UsageError('--stop_at_target needs --target_accuracy')
   config = config_lib.Config(
-      algo=FLAGS.algo, task=FLAGS.task,
-      rounds=_flag('rounds', _DEFAULTS.rounds),
+      algo=holder.algo, task=holder.task,
+      rounds=_value(holder, 'rounds', _DEFAULTS.rounds),
       clients_per_round=clients_per_round,
-      straggler_fraction=_flag('straggler_fraction',
-                               _DEFAULTS.straggler_fraction),
-      hparams=_hparams(),
-      update_spread=_flag('update_spread', False),
-      dissimilarity_every=_flag('dissimilarity_every', 0),
-      eval_every=_flag('eval_every', _DEFAULTS.eval_every),
-      eval_clients=_flag('eval_clients'),
-      stop_at_accuracy=(_flag('target_accuracy') if _flag('stop_at_target')
-                        else None),
-      seed=_flag('seed', _DEFAULTS.seed), data_seed=FLAGS.data_seed,
-      data_dir=FLAGS.data_dir, train_fraction=FLAGS.train_fraction, **given)
+      straggler_fraction=_value(holder, 'straggler_fraction',
+                                _DEFAULTS.straggler_fraction),
+      hparams=_hparams(holder),
+      update_spread=_value(holder, 'update_spread', False),
+      dissimilarity_every=_value(holder, 'dissimilarity_every', 0),
+      eval_every=_value(holder, 'eval_every', _DEFAULTS.eval_every),
+      eval_clients=_value(holder, 'eval_clients'),
+      stop_at_accuracy=(_value(holder, 'target_accuracy')
+                        if _value(holder, 'stop_at_target') else None),
+      seed=_value(holder, 'seed', _DEFAULTS.seed),
+      data_seed=holder.data_seed, data_dir=holder.data_dir,
+      train_fraction=holder.train_fraction,
+      partition=_value(holder, 'partition'), imports=tuple(imports), **given)
+  if not tasks.is_known(config.task):
+    raise UsageError(f'unknown --task={config.task!r}; known: '
+                     f'{", ".join(tasks.task_names())}')
   try:
     config.validate()
   except config_lib.ConfigError as e:
@@ -290,53 +496,33 @@ def config_from_flags() -> config_lib.Config:
   return config
 
 
-def check_task():
-  if not tasks.is_known(FLAGS.task):
-    raise UsageError(f'unknown --task={FLAGS.task!r}; known: '
-                     f'{", ".join(tasks.task_names())}')
+def with_clients(config, client_fraction, num_clients):
+  """`config` with K = max(⌊C·N⌋, 1) for --client_fraction C of the task's
+  N clients (FedAvg §3), or itself without one."""
+  if client_fraction is None:
+    return config
+  return dataclasses.replace(config, clients_per_round=max(
+      int(client_fraction * num_clients + 1e-9), 1))
 
 
-def task_options():
+def task_options(holder):
   """The data flags a task loader takes as options."""
-  return {name: FLAGS[name].value for name in ('embeddings', 'num_clients')
-          if FLAGS[name].value is not None}
+  return {name: holder[name].value for name in ('embeddings', 'num_clients')
+          if name in holder and holder[name].value is not None}
 
 
-def error(message, code=2):
-  """One line on stderr, then exit `code` (2: a usage error, said so)."""
-  prefix = 'error: ' if code == 2 else ''
-  print(f'{os.path.basename(sys.argv[0])}: {prefix}{message}',
-        file=sys.stderr)
-  sys.exit(code)
-
-
-def load_task_or_exit(config, options):
-  """The task of `config` (with the task `options`), or one line on stderr
-  and exit code 2 when its data is missing or bad."""
-  import tasks  # pylint: disable=g-import-not-at-top
+def load_task(config, options):
+  """The task of `config` (with the task `options`); UsageError when its
+  data are missing or bad (one line, before anything runs)."""
   try:
     return tasks.load_task(config.task, seed=config.data_seed,
                            data_dir=config.data_dir,
-                           train_fraction=config.train_fraction, **options)
+                           train_fraction=config.train_fraction,
+                           partition=config.partition, **options)
   except tasks.DataError as e:
-    error(e)
-
-
-def clients_for_fraction(fraction, num_clients):
-  """K = max(⌊C·N⌋, 1) (FedAvg §3: a fraction C of the N clients)."""
-  return max(int(fraction * num_clients + 1e-9), 1)
-
-
-def with_client_fraction(config, fraction, num_clients):
-  """`config` with K from --client_fraction `fraction` of the task's
-  `num_clients` (`config` itself when the flag was not given)."""
-  if fraction is None:
-    return config
-  return dataclasses.replace(
-      config, clients_per_round=clients_for_fraction(fraction, num_clients))
+    raise UsageError(str(e)) from None
 
 
 def describe(config):
   """The run's settings as a dict (for --dry_run)."""
   return dataclasses.asdict(config.resolved())
-

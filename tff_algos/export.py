@@ -30,23 +30,26 @@ import shutil
 import sys
 import tempfile
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-
-from absl import flags  # pylint: disable=g-import-not-at-top
-
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
 
-FLAGS = flags.FLAGS
-cli.define_algorithm_flags()
-cli.define_data_flags()
-flags.DEFINE_string('out', None, 'The folder to write (empty or new).')
-flags.DEFINE_bool('overwrite', False, 'Replace an earlier export in --out.')
-flags.DEFINE_integer('seed', 0, 'Seed of the initial model weights written '
-                     '(as run_experiment.py --seed).')
-flags.DEFINE_enum('build', 'production', ['production', 'simulation'],
-                  'production: clients hold a tf.data.Dataset of batches '
-                  '(running --epochs passes); simulation: the scheduled '
-                  'client input of run_experiment.py.')
+PROGRAM = 'python -m tff_algos.export'
+GROUPS = ('algorithm', 'data')
+_OWN_FLAGS = (
+    cli.Flag('DEFINE_string', 'out', None,
+              'The folder to write (empty or new).'),
+    cli.Flag('DEFINE_bool', 'overwrite', False,
+              'Replace an earlier export in --out.'),
+    cli.Flag('DEFINE_integer', 'seed', 0,
+              'Seed of the initial model weights written (as a run\'s '
+              '--seed).'),
+    cli.Flag('DEFINE_enum', 'build', 'production',
+              'production: clients hold a tf.data.Dataset of batches '
+              '(running --epochs passes); simulation: the scheduled client '
+              'input of the simulation.', (['production', 'simulation'],)),
+    cli.Flag('DEFINE_multi_string', 'import', [],
+              'A module or .py file registering a task or algorithm of your '
+              'own (as for python -m tff_algos).'),
+)
 DESCRIPTION = ('Write an algorithm\'s TFF computations (initialize, next) and '
                'the parts of their MapReduceForm and DistributeAggregateForm '
                'as serialized computations, with a manifest.json.')
@@ -190,34 +193,32 @@ def _settings(config, production):
 
 def main(argv):
   if cli.wants_help(argv):
-    print(cli.usage('python -m tff_algos.export', DESCRIPTION))
+    print(cli.usage(PROGRAM, DESCRIPTION, GROUPS, _OWN_FLAGS))
     return 0
+  holder = cli.flag_values(GROUPS, _OWN_FLAGS)
   try:
-    rest = FLAGS(argv)
-  except flags.Error as e:
-    cli.error(e)
-  try:
-    if len(rest) > 1:
-      raise cli.UsageError(f'unexpected arguments: {" ".join(rest[1:])}')
-    if not FLAGS.out:
+    args, _ = cli.expand_flagfiles(argv[1:])
+    imports = cli.import_modules(cli.imports_in(args))
+    cli.parse(holder, args)
+    out = holder.out
+    if not out:
       raise cli.UsageError('--out is required: the folder to write')
-    if os.path.exists(FLAGS.out) and not os.path.isdir(FLAGS.out):
-      raise cli.UsageError(f'--out={FLAGS.out} is a file, not a folder')
-    if os.path.isdir(FLAGS.out) and os.listdir(FLAGS.out):
-      if not FLAGS.overwrite:
-        raise cli.UsageError(f'--out={FLAGS.out} is not empty (--overwrite '
+    if os.path.exists(out) and not os.path.isdir(out):
+      raise cli.UsageError(f'--out={out} is a file, not a folder')
+    if os.path.isdir(out) and os.listdir(out):
+      if not holder.overwrite:
+        raise cli.UsageError(f'--out={out} is not empty (--overwrite '
                              'replaces an earlier export there)')
-      check_holds_an_export(FLAGS.out)
-    cli.check_task()
-    config = cli.config_from_flags().resolved()
+      check_holds_an_export(out)
+    check_writable(out)
+    config = cli.config_from_flags(holder, imports).resolved()
+    task = cli.load_task(config, cli.task_options(holder))
   except cli.UsageError as e:
-    cli.error(e)
+    cli.fail(PROGRAM, e)
   from tff_algos import learning  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-  runtime.install()
-  task = cli.load_task_or_exit(config, cli.task_options())
   runtime.start()  # TFF's own default context would leave a worker behind.
-  production = FLAGS.build == 'production'
+  production = holder.build == 'production'
   client_input = (learning.DatasetInput(epochs=config.epochs or 1)
                   if production else learning.ScheduledInput())
   element = task.train.element_type_structure
@@ -227,7 +228,8 @@ def main(argv):
         type=str(process.next.type_signature.parameter[1].member),
         contract=(
             'per client a tf.data.Dataset of the model\'s batches ('
-            f'{_batch_shapes(element)}); the pipeline batches (the computation takes any B; '
+            f'{_batch_shapes(element)}); the pipeline batches (the '
+            'computation takes any B; '
             f'B = {config.batch_size} in these settings) and the client '
             f'makes {client_input.epochs} passes over its dataset, '
             'weighting its update by its number of local examples '
@@ -236,11 +238,11 @@ def main(argv):
             'the simulation\'s scheduled input (tff_algos.simulation)'))
     manifest = dict(
         algorithm=config.algo, paper=config.algorithm.paper,
-        build=FLAGS.build, task=config.task, model=task.description,
+        build=holder.build, task=config.task, model=task.description,
         hyperparameters=_settings(config, production),
         client_data=client_data,
         initial_model_weights=dict(
-            file=WEIGHTS, seed=FLAGS.seed,
+            file=WEIGHTS, seed=holder.seed,
             note='`initialize` draws a new random model on every call; '
                  'start from these weights: state = set_model_weights('
                  'initialize(), weights), weights = ModelWeights(trainable='
@@ -248,19 +250,32 @@ def main(argv):
         hparams_note='get_hparams(state) / set_hparams(state, hparams) '
                      'read and change the hyper-parameters in the state '
                      '(e.g. client_work/mu) between rounds')
-    manifest = export(process, FLAGS.out, manifest,
+    manifest = export(process, out, manifest,
                       learning.initial_model_weights(task.model_fn,
-                                                     FLAGS.seed))
+                                                     holder.seed))
   except OSError as e:
-    cli.error(f'cannot write --out={FLAGS.out}: {e.strerror or e}')
+    cli.fail(PROGRAM, f'cannot write --out={out}: {e.strerror or e}')
   finally:
     runtime.stop()
   width = max(len(name) for name in manifest['computations'])
   for name, part in manifest['computations'].items():
     print(f'{name:{width}s}  {part["type_signature"]}')
   print(f'wrote {len(manifest["computations"])} computations, {WEIGHTS} '
-        f'and {MANIFEST} to {FLAGS.out}', file=sys.stderr)
+        f'and {MANIFEST} to {out}', file=sys.stderr)
   return 0
+
+
+def check_writable(out):
+  """UsageError unless `out` can be written (checked before any work): its
+  parent (or nearest existing ancestor) must be a writable folder."""
+  existing = os.path.dirname(os.path.abspath(out))
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise cli.UsageError(f'--out={out} is under {existing}, which is a file')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise cli.UsageError(f'--out={out}: cannot write in {existing} '
+                         '(permission denied)')
 
 
 if __name__ == '__main__':

@@ -2,51 +2,90 @@
 
   python -m tff_algos.plot RUN_DIR... --metric=train_loss --out=fig.png
 
-One line per run folder (named by its algorithm and settings), rounds on x;
-runs that differ only in their seed are one line, their mean, with a band
-from their minimum to their maximum. Imports no TensorFlow.
+One line per run folder, named by what sets it apart from the others
+(algorithm and settings), under a title naming what they share; runs that
+differ only in their seed are one line, their mean, with a band from their
+minimum to their maximum. Runs of different tasks are refused unless
+--allow_mixed_tasks. Modules a run was started with (--import) are
+imported for its algorithm's name and metrics. Imports no TensorFlow.
 """
 
-import argparse
-import os
 import sys
 
+from tff_algos import cli
+from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
-from tff_algos.analysis import results
+from tff_algos.simulation import results
 from tff_algos.simulation.columns import COLUMNS
+
+PROGRAM = 'python -m tff_algos.plot'
+
+
+def _import_run_modules(run_dirs):
+  """Imports the modules the runs were started with (config.json's
+  `imports`), so their algorithms' labels and metrics are known; a module
+  that cannot be imported leaves the folder's name as the label."""
+  for run_dir in run_dirs:
+    saved = results.read_json(run_dir, results.CONFIG_FILE) or {}
+    try:
+      cli.import_modules(saved.get('imports') or ())
+    except cli.UsageError as e:
+      print(f'{PROGRAM}: note: {run_dir}: {e}', file=sys.stderr)
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(
-      prog='python -m tff_algos.plot',
+  parser = cli.ArgumentParser(
+      prog=PROGRAM,
       description='Plot a metric of run folders against rounds, one line per '
                   'run (runs differing only in the seed: their mean, with a '
-                  'min-max band).')
+                  'min-max band), labelled by what differs between them.')
   parser.add_argument('run_dirs', nargs='+', metavar='RUN_DIR',
                       help='a run folder (holding metrics.csv), as '
-                           'run_experiment.py --output_dir wrote it')
+                           'python -m tff_algos --output_dir wrote it')
   parser.add_argument('--metric', default='train_loss',
-                      choices=COLUMNS[1:],
                       help='the metrics.csv column to plot (default: '
-                           'train_loss, the global objective f(w))')
+                           'train_loss, the global objective f(w)): '
+                           + ', '.join(COLUMNS[1:]) +
+                           ', and the metrics of the runs\' algorithms')
   parser.add_argument('--out', required=True, metavar='FILE',
                       help='the image to write (.png, .pdf, .svg)')
-  parser.add_argument('--title', default='', help='the figure\'s title')
+  parser.add_argument('--title', default=None,
+                      help='the figure\'s title (default: what the runs '
+                           'share)')
+  parser.add_argument('--allow_mixed_tasks', action='store_true',
+                      help='plot runs of different tasks on one axis')
   args = parser.parse_args(argv)
   for run_dir in args.run_dirs:
-    if not os.path.isdir(run_dir):
-      parser.exit(2, f'{parser.prog}: error: no such run folder: {run_dir}\n')
-    if not results.has_rows(run_dir):
-      parser.exit(2, f'{parser.prog}: error: no rounds in '
-                  f'{os.path.join(run_dir, results.METRICS_FILE)}\n')
+    try:
+      if not results.has_rows(run_dir):
+        parser.error(f'no rounds in {run_dir}/{results.METRICS_FILE}')
+    except (OSError, ValueError) as e:
+      parser.error(f'cannot read {run_dir}/{results.METRICS_FILE}: {e}')
+  _import_run_modules(args.run_dirs)
+  metrics = set(COLUMNS[1:]) | {m for name in registry.names()
+                                for m in registry.get(name).metrics}
+  if args.metric not in metrics:
+    parser.error(f'--metric={args.metric}: not a metrics.csv column; choose '
+                 f'from {", ".join(sorted(metrics))}')
+  groups = plot.seed_groups(args.run_dirs)
   try:
-    plot.plot_bands(plot.seed_groups(args.run_dirs), args.metric, args.out,
-                    args.title)
+    if not args.allow_mixed_tasks:
+      plot.check_one_task(groups)
+    plot.plot_bands(groups, args.metric, args.out, args.title,
+                    description=_description(args.metric))
   except (ValueError, OSError) as e:
-    parser.exit(2, f'{parser.prog}: error: {e}\n')
+    parser.error(str(e))
   print(f'wrote {args.out} ({args.metric} of {len(args.run_dirs)} runs)',
         file=sys.stderr)
   return 0
+
+
+def _description(metric):
+  """An algorithm's own metric's description (None for a built-in one)."""
+  for name in registry.names():
+    if metric in registry.get(name).metrics:
+      return registry.get(name).metrics[metric].replace('$', r'\$')
+  return None
 
 
 if __name__ == '__main__':

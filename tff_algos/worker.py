@@ -20,6 +20,7 @@ import os
 import socket
 import sys
 
+from tff_algos import cli
 from tff_algos.runtime import loopback
 
 _WARNING = (
@@ -39,7 +40,7 @@ def _port(text):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(
+  parser = cli.ArgumentParser(
       prog='python -m tff_algos.worker',
       description='Start a TFF worker_binary for run_experiment.py '
       '--workers (loopback only unless --listen_all).')
@@ -60,8 +61,7 @@ def main(argv=None):
     try:
       probe.bind((wildcard, args.port))
     except OSError as e:
-      parser.exit(2, f'{parser.prog}: error: port {args.port} is not free: '
-                  f'{e.strerror}\n')
+      parser.error(f'port {args.port} is not free: {e.strerror}')
   binary = loopback.worker_binary()
   command = [binary, f'--port={args.port}',
              f'--max_concurrent_computation_calls='
@@ -75,8 +75,8 @@ def main(argv=None):
     try:
       env = loopback.preload_env(env, loopback.loopback_shim())
     except loopback.ShimUnavailable as e:
-      parser.exit(2, f'{parser.prog}: error: {e}; refusing to listen on all '
-                  'interfaces without --listen_all\n')
+      parser.error(f'{e}; refusing to listen on all interfaces without '
+                   '--listen_all')
     where = f'127.0.0.1:{args.port} (loopback only)'
   print(f'TFF worker (pid {os.getpid()}) on {where}', file=sys.stderr,
         flush=True)

@@ -9,11 +9,11 @@ import json
 import pytest
 import tensorflow_federated as tff
 
-import run_experiment
+from tff_algos import run
 from tff_algos import learning
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
-from tff_algos.analysis import results
+from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
 
@@ -48,9 +48,8 @@ def fedavgm():
 
 
 def _main(*args):
-  """run_experiment.py's main() in this process, on fresh flags."""
-  run_experiment.reset_command_line()
-  run_experiment.main(['run_experiment.py', '--rounds=3', '--epochs=1',
+  """The command's main() in this process."""
+  run.main(['run_experiment.py', '--rounds=3', '--epochs=1',
                        '--progress=false', *args])
 
 
@@ -80,9 +79,12 @@ def test_unknown_or_foreign_settings_are_usage_errors(fedavgm, tmp_path,
                           'server_momentun: fedavgm_test has only '
                           'server_momentum'),
                          (['--mu=1'], '--mu=1.0: fedavgm_test has mu=0.0'),
+                         (['--adaptive_mu'],
+                          '--adaptive_mu is not a fedavgm_test '
+                          'hyper-parameter'),
                          (['--server_lr_decay=0.5'],
-                          '--server_lr_decay is not a fedavgm_test '
-                          'hyper-parameter')):
+                          '--server_lr_decay needs --server_lr_schedule=step'
+                          ' or inverse_time')):
     with pytest.raises(SystemExit) as exit_:
       _main('--algo=fedavgm_test', *flags, f'--output_dir={tmp_path}/x')
     assert exit_.value.code == 2

@@ -1,9 +1,12 @@
 """run_experiment.py as a user runs it: flags, errors, outputs (issues 2, 13)."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
+from conftest import USER_ENV
 from conftest import cli
 
 
@@ -52,3 +55,18 @@ def test_cli_runs_and_writes_metrics(tmp_path):
   assert summary['train_metrics_over'] == '7 of 30 clients (--eval_clients)'
   bad = cli('--eval_clients=31', f'--output_dir={tmp_path / "bad"}')
   assert bad.returncode == 2 and 'more than the 30 clients' in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_script_using_the_package_prints_only_its_own_output(tmp_path):
+  """No TensorFlow log lines, no exception at exit (issue 20)."""
+  script = ('from tff_algos.algorithms import fedavg\n'
+            'import tasks\n'
+            'task = tasks.load_task("synthetic_1_1")\n'
+            'fedavg.build_fed_avg(task.model_fn, 0.1)\n'
+            'print("built")\n')
+  result = subprocess.run([sys.executable, '-c', script], cwd=tmp_path,
+                          env=USER_ENV, capture_output=True, text=True,
+                          timeout=300)
+  assert (result.returncode, result.stdout, result.stderr) == (
+      0, 'built\n', '')

@@ -1,4 +1,11 @@
-"""The package's layers: who may import what (issue 12)."""
+"""The package's layers: who may import what (issues 12 and 20).
+
+Every Python module of the project belongs to a layer (`LAYERS`, bottom
+first) and may import only modules of its own layer or of layers below it;
+no two modules may import each other, directly or through others (a
+submodule's import of its own package's __init__, whose names it shares, is
+not counted). Imports inside functions count too.
+"""
 
 import ast
 import subprocess
@@ -13,6 +20,26 @@ RUNTIME = REPO / 'tff_algos' / 'runtime'
 # the benchmarks and the tests.
 SOURCES = sorted(p for p in REPO.rglob('*.py')
                  if '.venv' not in p.parts and 'build' not in p.parts)
+# Bottom to top: a module may import its own layer and those below.
+LAYERS = (
+    ('utilities', ('tff_algos.lazy', 'tff_algos.logs')),
+    ('runtime', ('tff_algos.runtime',)),
+    ('learning', ('tff_algos.learning',)),
+    ('tasks', ('tasks',)),
+    ('algorithms', ('tff_algos.algorithms',)),
+    ('simulation', ('tff_algos.simulation',)),
+    ('analysis', ('tff_algos.analysis',)),
+    ('commands', ('tff_algos.cli', 'tff_algos.run', 'tff_algos.export',
+                  'tff_algos.plot', 'tff_algos.worker', 'tff_algos.__main__',
+                  'tff_algos', 'run_experiment')),
+)
+
+
+def _module_name(path):
+  parts = list(path.relative_to(REPO).with_suffix('').parts)
+  if parts[-1] == '__init__':
+    parts = parts[:-1]
+  return '.'.join(parts)
 
 
 def _imported_modules(path):
@@ -22,6 +49,99 @@ def _imported_modules(path):
       yield from (alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom) and node.module:
       yield node.module
+      # `from package import module` imports the module.
+      yield from (f'{node.module}.{alias.name}' for alias in node.names)
+
+
+def _layer(module):
+  """The index in LAYERS of the module `module`, or None (not ours)."""
+  best = None
+  for index, (_, prefixes) in enumerate(LAYERS):
+    for prefix in prefixes:
+      if module == prefix or module.startswith(prefix + '.'):
+        if best is None or len(prefix) > len(best[1]):
+          best = (index, prefix)
+  return None if best is None else best[0]
+
+
+def _graph(paths):
+  """{module: {our modules it imports}} of the package, tasks and the
+  command line (the tests, docs and benchmarks sit above them all)."""
+  ours = {_module_name(p): p for p in paths}
+  graph = {}
+  for name, path in ours.items():
+    edges = set()
+    for imported in _imported_modules(path):
+      if imported in ours and imported != name and not (
+          name.startswith(imported + '.')):  # Its own package's __init__.
+        edges.add(imported)
+    graph[name] = edges
+  return graph
+
+
+def _package_sources():
+  return [p for p in SOURCES
+          if _layer(_module_name(p)) is not None and
+          p.relative_to(REPO).parts[0] in ('tff_algos', 'tasks',
+                                            'run_experiment.py')]
+
+
+def _upward(graph):
+  return sorted(f'{a} ({LAYERS[_layer(a)][0]}) imports {b} '
+                f'({LAYERS[_layer(b)][0]})'
+                for a, edges in graph.items() for b in edges
+                if _layer(b) > _layer(a))
+
+
+def _cycles(graph):
+  """The module cycles of `graph` (Tarjan's strongly connected components
+  of more than one module)."""
+  index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for other in graph.get(node, ()):
+      if other not in index:
+        visit(other)
+        low[node] = min(low[node], low[other])
+      elif other in on_stack:
+        low[node] = min(low[node], index[other])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        other = stack.pop()
+        on_stack.discard(other)
+        component.append(other)
+        if other == node:
+          break
+      if len(component) > 1:
+        found.append(sorted(component))
+
+  for node in graph:
+    if node not in index:
+      visit(node)
+  return found
+
+
+def test_imports_point_down_the_layers_and_form_no_cycle():
+  graph = _graph(_package_sources())
+  assert len(graph) > 40
+  assert not [m for m in graph if _layer(m) is None]
+  assert not _upward(graph), _upward(graph)
+  assert not _cycles(graph), _cycles(graph)
+
+
+def test_the_checks_see_an_upward_import_and_a_cycle():
+  graph = {'tff_algos.runtime.local': {'tff_algos.simulation.loop'},
+           'tff_algos.simulation.loop': {'tff_algos.runtime.local'},
+           'tff_algos.cli': {'tff_algos.simulation.loop'}}
+  assert _upward(graph) == [
+      'tff_algos.runtime.local (runtime) imports tff_algos.simulation.loop '
+      '(simulation)']
+  assert _cycles(graph) == [['tff_algos.runtime.local',
+                             'tff_algos.simulation.loop']]
 
 
 def test_only_the_runtime_layer_imports_tff_internals():
@@ -43,11 +163,11 @@ def test_the_check_above_sees_an_internal_import(tmp_path):
 
 @pytest.mark.parametrize('modules', [
     # The registry, settings, command-line flags and everything the help
-    # and validation of run_experiment.py need.
-    'tff_algos, tff_algos.algorithms, tff_algos.cli, '
+    # and validation of the experiment command need.
+    'tff_algos, tff_algos.algorithms, tff_algos.cli, tff_algos.run, '
     'tff_algos.simulation.config, tff_algos.runtime, run_experiment',
     # Analysis: results, sweeps, plots.
-    'tff_algos.analysis.results, tff_algos.analysis.sweep, '
+    'tff_algos.simulation.results, tff_algos.analysis.sweep, '
     'tff_algos.analysis.plot, tff_algos.plot',
 ])
 def test_modules_that_promise_no_tensorflow_import_none(modules):
@@ -58,8 +178,7 @@ def test_modules_that_promise_no_tensorflow_import_none(modules):
 
 
 def test_remote_workers_code_loads_only_when_workers_are_used():
-  _python('import sys; import run_experiment; '
-          'from tff_algos import runtime; runtime.start(); '
+  _python('import sys; from tff_algos import runtime; runtime.start(); '
           'assert "tff_algos.runtime.remote" not in sys.modules; '
           'runtime.stop()')
 

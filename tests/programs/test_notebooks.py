@@ -38,10 +38,14 @@ def _kernel_workers(tag):
   return found
 
 
-def _execute(name, monkeypatch):
-  """Runs notebooks/<name>.ipynb in a fresh kernel; returns it executed."""
+def _execute(name, monkeypatch, tmp_path):
+  """Runs notebooks/<name>.ipynb in a fresh kernel (its temporary folder
+  in `tmp_path`, which must be left empty); returns it executed."""
   path = NOTEBOOK_DIR / f'{name}.ipynb'
   nb = nbformat.read(path, as_version=4)
+  scratch = tmp_path / 'kernel_tmp'
+  scratch.mkdir()
+  monkeypatch.setenv('TMPDIR', str(scratch))
   client = nbclient.NotebookClient(
       nb, timeout=600, kernel_name='python3',
       resources={'metadata': {'path': str(NOTEBOOK_DIR)}})
@@ -58,6 +62,11 @@ def _execute(name, monkeypatch):
   while _kernel_workers(tag) and time.monotonic() < deadline:
     time.sleep(0.1)
   assert not _kernel_workers(tag), f'{name} left worker_binary processes'
+  assert not list(scratch.iterdir()), f'{name} left {list(scratch.iterdir())}'
+  errors = ''.join(o.get('text', '') for c in nb.cells
+                   if c.cell_type == 'code' for o in c.get('outputs', [])
+                   if o.get('name') == 'stderr')
+  assert 'tensorflow' not in errors.lower(), errors[:2000]  # Quiet.
   return nb
 
 
@@ -68,14 +77,14 @@ def _stdout(nb):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', NOTEBOOKS)
-def test_notebook_runs_and_leaves_no_worker(name, monkeypatch):
-  _execute(name, monkeypatch)
+def test_notebook_runs_and_leaves_no_worker(name, monkeypatch, tmp_path):
+  _execute(name, monkeypatch, tmp_path)
 
 
 @pytest.mark.slow
 def test_real_task_notebook_falls_back_without_mnist(monkeypatch, tmp_path):
   monkeypatch.setenv('TFF_DATA_DIR', str(tmp_path / 'no_mnist_here'))
-  nb = _execute('03_real_task', monkeypatch)
+  nb = _execute('03_real_task', monkeypatch, tmp_path)
   assert 'SYNTHETIC STAND-IN' in _stdout(nb)
 
 

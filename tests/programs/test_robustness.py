@@ -19,8 +19,8 @@ import tensorflow as tf
 from conftest import REPO
 from conftest import USER_ENV
 from conftest import cli
-import run_experiment
-from tff_algos.analysis import results
+from tff_algos import run
+from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
 
 QUICK = ('--epochs=1', '--progress=false')
@@ -222,8 +222,7 @@ def test_bad_leaf_data_is_one_line_and_writes_nothing(tmp_path):
 
 
 def _main(*args):
-  run_experiment.reset_command_line()
-  run_experiment.main(['run_experiment.py', *args])
+  run.main(['run_experiment.py', *args])
 
 
 @pytest.mark.parametrize('raised_by', [

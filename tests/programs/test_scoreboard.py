@@ -23,18 +23,15 @@ SCOREBOARD = _scoreboard()
 
 @pytest.mark.parametrize('name', sorted(SCOREBOARD.COMMANDS))
 def test_every_scoreboard_command_is_valid(name, monkeypatch):
-  import run_experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos import run  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(REPO)  # Its --flagfile paths are relative to the repo.
   words = shlex.split(SCOREBOARD.COMMANDS[name])
   assert words[:2] == ['.venv/bin/python', 'run_experiment.py']
-  argv = ['run_experiment.py', *words[2:], f'--output_dir=runs/{name}']
-  run_experiment.reset_command_line()
-  run_experiment.parse_flags(argv)
-  if run_experiment.FLAGS.variant or run_experiment.FLAGS.sweep:
-    runs, _, settings = run_experiment.sweep_plan(argv[0])
-    assert len(settings) == len(runs) >= 1
+  command = run.parse_command([*words[2:], f'--output_dir=runs/{name}'])
+  if command.runs:
+    assert len(command.run_plans) == len(command.runs) >= 1
   else:
-    assert run_experiment.checked_config().rounds >= 1
+    assert command.plan.config.rounds >= 1
 
 
 def test_every_row_names_a_listed_command():

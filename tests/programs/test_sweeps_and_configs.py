@@ -7,6 +7,7 @@ import pytest
 
 from conftest import REPO
 from conftest import cli
+from tff_algos import run
 
 
 @pytest.mark.slow
@@ -74,13 +75,8 @@ def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):
     str(p.relative_to(REPO)) for p in (REPO / 'configs').glob('*/*.flags')))
 def test_every_paper_config_is_valid(config):
   """Each flag file parses, and each run it expands to is a valid Config."""
-  import run_experiment  # pylint: disable=g-import-not-at-top
-  run_experiment.reset_command_line()
-  argv = ['run_experiment.py', f'--flagfile={REPO / config}']
-  run_experiment.parse_flags(argv)
-  if run_experiment.FLAGS.variant:
-    runs, _, settings = run_experiment.sweep_plan(argv[0])
-    assert len(settings) == len(runs)
-    assert len(runs) >= 2
+  command = run.parse_command([f'--flagfile={REPO / config}'])
+  if command.variants:
+    assert len(command.run_plans) == len(command.runs) >= 2
   else:
-    assert run_experiment.checked_config().rounds >= 1
+    assert command.plan.config.rounds >= 1

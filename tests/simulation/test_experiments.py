@@ -18,7 +18,7 @@ from conftest import USER_ENV
 from conftest import cli
 import helpers
 from tff_algos.simulation import experiment
-from tff_algos.analysis import results
+from tff_algos.simulation import results
 
 # A short FedProx run with stragglers and adaptive μ: its checkpoints must
 # carry the process state, μ and the adaptive rule's counters.

@@ -8,8 +8,10 @@ w̄ = (1/K)Σ_k w_k^{t+1}:
 
 i.e. SGD on TFF's averaged update (w_t − w̄) with learning rate η_g(t)·λ.
 η_g "decays by a fixed number of rounds" from η_gi (§2.2): here
-η_g(t) = η_gi · decay^⌊t / decay_every⌋, t counting server steps from 0
-(docs/REPRODUCTION.md states how we read the paper's garbled formula).
+η_g(t) = η_gi · decay^⌊t / decay_every⌋, t counting server steps from 0,
+the `step` schedule of `algorithms.optimizers` (--server_lr_decay,
+--server_lr_decay_every; docs/REPRODUCTION.md states how we read the
+paper's garbled formula).
 The mean is unweighted (1/K), as eq. 6; `client_weighting='num_examples'`
 weights it by n_k instead. With `report_update_spread` (always in the
 simulation) the process reports update_spread = (1/K)Σ_k‖u_k − ū‖² of the
@@ -18,25 +20,15 @@ updates u_k = w_t − w_k; the paper's VLG (eq. 8) is λ² · update_spread.
 
 from __future__ import annotations
 
+import types
+
 from tff_algos import lazy
 from tff_algos.algorithms import core
+from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
-tf = lazy.module('tensorflow')
 tff = lazy.module('tensorflow_federated')
-
-
-def server_learning_rate_schedule(initial: float, decay: float = 1.0,
-                                  decay_every: int = 1):
-  """η_g(t) = initial · decay^⌊t / decay_every⌋, as a TF function of t."""
-
-  def schedule(t):
-    steps = tf.math.floordiv(tf.cast(t, tf.int32), decay_every)
-    return initial * tf.pow(tf.constant(decay, tf.float32),
-                            tf.cast(steps, tf.float32))
-
-  return schedule
 
 
 def build_server_optimizer(
@@ -46,21 +38,20 @@ def build_server_optimizer(
     server_lr_decay_every: int = 1,
 ) -> tff.learning.optimizers.Optimizer:
   """FedISGD's server step (eq. 6) as a TFF optimizer: SGD at η_g(t)·λ on
-  the mean update w_t − w̄, η_g(t) = η_gi · decay^⌊t / decay_every⌋."""
-  lam = core.non_negative('lam', lam)
-  initial = core.positive('server_learning_rate', server_learning_rate)
-  if not (isinstance(server_lr_decay, (int, float)) and
-          0 < server_lr_decay <= 1):
-    raise ValueError(f'server_lr_decay must be in (0, 1], got '
-                     f'{server_lr_decay!r}')
-  if not isinstance(server_lr_decay_every, int) or server_lr_decay_every < 1:
-    raise ValueError(f'server_lr_decay_every must be an integer >= 1, got '
+  the mean update w_t − w̄, η_g(t) = η_gi · decay^⌊t / decay_every⌋ (the
+  `step` schedule of `algorithms.optimizers`)."""
+  settings = types.SimpleNamespace(
+      server_optimizer='sgd', server_lr_schedule='step',
+      server_lr_decay=server_lr_decay,
+      server_lr_decay_every=server_lr_decay_every)
+  optimizers.check(vars(settings), 'server')
+  if not isinstance(server_lr_decay_every, int):
+    raise ValueError('server_lr_decay_every must be an integer >= 1, got '
                      f'{server_lr_decay_every!r}')
-  eta_g = server_learning_rate_schedule(initial, server_lr_decay,
-                                        server_lr_decay_every)
-  return tff.learning.optimizers.schedule_learning_rate(
-      tff.learning.optimizers.build_sgdm(initial * lam),
-      lambda t: lam * eta_g(t))
+  return optimizers.build(
+      settings, 'server', core.positive('server_learning_rate',
+                                        server_learning_rate),
+      scale=core.non_negative('lam', lam))
 
 
 def build_fed_isgd(
@@ -145,9 +136,10 @@ def _build(model_fn, config, client_input):
   # The simulation always measures the VLG (Figure 2); a production build
   # only when asked (--update_spread).
   return build_fed_isgd(
-      model_fn, config.client_lr, config.mu, config.server_lr,
-      server_lr_decay=config.server_lr_decay,
-      server_lr_decay_every=config.server_lr_decay_every,
+      model_fn, lam=config.mu,
+      client_optimizer_fn=optimizers.build(config, 'client', config.client_lr),
+      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr,
+                                           scale=config.mu),
       client_weighting=config.client_weighting, client_input=client_input,
       report_update_spread=(config.update_spread or isinstance(
           client_input, learning.ScheduledInput)))
@@ -169,10 +161,9 @@ ALGORITHM = registry.register(registry.Algorithm(
     paper='Dou & Yuan, CAAI TIS 2022, eq. 6',
     build=_build,
     hparams=('epochs', 'batch_size', 'client_lr', 'server_lr', 'mu',
-             'server_lr_decay', 'server_lr_decay_every', 'client_weighting',
-             'straggler_policy'),
-    defaults=dict(registry.LOCAL_SGD_DEFAULTS, mu=1.0, server_lr_decay=1.0,
-                  server_lr_decay_every=1, client_weighting='uniform',
-                  straggler_policy='partial'),
+             'client_weighting', 'straggler_policy'),
+    defaults=dict(registry.LOCAL_SGD_DEFAULTS, mu=1.0,
+                  client_weighting='uniform', straggler_policy='partial'),
     describe=lambda config: f'FedISGD λ={config.mu:g}',
-    round_metrics=_vlg))
+    round_metrics=_vlg,
+    server_lr_schedule='step'))

@@ -10,14 +10,17 @@ between rounds (§5.3.2).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 
 from tff_algos import lazy
 from tff_algos.algorithms import core
+from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
+np = lazy.module('numpy')
 tff = lazy.module('tensorflow_federated')
 
 
@@ -116,12 +119,49 @@ class AdaptiveMu:
     return self.mu
 
 
+class AdaptiveMuHook:
+  """A round-loop hook (`simulation.loop.Hook`) that sets the client work's
+  μ after each round from the global training loss, by `rule`
+  (`AdaptiveMu`); needs that loss every round. The row's `mu` is the μ the
+  round used."""
+  name = 'adaptive_mu'
+  needs_evaluation = True  # The rule reads the training loss every round.
+
+  def __init__(self, rule: AdaptiveMu):
+    self.rule = rule
+
+  def state(self):
+    return collections.OrderedDict(
+        (k, np.asarray(v, np.float64))
+        for k, v in dataclasses.asdict(self.rule).items())
+
+  def restore(self, state):
+    for field in dataclasses.fields(self.rule):
+      setattr(self.rule, field.name,
+              type(getattr(self.rule, field.name))(state[field.name]))
+
+  def after_round(self, round_num, row, process, state):
+    row['mu'] = self.rule.mu
+    if round_num == 0:
+      return state
+    mu = self.rule.update(row['train_loss'])
+    hparams = process.get_hparams(state)
+    hparams['client_work']['mu'] = np.float32(mu)
+    return process.set_hparams(state, hparams)
+
+
 def _build(model_fn, config, client_input):
   return build_fed_prox(
-      model_fn, config.client_lr, config.mu,
-      server_learning_rate=config.server_lr,
+      model_fn, mu=config.mu,
+      client_optimizer_fn=optimizers.build(config, 'client', config.client_lr),
+      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr),
       client_weighting=config.client_weighting, client_input=client_input,
       report_update_spread=config.update_spread)
+
+
+def _hooks(config):
+  """Adaptive μ (§5.3.2) when the run asks for it."""
+  return [AdaptiveMuHook(AdaptiveMu(config.mu))] if config.adaptive_mu else []
 
 
 def _describe(config):
@@ -140,4 +180,5 @@ ALGORITHM = registry.register(registry.Algorithm(
              'adaptive_mu', 'client_weighting', 'straggler_policy'),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, mu=1.0, adaptive_mu=False,
                   straggler_policy='partial'),
-    describe=_describe))
+    describe=_describe,
+    hooks=_hooks))

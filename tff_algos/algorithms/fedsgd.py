@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tff_algos import lazy
 from tff_algos.algorithms import core
+from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -62,8 +63,10 @@ def build_fed_sgd(
 
 def _build(model_fn, config, client_input):
   return build_fed_sgd(
-      model_fn, config.server_lr, client_weighting=config.client_weighting,
-      client_input=client_input, report_update_spread=config.update_spread)
+      model_fn,
+      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr),
+      client_weighting=config.client_weighting, client_input=client_input,
+      report_update_spread=config.update_spread)
 
 
 ALGORITHM = registry.register(registry.Algorithm(
@@ -78,4 +81,5 @@ ALGORITHM = registry.register(registry.Algorithm(
     defaults=dict(client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr'],
                   server_lr=lambda config: config.client_lr,
                   client_weighting='num_examples'),
-    fixed=dict(epochs=1, batch_size=-1, mu=0.0, straggler_policy='drop')))
+    fixed=dict(epochs=1, batch_size=-1, mu=0.0, straggler_policy='drop'),
+    client_optimizer=False))

@@ -11,14 +11,13 @@ configs are validated before anything heavy loads.
 """
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 # Run settings whose meaning or default depends on the algorithm. A Config
 # leaves them None ("the algorithm's default"); `Config.resolved()` fills
 # them in from the algorithm's entry.
 ALGORITHM_FIELDS = ('epochs', 'batch_size', 'client_lr', 'server_lr', 'mu',
-                    'adaptive_mu', 'server_lr_decay', 'server_lr_decay_every',
-                    'straggler_policy', 'client_weighting')
+                    'adaptive_mu', 'straggler_policy', 'client_weighting')
 
 # FedProx's settings for its synthetic data (Li et al. 2020, §5.2 and
 # Appendix C.2), the default run: E = 20, B = 10, learning rate 0.01, and
@@ -51,6 +50,17 @@ class Algorithm:
       label and its extra hyper-parameters).
     round_metrics: columns of a round's row it derives from the others
       (FedISGD's VLG), or None.
+    metrics: the columns it adds to metrics.csv, name → what it holds:
+      the metrics its process reports (found by name in a round's
+      metrics, e.g. metrics['client_work'][name]) and those `round_metrics`
+      derives. They reach metrics.csv, TensorBoard, summary.json (their
+      final values) and plots, described like the built-in columns.
+    hooks: `hooks(resolved Config)` → the round-loop hooks of a run
+      (`simulation.loop.Hook`: e.g. FedProx's adaptive μ), or None.
+    client_optimizer: whether its clients run an optimizer (a
+      `--client_optimizer`); FedSGD's compute a gradient.
+    server_lr_schedule: the server learning rate's default schedule
+      (`algorithms.optimizers`; FedISGD's η_g decays in steps).
   """
   name: str
   label: str
@@ -63,6 +73,10 @@ class Algorithm:
   extra_hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
   describe: Callable[[Any], str] | None = None
   round_metrics: Callable[[dict], dict] | None = None
+  metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  hooks: Callable[[Any], Sequence[Any]] | None = None
+  client_optimizer: bool = True
+  server_lr_schedule: str = 'constant'
 
   def __post_init__(self):
     unknown = (set(self.hparams) | set(self.defaults) | set(self.fixed)) - set(
@@ -77,6 +91,10 @@ class Algorithm:
     missing = set(self.hparams) - set(self.defaults)
     if missing:
       raise ValueError(f'{self.name}: no default for {sorted(missing)}')
+    bad = [m for m in self.metrics if not m.isidentifier()]
+    if bad:
+      raise ValueError(f'{self.name}: metric names must be identifiers '
+                       f'(letters, digits, _), got {bad}')
 
   def legend(self, config) -> str:
     """The line's name in a plot: label and hyper-parameters that vary."""

@@ -1,53 +1,152 @@
 """Plots a metric of runs against rounds (the papers' figures).
 
-Each run folder holds a metrics.csv (and config.json, which names the line).
-The command line is `python -m tff_algos.plot`.
+Each run folder holds a metrics.csv and a config.json. Runs that differ
+only in their seed are one line: their mean, with a band from their
+minimum to their maximum. Each line is named by what sets it apart from
+the other lines (its algorithm, then the settings that differ), and the
+figure is titled with what all of them share (the task first); runs of
+different tasks are refused unless asked for. The command line is
+`python -m tff_algos.plot`. Imports no TensorFlow.
 """
 
 import os
+import textwrap
 
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation.columns import DESCRIPTIONS  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
 
+# The columns whose descriptions hold formulas, as mathtext.
+MATH_DESCRIPTIONS = {
+    'train_loss': r'training loss $f(w) = \Sigma_k\, p_k F_k(w)$, all '
+                  r'clients',
+    'grad_variance': r'$\Sigma_k\, p_k \|\nabla F_k(w) - \nabla f(w)\|^2$ '
+                     r'(FedProx §5.3.3)',
+    'grad_dissimilarity': r'$B(w) = (\Sigma_k\, p_k \|\nabla F_k(w)\|^2 / '
+                          r'\|\nabla f(w)\|^2)^{1/2}$ (FedProx Def. 3)',
+    'update_spread': r'$(1/K)\,\Sigma_k \|u_k - \bar{u}\|^2$, '
+                     r'$u_k = w_t - w_k$',
+    'vlg': r'VLG $= \lambda^2 \cdot$ update spread (FedISGD eq. 8)',
+}
+# Settings that tell runs apart, in the order a label or title names them
+# (the algorithm's own, μ/λ and its extra hyper-parameters, are in its
+# legend entry).
+_SHOWN = (
+    ('task', '{}'), ('clients_per_round', 'K={}'), ('epochs', 'E={}'),
+    ('batch_size', 'B={}'), ('client_lr', 'η={:g}'), ('server_lr', 'η_s={:g}'),
+    ('client_optimizer', 'client {}'), ('server_optimizer', 'server {}'),
+    ('straggler_fraction', '{:.0%} stragglers'),
+    ('straggler_policy', 'stragglers {}'),
+    ('client_weighting', '{} weights'), ('partition', '{}'),
+    ('train_fraction', 'train {:g}'), ('data_seed', 'data seed {}'),
+    ('rounds', '{} rounds'))
+# Left out of a title (what all lines share there goes without saying, or
+# is the default): these settings appear only in labels, where they differ.
+_NOT_IN_TITLE = {'client_weighting', 'straggler_policy', 'data_seed',
+                 'train_fraction', 'rounds'}
+_DEFAULTS = {'client_optimizer': 'sgd', 'server_optimizer': 'sgd',
+             'straggler_fraction': 0.0}
 
-def label(run_dir):
-  """The line's name: the algorithm with its μ/λ, and the stragglers."""
-  saved = results.read_json(run_dir, results.CONFIG_FILE)
+
+class MixedTasksError(ValueError):
+  """The runs to plot are of different tasks."""
+
+
+def _settings(run_dir):
+  """The run's resolved settings (config.json), without the seed."""
+  saved = results.read_json(run_dir, results.CONFIG_FILE) or {}
   try:
     config = Config.from_json(saved).resolved()
-    text = config.algorithm.legend(config)
   except (TypeError, ValueError):  # No config.json, or an unknown algorithm.
+    return None, dict(saved)
+  values = config.to_json()
+  values.pop('seed', None)
+  return config, values
+
+
+def _legend(config, run_dir):
+  if config is None:
     return os.path.basename(os.path.normpath(run_dir))
-  if config.straggler_fraction:
-    text += (f' ({config.straggler_fraction:.0%} stragglers, '
-             f'{config.straggler_policy})')
-  return text
+  return config.algorithm.legend(config)
+
+
+def _text(key, value):
+  fmt = dict(_SHOWN)[key]
+  try:
+    return fmt.format(value)
+  except (ValueError, TypeError):
+    return f'{key}={value}'
+
+
+def describe(groups):
+  """(title, [label per group]) of `groups` ([run folders] each): a label
+  names the group's algorithm and the settings in which the groups
+  differ; the title, the settings they all share."""
+  described = [_settings(dirs[0]) for dirs in groups]
+  keys = [k for k, _ in _SHOWN]
+  if not any(v.get('straggler_fraction') for _, v in described):
+    keys.remove('straggler_policy')  # No stragglers: no policy to tell.
+  differ = [k for k in keys if len({repr(v.get(k)) for _, v in described}) > 1]
+  labels = []
+  for (config, values), dirs in zip(described, groups):
+    parts = [_text(k, values.get(k)) for k in differ
+             if values.get(k) is not None]
+    label = ', '.join([_legend(config, dirs[0])] + parts)
+    labels.append(f'{label} (mean of {len(dirs)})' if len(dirs) > 1 else
+                  label)
+  if len({l for l in labels}) < len(labels):  # Still alike: name folders.
+    labels = [f'{l} [{os.path.basename(os.path.normpath(d[0]))}]'
+              for l, d in zip(labels, groups)]
+  shared = described[0][1] if described else {}
+  title = ', '.join(_text(k, shared[k]) for k in keys
+                    if k not in differ and k not in _NOT_IN_TITLE and
+                    shared.get(k) is not None and
+                    shared[k] != _DEFAULTS.get(k))
+  return textwrap.fill(title, 70), labels
 
 
 def seed_groups(run_dirs):
-  """(label, [run folders]) per setting: runs whose config.json differ only
-  in the seed form one group (in the order first seen)."""
+  """[run folders] per setting: runs whose config.json differ only in the
+  seed form one group (in the order first seen)."""
   groups = {}
   for run_dir in run_dirs:
     saved = dict(results.read_json(run_dir, results.CONFIG_FILE) or {})
     saved.pop('seed', None)
     key = repr(sorted(saved.items())) if saved else run_dir
     groups.setdefault(key, []).append(run_dir)
-  return [(label(dirs[0]), dirs) for dirs in groups.values()]
+  return list(groups.values())
 
 
-def plot_bands(groups, metric, out, title='', target=None):
-  """Draws `metric` against rounds for each (label, [run folders]) of
-  `groups`: one run as a line; several (seeds) as their mean, with a band
-  from their minimum to their maximum, over the rounds all of them
-  measured. Into the file `out` (a dashed line at `target`, if given)."""
-  figure, axes = plt.subplots(figsize=(5, 3.5))
-  for label_text, run_dirs in groups:
+def check_one_task(groups):
+  """MixedTasksError naming the tasks when `groups` hold several."""
+  found = sorted({str(_settings(dirs[0])[1].get('task', '?'))
+                  for dirs in groups})
+  if len(found) > 1:
+    raise MixedTasksError(
+        f'the runs are of different tasks ({", ".join(found)}), whose '
+        'curves do not share an axis: plot each task on its own, or pass '
+        '--allow_mixed_tasks')
+
+
+def plot_bands(groups, metric, out, title=None, target=None,
+               description=None, labels=None):
+  """Draws `metric` against rounds for each group of `groups` ([run
+  folders] each, see `seed_groups`): one run as a line; several (seeds) as
+  their mean, with a band from their minimum to their maximum, over the
+  rounds all of them measured. Lines are labelled and the figure titled by
+  `describe` (`labels`, `title` replace them; title '' for none);
+  `description`
+  (default: the column's own) goes under the axes. Into the file `out`
+  (a dashed line at `target`, if given). ValueError if a run has no
+  `metric` values."""
+  shared, described = describe(groups)
+  labels = labels or described
+  figure, axes = plt.subplots(figsize=(5.5, 4))
+  for label_text, run_dirs in zip(labels, groups):
     curves = [dict(zip(*results.series(results.read_rows(d), metric)))
               for d in run_dirs]
     rounds = sorted(set.intersection(*(set(c) for c in curves)))
@@ -55,28 +154,23 @@ def plot_bands(groups, metric, out, title='', target=None):
       raise ValueError(f'{run_dirs[0]} has no {metric!r} values')
     values = [[c[r] for c in curves] for r in rounds]
     mean = [sum(v) / len(v) for v in values]
-    if len(run_dirs) > 1:
-      label_text = f'{label_text} (mean of {len(run_dirs)})'
     line, = axes.plot(rounds, mean, label=label_text)
     if len(run_dirs) > 1:
       axes.fill_between(rounds, [min(v) for v in values],
                         [max(v) for v in values], color=line.get_color(),
                         alpha=0.2, linewidth=0)
-  _finish(figure, axes, metric, out, title, target)
-
-
-def _finish(figure, axes, metric, out, title, target):
-  """The target line, axis labels, the metric's description, the file."""
   if target is not None:
     axes.axhline(target, color='gray', linestyle='--', linewidth=1,
                  label=f'target {target:g}')
   axes.set_xlabel('# rounds')
   axes.set_ylabel(metric, fontsize=9)
-  if metric in DESCRIPTIONS:
-    figure.text(0.01, 0.005, f'{metric}: {DESCRIPTIONS[metric]}', fontsize=6,
-                color='gray')
-  axes.set_title(title)
-  axes.legend(fontsize=8)
-  figure.tight_layout(rect=(0, 0.03, 1, 1))
+  axes.set_title(shared if title is None else title, fontsize=9)
+  axes.legend(fontsize=7)
+  description = description or MATH_DESCRIPTIONS.get(
+      metric, DESCRIPTIONS.get(metric, '').replace('$', r'\$'))
+  if description:
+    figure.text(0.5, 0.015, f'{metric}: {description}', fontsize=7,
+                color='dimgray', ha='center', va='bottom', wrap=True)
+  figure.tight_layout(rect=(0, 0.06, 1, 1))
   figure.savefig(out, dpi=120)
   plt.close(figure)

@@ -26,9 +26,10 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 
 from tff_algos.analysis import plot
-from tff_algos.analysis import results
+from tff_algos.simulation import results
 from tff_algos.runtime import processes
 
 # The summary's columns: what each one holds (written under summary.md).
@@ -55,6 +56,7 @@ SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
                 'last_half_test_accuracy', 'final_train_loss',
                 'rounds_to_target')
 METRICS_PLOTTED = ('train_loss', 'test_accuracy')
+SUMMARY_FILES = ('summary.md', 'summary.csv', 'summary_seeds.csv')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +111,7 @@ def expand(variants, sweeps, only=()):
   return runs
 
 
-class Interrupted(Exception):
+class SweepInterrupted(Exception):
   """The sweep was interrupted (Ctrl-C, SIGTERM) during a run."""
 
   def __init__(self, message, signum):
@@ -117,20 +119,31 @@ class Interrupted(Exception):
     self.signum = signum
 
 
-def run_all(runs, common_args, output_dir, script, finished=None):
-  """Runs each run in its own process; returns {name: exit code}. A run for
-  which `finished(run, run_dir)` holds is not started (exit code 0).
+def _duration(seconds):
+  seconds = int(round(seconds))
+  return (f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+          if seconds >= 3600 else f'{seconds // 60}:{seconds % 60:02d}')
+
+
+def run_all(runs, common_args, output_dir, command, env=None, finished=None):
+  """Runs each run in its own process (`command` + the common flags + the
+  run's + its --output_dir); returns {name: exit code}. A run for which
+  `finished(run, run_dir)` holds is not started (exit code 0). Each start
+  is a line on stderr with the sweep's progress: elapsed time and, once a
+  run has ended, an estimate of the time left (the mean time of the runs
+  this sweep ran, times the runs left).
 
   A run dies with the sweep: SIGTERM reaches it when this process ends,
   however it ends (even by SIGKILL), and Ctrl-C reaches the terminal's
   whole process group. Ctrl-C or SIGTERM here stops the current run, lets
-  it finish writing, and raises Interrupted.
+  it finish writing, and raises SweepInterrupted.
   """
-  codes = {}
+  codes, took = {}, []
+  start = time.monotonic()
 
   def on_terminate(signum, frame):
     del frame
-    raise Interrupted('', signum)
+    raise SweepInterrupted('', signum)
 
   previous = signal.signal(signal.SIGTERM, on_terminate)
   try:
@@ -140,22 +153,27 @@ def run_all(runs, common_args, output_dir, script, finished=None):
         print(f'[{i}/{len(runs)}] {run.name}: finished', file=sys.stderr)
         codes[run.name] = 0
         continue
-      print(f'[{i}/{len(runs)}] {run.name}', file=sys.stderr, flush=True)
-      command = [sys.executable, script, *common_args, *run.args,
-                 f'--output_dir={run_dir}']
+      left = len(runs) - i + 1
+      eta = (f', about {_duration(statistics.fmean(took) * left)} left'
+             if took else '')
+      print(f'[{i}/{len(runs)}] {run.name} ({_duration(time.monotonic() - start)}'
+            f' elapsed{eta})', file=sys.stderr, flush=True)
+      began = time.monotonic()
       process = subprocess.Popen(
-          command, stdout=subprocess.DEVNULL,
+          [*command, *common_args, *run.args, f'--output_dir={run_dir}'],
+          stdout=subprocess.DEVNULL, env=env,
           preexec_fn=processes.die_with_parent(signal.SIGTERM))
       try:
         codes[run.name] = process.wait()
-      except (KeyboardInterrupt, Interrupted) as e:
+        took.append(time.monotonic() - began)
+      except (KeyboardInterrupt, SweepInterrupted) as e:
         signum = getattr(e, 'signum', signal.SIGINT)
         process.send_signal(signal.SIGTERM if signum == signal.SIGTERM
                             else signal.SIGINT)
         process.wait()
         name = 'interrupted' if signum == signal.SIGINT else 'terminated'
-        raise Interrupted(f'sweep {name} during run {i} of {len(runs)} '
-                          f'({run.name})', signum) from None
+        raise SweepInterrupted(f'sweep {name} during run {i} of {len(runs)} '
+                               f'({run.name})', signum) from None
       if codes[run.name] == 2:  # A usage error: later runs would fail too.
         break
   finally:
@@ -349,18 +367,24 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
 
 def plot_runs(runs, output_dir, target_accuracy=None):
   """One figure per metric and swept setting: a line per variant (over
-  several seeds, their mean with a band from min to max)."""
+  several seeds, their mean with a band from min to max), titled with the
+  settings they share and the swept values. Returns the files written."""
   by_swept = {}
   for run in runs:
     if results.has_rows(os.path.join(output_dir, run.name)):
       others = tuple((f, v) for f, v in run.swept if f != 'seed')
       by_swept.setdefault(others, {}).setdefault(run.variant, []).append(
           os.path.join(output_dir, run.name))
+  written = []
   for swept, variants in by_swept.items():
     suffix = ''.join(f'__{flag}-{value}' for flag, value in swept)
+    groups = list(variants.values())
+    shared, _ = plot.describe(groups)
+    title = '; '.join(filter(None, [shared, ', '.join(
+        f'{flag}={value}' for flag, value in swept)]))
     for metric in METRICS_PLOTTED:
+      written.append(os.path.join(output_dir, f'{metric}{suffix}.png'))
       plot.plot_bands(
-          list(variants.items()), metric,
-          os.path.join(output_dir, f'{metric}{suffix}.png'),
-          title=', '.join(f'{flag}={value}' for flag, value in swept),
+          groups, metric, written[-1], title=title, labels=list(variants),
           target=target_accuracy if metric == 'test_accuracy' else None)
+  return written

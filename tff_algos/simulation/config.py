@@ -5,6 +5,8 @@ import json
 import math
 from typing import Any
 
+from tasks import partitions
+from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 from tff_algos.simulation.sampling import StragglerPolicy
 
@@ -26,7 +28,8 @@ class Config:
   task: str = 'synthetic_1_1'     # a name for tasks.load_task, or any
                                   # name when the caller passes the task
   rounds: int = 200
-  clients_per_round: int = 10
+  clients_per_round: int | None = 10  # None: from --client_fraction, set
+                                      # once the task's clients are known
   straggler_fraction: float = 0.0
   # The algorithm's settings (None: its default, see `resolved`).
   epochs: int | None = None
@@ -35,11 +38,27 @@ class Config:
   server_lr: float | None = None    # FedSGD's η; FedISGD's η_gi
   mu: float | None = None           # FedProx μ / FedISGD λ
   adaptive_mu: bool | None = None
-  server_lr_decay: float | None = None
-  server_lr_decay_every: int | None = None
   straggler_policy: str | None = None  # 'drop' or 'partial'
   client_weighting: str | None = None  # 'num_examples' or 'uniform'
   hparams: dict[str, float] = dataclasses.field(default_factory=dict)
+  # Optimizers (algorithms.optimizers; None: the default, plain SGD at a
+  # constant rate; the parameters of the optimizer chosen).
+  client_optimizer: str | None = None
+  client_momentum: float | None = None
+  client_beta1: float | None = None
+  client_beta2: float | None = None
+  client_epsilon: float | None = None
+  client_lr_schedule: str | None = None
+  client_lr_decay: float | None = None
+  client_lr_decay_every: int | None = None
+  server_optimizer: str | None = None
+  server_momentum: float | None = None
+  server_beta1: float | None = None
+  server_beta2: float | None = None
+  server_epsilon: float | None = None
+  server_lr_schedule: str | None = None  # FedISGD's default: step
+  server_lr_decay: float | None = None
+  server_lr_decay_every: int | None = None
   # Measurements.
   update_spread: bool = False       # (1/K)Σ‖u_k − ū‖² for any algorithm
   dissimilarity_every: int = 0
@@ -52,6 +71,8 @@ class Config:
   data_seed: int = 0
   data_dir: str | None = None
   train_fraction: float | None = None  # None: the task's own split
+  partition: str | None = None  # e.g. 'dirichlet:0.5' (None: the task's)
+  imports: tuple[str, ...] = ()  # modules registering the task/algorithm
 
   @property
   def algorithm(self) -> registry.Algorithm:
@@ -69,16 +90,29 @@ class Config:
   def resolved(self) -> 'Config':
     """This config with the algorithm's settings filled in: its fixed
     values, the values given, its defaults for the rest, and None for the
-    settings it does not use (their values do not matter to the run)."""
+    settings it does not use (their values do not matter to the run).
+    ConfigError for optimizer settings that do not fit together."""
     algorithm = self.algorithm
-    values = {}
+    given = dataclasses.asdict(self)
+    try:
+      values = {
+          **optimizers.resolve(given, 'client', algorithm.client_optimizer),
+          **optimizers.resolve(given, 'server', True,
+                               algorithm.server_lr_schedule)}
+    except optimizers.SettingsError as e:
+      raise ConfigError(str(e)) from None
+    if self.server_lr is None and optimizers.default_learning_rate(
+        values, 'server') is not None and 'server_lr' in algorithm.hparams:
+      values['server_lr'] = optimizers.default_learning_rate(values,
+                                                              'server')
     for name in registry.ALGORITHM_FIELDS:
       if name in algorithm.fixed:
         values[name] = algorithm.fixed[name]
       elif name in algorithm.hparams:
-        given = getattr(self, name)
-        values[name] = given if given is not None else algorithm.defaults[
-            name]
+        if name not in values:
+          value = getattr(self, name)
+          values[name] = value if value is not None else algorithm.defaults[
+              name]
       else:
         values[name] = None
     hparams = {**algorithm.extra_hparams, **self.hparams}
@@ -98,6 +132,8 @@ class Config:
     unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
       raise ConfigError(f'unknown settings {sorted(unknown)}')
+    if 'imports' in values:
+      values = dict(values, imports=tuple(values['imports']))
     return cls(**values)
 
   def validate(self, num_clients: int | None = None):
@@ -127,13 +163,19 @@ class Config:
           + (f'only {", ".join(algorithm.extra_hparams)}'
              if algorithm.extra_hparams else 'no hyper-parameters of its own'))
     c = self.resolved()
+    try:
+      for role in ('client', 'server'):
+        optimizers.check(dataclasses.asdict(c), role)
+      partitions.parse(self.partition)
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
+    k = self.clients_per_round
     checks = [
-        (num_clients is None or self.clients_per_round <= num_clients,
-         f'--clients_per_round={self.clients_per_round} is more than the '
-         f'{num_clients} clients of {self.task}'),
+        (num_clients is None or k is None or k <= num_clients,
+         f'--clients_per_round={k} is more than the {num_clients} clients '
+         f'of {self.task}'),
         (self.rounds >= 1, f'--rounds must be >= 1, got {self.rounds}'),
-        (self.clients_per_round >= 1,
-         f'--clients_per_round must be >= 1, got {self.clients_per_round}'),
+        (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
         (c.epochs is None or c.epochs >= 1,
          f'--epochs must be >= 1, got {c.epochs}'),
         (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
@@ -155,10 +197,6 @@ class Config:
         (c.client_weighting in (None, 'uniform', 'num_examples'),
          f'--client_weighting must be uniform or num_examples, '
          f'got {c.client_weighting!r}'),
-        (c.server_lr_decay is None or 0 < c.server_lr_decay <= 1,
-         f'--server_lr_decay must be in (0, 1], got {c.server_lr_decay}'),
-        (c.server_lr_decay_every is None or c.server_lr_decay_every >= 1,
-         '--server_lr_decay_every must be >= 1'),
         (self.eval_every >= 1, '--eval_every must be >= 1'),
         (self.eval_clients is None or self.eval_clients >= 1,
          f'--eval_clients must be >= 1, got {self.eval_clients}'),

@@ -7,19 +7,28 @@ by run_experiment.py, the notebooks and the tests.
 """
 
 import dataclasses
+import sys
 
 import numpy as np
 
 import tasks as tasks_lib
+from tasks import partitions
 from tff_algos import learning
-from tff_algos.algorithms import fedprox
-from tff_algos.analysis import results
+from tff_algos.algorithms import optimizers
 from tff_algos.simulation import evaluation
+from tff_algos.simulation import results
 from tff_algos.simulation import loop as loop_lib
 from tff_algos.simulation import run_dir as run_dir_lib
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.sampling import ClientSampler
 
+# What summary.json's `seconds` holds (the progress bar's time also counts
+# start-up).
+SECONDS_COUNTS = ('the rounds this process ran, each from its training to '
+                  'its checkpoint (evaluation and the metrics rows '
+                  'included); not the start-up before round 0 (imports, '
+                  'data, building the process, starting the worker), nor '
+                  'the rounds of earlier processes of a resumed run')
 Diverged = loop_lib.Diverged
 Interrupted = loop_lib.Interrupted
 NonFiniteLoss = loop_lib.NonFiniteLoss
@@ -40,20 +49,25 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
   config = config.resolved()
   sampler = ClientSampler(len(train_arrays), config.clients_per_round,
                           config.epochs, config.seed, config.straggler_fraction)
+  algorithm = config.algorithm
+  hooks = list(algorithm.hooks(config) if algorithm.hooks else [])
+  if config.client_lr_schedule not in (None, 'constant'):
+    hooks.append(optimizers.ClientLearningRateSchedule(config,
+                                                       config.client_lr))
   measurements = []
   if evaluate:
     evaluated = train_arrays
     if config.eval_clients is not None:
       evaluated = [train_arrays[k]
                    for k in sampler.evaluation_clients(config.eval_clients)]
-    measurements.append(_evaluation(config, model_fn, evaluated, test_arrays))
+    every_round = any(getattr(h, 'needs_evaluation', False) for h in hooks)
+    measurements.append(_evaluation(config, model_fn, evaluated, test_arrays,
+                                    every_round))
   if config.dissimilarity_every:
     dissimilarity = evaluation.build_dissimilarity(model_fn)
     measurements.append(loop_lib.Measurement(
         lambda weights: dissimilarity(weights, train_arrays),
         lambda r: r % config.dissimilarity_every == 0))
-  hooks = ([loop_lib.AdaptiveMuHook(fedprox.AdaptiveMu(config.mu))]
-           if config.adaptive_mu else [])
   return loop_lib.Loop(
       process=build_process(config, model_fn),
       sampler=sampler,
@@ -63,16 +77,17 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
       measurements=measurements,
       hooks=hooks,
       columns=dict(mu=config.effective_mu),
-      round_metrics=config.algorithm.round_metrics,
+      round_metrics=algorithm.round_metrics,
+      metrics=algorithm.metrics,
       stop_when=None if config.stop_at_accuracy is None else (
           lambda row: row.get('test_accuracy', -1) >= config.stop_at_accuracy))
 
 
-def _evaluation(config, model_fn, train_arrays, test_arrays):
+def _evaluation(config, model_fn, train_arrays, test_arrays, every_round):
   """f(w) and accuracy over the clients' train data (all of them, or the
   --eval_clients subset) and all test data, every config.eval_every rounds,
-  at round 0 and after the last (every round with adaptive μ, whose rule
-  reads the training loss)."""
+  at round 0 and after the last (every round when a hook reads the
+  training loss: `needs_evaluation`, e.g. adaptive μ)."""
   evaluate = evaluation.build_evaluation(model_fn)
 
   def measure(weights):
@@ -85,7 +100,34 @@ def _evaluation(config, model_fn, train_arrays, test_arrays):
     return row
 
   return loop_lib.Measurement(measure, lambda r: (
-      r % config.eval_every == 0 or r == config.rounds or config.adaptive_mu))
+      r % config.eval_every == 0 or r == config.rounds or every_round))
+
+
+class MetricsLost(RuntimeError):
+  """metrics.csv lacks rounds up to the checkpoint's, and the TensorBoard
+  events do not hold them either: resuming would leave the rows short."""
+
+
+def _restore_rows(folder, last_round, columns):
+  """On resume, metrics.csv must hold every round up to the checkpoint's
+  (`last_round`): rounds it lacks (deleted, or a copy of the folder) are
+  written back from the TensorBoard events, said in one line; MetricsLost
+  if those lack them too (nothing is written)."""
+  missing = folder.missing_rounds(last_round)
+  if not missing:
+    return
+  lost = folder.rebuild_rows(missing, columns)
+  span = (f'{missing[0]}' if len(missing) == 1 else
+          f'{missing[0]}–{missing[-1]}' if missing[-1] - missing[0] + 1 ==
+          len(missing) else f'{len(missing)} rounds')
+  if lost:
+    raise MetricsLost(
+        f'{folder.metrics_path} lacks rounds {span} of the checkpoint at '
+        f'round {last_round}, and {run_dir_lib.TENSORBOARD_DIR}/ does not '
+        f'hold round {lost[0]} either: put back the metrics.csv of this '
+        'run, or pass --overwrite to start it again')
+  print(f'{folder.metrics_path} lacked rounds {span}: written back from '
+        f'{run_dir_lib.TENSORBOARD_DIR}/', file=sys.stderr)
 
 
 def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
@@ -115,12 +157,16 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
   state = loop.initial_state(
       learning.initial_model_weights(task.model_fn, config.seed))
   folder.start()
+  if config.partition is not None:
+    folder.write_label_histogram(partitions.label_histogram(
+        train_arrays, task.client_ids))
   checkpoints = folder.state_manager()
   saved, last_round = loop_lib.wait(
       folder.load_checkpoint(checkpoints, loop.program_state(state)))
   first_round = 0
   if saved is not None:
     state, first_round = loop.restore(saved), last_round + 1
+    _restore_rows(folder, last_round, loop.column_names)
   round_seconds = []
 
   def on_round(round_num, row, seconds):
@@ -139,6 +185,10 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
   examples_per_client = float(np.mean(
       [len(next(iter(a.values()))) for a in train_arrays]))
   summary = results.summarize(output_dir, target_accuracy, examples_per_client)
+  rows = folder.rows()
+  summary.update({f'final_{name}': next(
+      (r[name] for r in reversed(rows) if name in r), None)
+                  for name in loop.metrics})
   summary.update(
       finished=True, num_clients=len(train_arrays),
       train_metrics_over=(f'{config.eval_clients} of {len(train_arrays)} '
@@ -148,6 +198,7 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
       resumed_from_round=first_round - 1 if first_round else None,
       median_seconds_per_round=(float(np.median(round_seconds))
                                 if round_seconds else None),
-      seconds=float(np.sum(round_seconds)))
+      seconds=float(np.sum(round_seconds)),
+      seconds_counts=SECONDS_COUNTS)
   folder.finish(summary)
-  return folder.rows()
+  return rows

@@ -27,9 +27,23 @@ from tff_algos.simulation.columns import COLUMNS
 from tff_algos.simulation.sampling import ClientSampler
 from tff_algos.simulation.sampling import StragglerPolicy
 
-# A round's release: a namedtuple keeps the columns' order (a dict's keys
-# would be sorted by the release managers).
-RoundMetrics = collections.namedtuple('RoundMetrics', COLUMNS[1:])
+# What a round's metrics hold that is read (or deliberately not recorded):
+# any other number the process reports is an algorithm's metric, recorded
+# when its registry entry declares it and reported once otherwise.
+_KNOWN_METRICS = {'train', 'local_steps', 'participants', 'update_spread',
+                  'update_squared_norm', 'update_non_finite', 'mean_value',
+                  'mean_weight', 'uniform_mean_squared_norm'}
+
+
+def _scalars(metrics, prefix=''):
+  """(path, name, value) of every number in nested round metrics."""
+  for name, value in metrics.items():
+    path = f'{prefix}/{name}' if prefix else name
+    if isinstance(value, Mapping):
+      if name != 'train':  # The clients' own running metrics.
+        yield from _scalars(value, path)
+    elif np.ndim(value) == 0 and isinstance(value, (int, float, np.number)):
+      yield path, name, value
 
 
 class Diverged(RuntimeError):
@@ -115,6 +129,8 @@ class Loop:
     columns: constant columns of every row (e.g. μ).
     round_metrics: the algorithm's columns derived from a row (FedISGD's
       VLG), or None.
+    metrics: the algorithm's own columns (name → description): read by
+      name from the process's round metrics (or set by `round_metrics`).
     stop_when: a round whose row it holds true for is the run's last
       (e.g. --stop_at_target), or None.
   """
@@ -127,7 +143,45 @@ class Loop:
   hooks: Sequence[Hook] = ()
   columns: Mapping[str, float] = dataclasses.field(default_factory=dict)
   round_metrics: Callable[[dict], Mapping[str, float]] | None = None
+  metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
   stop_when: Callable[[dict], bool] | None = None  # Ends the run early.
+  _unreported: set = dataclasses.field(default_factory=set, init=False,
+                                       repr=False)
+  _row_type: Any = dataclasses.field(default=None, init=False, repr=False)
+
+  @property
+  def column_names(self) -> tuple[str, ...]:
+    """metrics.csv's columns: the built-in ones, then the algorithm's."""
+    return COLUMNS + tuple(m for m in self.metrics if m not in COLUMNS)
+
+  def release_value(self, row):
+    """A round's row for the release managers: a namedtuple, which keeps
+    the columns' order (a dict's keys would be sorted). A value a hook or
+    `round_metrics` set without a column is reported once on stderr."""
+    names = self.column_names[1:]
+    if self._row_type is None:
+      self._row_type = collections.namedtuple('RoundMetrics', names)
+    for name in set(row) - set(names) - _KNOWN_METRICS - self._unreported:
+      self._unreported.add(name)
+      print(f'note: {name} = {row[name]} has no column in metrics.csv: '
+            'declare it in the algorithm\'s registry entry '
+            '(Algorithm(metrics={...})) to record it', file=sys.stderr)
+    return self._row_type(**{c: row.get(c) for c in names})
+
+  def _algorithm_metrics(self, metrics):
+    """The declared metrics of a round's process metrics; an undeclared
+    number is reported once on stderr (never dropped in silence)."""
+    row = {}
+    for path, name, value in _scalars(metrics):
+      if name in self.metrics:
+        row[name] = value
+      elif name not in _KNOWN_METRICS and path not in self._unreported:
+        self._unreported.add(path)
+        print(f'note: the process reports {path} = {value}, which has no '
+              'column in metrics.csv: declare it in the algorithm\'s '
+              'registry entry (Algorithm(metrics={...})) to record it',
+              file=sys.stderr)
+    return row
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""
@@ -165,6 +219,7 @@ class Loop:
           'update_non_finite', 0)
       if 'update_spread' in client_work:
         row['update_spread'] = client_work['update_spread']
+      row.update(self._algorithm_metrics(output.metrics))
     return state, row
 
   def step(self, state, round_num):
@@ -182,35 +237,6 @@ class Loop:
     return state, row
 
 
-class AdaptiveMuHook:
-  """Sets the client work's μ after each round from the training loss, by
-  `rule` (FedProx's `AdaptiveMu`, Li et al. 2020 §5.3.2); needs the
-  training loss every round. The row's `mu` is the μ the round used."""
-  name = 'adaptive_mu'
-
-  def __init__(self, rule):
-    self.rule = rule
-
-  def state(self):
-    return collections.OrderedDict(
-        (k, np.asarray(v, np.float64))
-        for k, v in dataclasses.asdict(self.rule).items())
-
-  def restore(self, state):
-    for field in dataclasses.fields(self.rule):
-      setattr(self.rule, field.name,
-              type(getattr(self.rule, field.name))(state[field.name]))
-
-  def after_round(self, round_num, row, process, state):
-    row['mu'] = self.rule.mu
-    if round_num == 0:
-      return state
-    mu = self.rule.update(row['train_loss'])
-    hparams = process.get_hparams(state)
-    hparams['client_work']['mu'] = np.float32(mu)
-    return process.set_hparams(state, hparams)
-
-
 def wait(coroutine):
   """Runs a tff.program coroutine to its end, from any thread: in its own
   thread, since a notebook's thread already runs an event loop."""
@@ -224,8 +250,7 @@ def _round(loop, state, round_num, last, release_manager, state_manager,
   start = time.perf_counter()
   state, row = loop.step(state, round_num)
   if release_manager is not None:
-    wait(release_manager.release(
-        RoundMetrics(**{c: row.get(c) for c in COLUMNS[1:]}), round_num))
+    wait(release_manager.release(loop.release_value(row), round_num))
   loss = row.get('train_loss')
   if loss is not None and not math.isfinite(loss):
     raise NonFiniteLoss(f'training loss is {loss} at round {round_num}')
@@ -238,11 +263,13 @@ def _round(loop, state, round_num, last, release_manager, state_manager,
   if state_manager is not None and (
       round_num % checkpoint_every == 0 or round_num == last or stop):
     wait(state_manager.save(loop.program_state(state), round_num))
-  shown = {label: f'{row[column]:{spec}}' for label, column, spec in (
-      ('loss', 'train_loss', '.4f'), ('test_acc', 'test_accuracy', '.4f'),
-      ('mu', 'mu', 'g')) if row.get(column) is not None}
-  if 'loss' in shown:
-    progress.set_postfix(shown, refresh=False)
+  if row.get('train_loss') is not None:  # An evaluated round: say which.
+    progress.set_postfix(collections.OrderedDict(
+        [('evaluated', f'round {round_num}')] +
+        [(label, f'{row[column]:{spec}}') for label, column, spec in (
+            ('loss', 'train_loss', '.4f'),
+            ('test_acc', 'test_accuracy', '.4f'), ('mu', 'mu', 'g'))
+         if row.get(column) is not None]), refresh=False)
   if on_round is not None:
     on_round(round_num, row, time.perf_counter() - start)
   if round_num > 0:

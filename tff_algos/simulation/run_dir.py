@@ -20,23 +20,26 @@ that write TFF program state or releases.
 """
 
 import contextlib
+import csv
 import errno
 import fcntl
+import glob
+import io
 import json
 import os
 import shutil
 import sys
 
-from tff_algos.analysis import results
+from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
     results.CONFIG_FILE, results.METRICS_FILE, results.SUMMARY_FILE)
-CHECKPOINT_DIR, TENSORBOARD_DIR, WORKER_LOG = (
-    'checkpoints', 'tensorboard', 'worker.log')
+CHECKPOINT_DIR, TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM = (
+    'checkpoints', 'tensorboard', 'worker.log', 'label_histogram.csv')
 OUTPUTS = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR,
-           TENSORBOARD_DIR, WORKER_LOG)
+           TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM)
 
 
 class OutputDirError(ConfigError):
@@ -218,6 +221,46 @@ class RunDir:
         AfterRound(tff.program.TensorBoardReleaseManager(
             self._file(TENSORBOARD_DIR)))])
 
+  def missing_rounds(self, last_round: int) -> list[int]:
+    """The rounds 0..last_round (a checkpoint's) that metrics.csv lacks."""
+    held = ({int(row['round']) for row in results.read_rows(self.path)}
+            if os.path.exists(self.metrics_path) else set())
+    return [r for r in range(last_round + 1) if r not in held]
+
+  def rebuild_rows(self, rounds, columns) -> list[int]:
+    """Writes metrics.csv's `rounds` back from the TensorBoard events (which
+    hold the same values, each round written once) and returns the rounds
+    of `rounds` the events do not hold either (nothing is written then).
+    `columns`: metrics.csv's, round first."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    logged = {}
+    for path in sorted(glob.glob(os.path.join(self._file(TENSORBOARD_DIR),
+                                              'events.out.tfevents.*'))):
+      try:
+        for event in tf.compat.v1.train.summary_iterator(path):
+          for value in event.summary.value:
+            if value.tag in columns and value.HasField('tensor'):
+              logged.setdefault(event.step, {})[value.tag] = float(
+                  tf.make_ndarray(value.tensor))
+      except tf.errors.DataLossError:
+        continue  # A file cut short: its complete records were read.
+    lost = [r for r in rounds if r not in logged]
+    if lost:
+      return lost
+    rows = {int(row['round']): row for row in (
+        results.read_rows(self.path) if os.path.exists(self.metrics_path)
+        else [])}
+    for r in rounds:
+      rows[r] = {'round': r, **{
+          c: (int(v) if c in results.INTEGER_COLUMNS else v)
+          for c, v in logged[r].items()}}
+    text = io.StringIO()
+    writer = csv.DictWriter(text, list(columns))
+    writer.writeheader()
+    writer.writerows(rows[r] for r in sorted(rows))
+    results.write_atomically(self.metrics_path, text.getvalue())
+    return []
+
   def state_manager(self):
     """The checkpoints (two kept), without saves a kill cut short."""
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -243,6 +286,15 @@ class RunDir:
               'checkpoint before it', file=sys.stderr)
         shutil.rmtree(path, ignore_errors=True)
     return None, None
+
+  def write_label_histogram(self, rows):
+    """label_histogram.csv: each client's training examples per label (a
+    --partition run)."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    results.write_atomically(self._file(LABEL_HISTOGRAM), text.getvalue())
 
   def finish(self, summary: dict):
     """Writes summary.json: the run is finished."""

@@ -37,10 +37,13 @@ def write_atomically(path, text):
   os.replace(partial, path)
 
 
+INTEGER_COLUMNS = ('round', 'participants', 'local_steps')
+
+
 def typed(row):
   """A metrics.csv row as numbers, without the columns not measured."""
-  return {k: int(v) if k in ('round', 'participants', 'local_steps')
-          else float(v) for k, v in row.items() if v != ''}
+  return {k: int(v) if k in INTEGER_COLUMNS else float(v)
+          for k, v in row.items() if v != ''}
 
 
 def read_json(run_dir, name):

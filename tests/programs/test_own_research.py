@@ -1,0 +1,123 @@
+"""Your own research on the harness (issue 20): a task and an algorithm
+from files of their own (tests/programs/user_modules) through the real
+command line, a sweep over seeds in subprocesses, killed and resumed, its
+summary, and plots that name what differs."""
+
+import csv
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from conftest import USER_ENV
+import helpers
+
+MODULES = REPO / 'tests' / 'programs' / 'user_modules'
+IMPORTS = (f'--import={MODULES / "blobs_task.py"}',
+           f'--import={MODULES / "fedavgm_algorithm.py"}')
+SWEEP = (*IMPORTS, '--task=blobs', '--algo=fedavgm', '--rounds=4',
+         '--clients_per_round=3', '--epochs=1', '--server_lr=0.5',
+         '--hparam=server_momentum=0.5', '--progress=false',
+         '--checkpoint_every=1', '--sweep=seed=0,1')
+
+
+def _command(*args, cwd):
+  """`python -m tff_algos ARGS` from `cwd` (not the repository)."""
+  return [sys.executable, '-m', 'tff_algos', *args], dict(
+      cwd=cwd, env=USER_ENV, text=True)
+
+
+def _rows(path):
+  try:
+    with open(path, newline='') as f:
+      return list(csv.DictReader(f))
+  except OSError:
+    return []
+
+
+@pytest.mark.slow
+def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
+  out = tmp_path / 'sweep'
+  command, kwargs = _command(*SWEEP, f'--output_dir={out}', cwd=tmp_path)
+  first = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, **kwargs)
+  deadline = time.monotonic() + 300
+  while len(_rows(out / 'run__seed-0' / 'metrics.csv')) < 3:
+    assert first.poll() is None, first.communicate()
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  first.send_signal(signal.SIGKILL)  # The sweep, and with it its run.
+  first.wait()
+  assert not (out / 'summary.md').exists()
+
+  again = subprocess.run(command, capture_output=True, timeout=600, **kwargs)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert '(resuming)' in again.stderr  # Seed 0 went on from its checkpoint.
+  assert 'wrote ' in again.stderr and 'summary.md' in again.stderr
+  for seed in (0, 1):
+    run_dir = out / f'run__seed-{seed}'
+    config = json.loads((run_dir / 'config.json').read_text())
+    assert config['algo'] == 'fedavgm' and config['task'] == 'blobs'
+    assert config['imports'] == [str(MODULES / 'blobs_task.py'),
+                                 str(MODULES / 'fedavgm_algorithm.py')]
+    rows = _rows(run_dir / 'metrics.csv')
+    assert [r['round'] for r in rows] == ['0', '1', '2', '3', '4']
+    # The algorithm's own metrics: from its process and from its hook.
+    assert all(float(r['mean_update_norm']) > 0 for r in rows[1:])
+    assert [float(r['server_lr_now']) for r in rows[1:]] == [0.25, 0.5,
+                                                              0.5, 0.5]
+    summary = json.loads((run_dir / 'summary.json').read_text())
+    assert summary['final_mean_update_norm'] == float(
+        rows[-1]['mean_update_norm'])
+  summary = (out / 'summary.md').read_text()
+  assert 'Mean ± standard deviation over seeds' in summary
+  with open(out / 'summary_seeds.csv', newline='') as f:
+    seeds, = list(csv.DictReader(f))
+  assert seeds['seeds'] == '0 1' and float(
+      seeds['final_test_accuracy_std']) >= 0
+  assert (out / 'train_loss.png').stat().st_size > 0
+
+  # Plots: the two seeds are one line; a run of another task is refused
+  # unless asked for.
+  other = tmp_path / 'synthetic'
+  other.mkdir()
+  (other / 'metrics.csv').write_text('round,train_loss\n0,2.3\n1,1.9\n')
+  (other / 'config.json').write_text(json.dumps(dict(
+      algo='fedavg', task='synthetic_1_1', epochs=20, batch_size=10)))
+  runs = [str(out / 'run__seed-0'), str(out / 'run__seed-1'), str(other)]
+  plot, plot_kwargs = _command(cwd=tmp_path)
+  plot[2] = 'tff_algos.plot'
+  refused = subprocess.run([*plot, *runs, f'--out={tmp_path / "mixed.png"}'],
+                           capture_output=True, **plot_kwargs)
+  assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+  assert 'different tasks (blobs, synthetic_1_1)' in refused.stderr
+  assert not (tmp_path / 'mixed.png').exists()
+  allowed = subprocess.run([*plot, *runs, '--allow_mixed_tasks',
+                            f'--out={tmp_path / "mixed.png"}'],
+                           capture_output=True, **plot_kwargs)
+  assert allowed.returncode == 0, allowed.stderr
+  assert (tmp_path / 'mixed.png').stat().st_size > 0
+
+
+def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
+  """A metric the process reports but the algorithm does not declare is
+  said once on stderr."""
+  from tff_algos import cli  # pylint: disable=g-import-not-at-top
+  from tff_algos.algorithms import registry  # pylint: disable=g-import-not-at-top
+  cli.import_modules([str(MODULES / 'fedavgm_algorithm.py')])
+  quiet = registry.register(dataclasses.replace(
+      registry.get('fedavgm'), name='fedavgm_undeclared', metrics={}))
+  try:
+    _, rows = helpers.run(tmp_path, 'undeclared', algo=quiet.name, rounds=2)
+  finally:
+    registry.unregister(quiet.name)
+  assert 'mean_update_norm' not in rows[0]
+  err = capsys.readouterr().err
+  assert err.count('aggregator/mean_update_norm') == 1  # Its process's...
+  assert err.count('server_lr_now') == 1  # ...and its hook's.
+  assert 'declare it in the algorithm' in err

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -394,7 +395,8 @@ def import_modules(specs) -> tuple[str, ...]:
       if name not in sys.modules:
         if not os.path.isfile(path):
           raise UsageError(f'--import={spec}: no such file')
-        module_spec = importlib.util.spec_from_file_location(name, path)
+        module_spec = importlib.util.spec_from_loader(
+            name, importlib.machinery.SourceFileLoader(name, path))
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
         _exec(spec, lambda: module_spec.loader.exec_module(module),

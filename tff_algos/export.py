@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
 
 PROGRAM = 'python -m tff_algos.export'
 GROUPS = ('algorithm', 'data')
@@ -203,14 +204,15 @@ def main(argv):
     out = holder.out
     if not out:
       raise cli.UsageError('--out is required: the folder to write')
-    if os.path.exists(out) and not os.path.isdir(out):
-      raise cli.UsageError(f'--out={out} is a file, not a folder')
     if os.path.isdir(out) and os.listdir(out):
       if not holder.overwrite:
         raise cli.UsageError(f'--out={out} is not empty (--overwrite '
                              'replaces an earlier export there)')
       check_holds_an_export(out)
-    check_writable(out)
+    try:
+      run_dir.check_usable(out, '--out')
+    except run_dir.OutputDirError as e:
+      raise cli.UsageError(str(e)) from None
     config = cli.config_from_flags(holder, imports).resolved()
     task = cli.load_task(config, cli.task_options(holder))
   except cli.UsageError as e:
@@ -263,19 +265,6 @@ def main(argv):
   print(f'wrote {len(manifest["computations"])} computations, {WEIGHTS} '
         f'and {MANIFEST} to {out}', file=sys.stderr)
   return 0
-
-
-def check_writable(out):
-  """UsageError unless `out` can be written (checked before any work): its
-  parent (or nearest existing ancestor) must be a writable folder."""
-  existing = os.path.dirname(os.path.abspath(out))
-  while not os.path.exists(existing):
-    existing = os.path.dirname(existing)
-  if not os.path.isdir(existing):
-    raise cli.UsageError(f'--out={out} is under {existing}, which is a file')
-  if not os.access(existing, os.W_OK | os.X_OK):
-    raise cli.UsageError(f'--out={out}: cannot write in {existing} '
-                         '(permission denied)')
 
 
 if __name__ == '__main__':

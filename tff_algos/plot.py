@@ -10,6 +10,7 @@ minimum to their maximum. Runs of different tasks are refused unless
 imported for its algorithm's name and metrics. Imports no TensorFlow.
 """
 
+import os
 import sys
 
 from tff_algos import cli
@@ -55,20 +56,20 @@ def main(argv=None):
   parser.add_argument('--allow_mixed_tasks', action='store_true',
                       help='plot runs of different tasks on one axis')
   args = parser.parse_args(argv)
-  for run_dir in args.run_dirs:
-    try:
-      if not results.has_rows(run_dir):
-        parser.error(f'no rounds in {run_dir}/{results.METRICS_FILE}')
-    except (OSError, ValueError) as e:
-      parser.error(f'cannot read {run_dir}/{results.METRICS_FILE}: {e}')
-  _import_run_modules(args.run_dirs)
-  metrics = set(COLUMNS[1:]) | {m for name in registry.names()
-                                for m in registry.get(name).metrics}
-  if args.metric not in metrics:
-    parser.error(f'--metric={args.metric}: not a metrics.csv column; choose '
-                 f'from {", ".join(sorted(metrics))}')
-  groups = plot.seed_groups(args.run_dirs)
   try:
+    for run_dir in args.run_dirs:
+      if not os.path.isdir(run_dir):
+        raise ValueError(f'no such run folder: {run_dir}')
+      if not results.has_rows(run_dir):
+        raise ValueError(f'no rounds in {run_dir}/{results.METRICS_FILE}')
+      results.read_json(run_dir, results.CONFIG_FILE)  # Checked here.
+    _import_run_modules(args.run_dirs)
+    metrics = set(COLUMNS[1:]) | {m for name in registry.names()
+                                  for m in registry.get(name).metrics}
+    if args.metric not in metrics:
+      raise ValueError(f'--metric={args.metric}: not a metrics.csv column; '
+                       f'choose from {", ".join(sorted(metrics))}')
+    groups = plot.seed_groups(args.run_dirs)
     if not args.allow_mixed_tasks:
       plot.check_one_task(groups)
     plot.plot_bands(groups, args.metric, args.out, args.title,

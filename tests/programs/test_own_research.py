@@ -118,6 +118,6 @@ def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
     registry.unregister(quiet.name)
   assert 'mean_update_norm' not in rows[0]
   err = capsys.readouterr().err
-  assert err.count('aggregator/mean_update_norm') == 1  # Its process's...
-  assert err.count('server_lr_now') == 1  # ...and its hook's.
+  assert err.count('aggregator/mean_update_norm =') == 1  # Its process's...
+  assert err.count('server_lr_now =') == 1  # ...and its hook's.
   assert 'declare it in the algorithm' in err

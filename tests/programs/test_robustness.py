@@ -226,16 +226,25 @@ def _main(*args):
 
 
 @pytest.mark.parametrize('raised_by', [
-    'python', pytest.param('tensorflow', marks=pytest.mark.slow)])
-def test_a_full_disk_is_one_line_saying_rerunning_resumes(
+    'python-full', pytest.param('tensorflow-full', marks=pytest.mark.slow),
+    'python-read-only', pytest.param('tensorflow-read-only',
+                                     marks=pytest.mark.slow)])
+def test_a_full_or_read_only_disk_is_one_line_saying_rerunning_resumes(
     raised_by, tmp_path, monkeypatch, capsys):
+  """A full disk, or a folder made read-only mid-run (issue 21): one line,
+  exit 1, the rows so far kept; the same command resumes (below)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   release_manager = run_dir.RunDir.release_manager
   path = str(tmp_path / 'run' / 'metrics.csv')
-  full = (OSError(errno.ENOSPC, 'No space left on device', path)
-          if raised_by == 'python' else  # TFF's managers use tf.io.gfile:
-          tf.errors.ResourceExhaustedError(
-              None, None, f'{path}_temp8677; No space left on device'))
+  full = {  # TFF's managers write through tf.io.gfile.
+      'python-full': OSError(errno.ENOSPC, 'No space left on device', path),
+      'tensorflow-full': tf.errors.ResourceExhaustedError(
+          None, None, f'{path}_temp8677; No space left on device'),
+      'python-read-only': OSError(errno.EROFS, 'Read-only file system',
+                                  path),
+      'tensorflow-read-only': tf.errors.PermissionDeniedError(
+          None, None, f'{path}_temp8677; Permission denied'),
+  }[raised_by]
 
   def full_after_round_1(self):
     manager = release_manager(self)
@@ -254,10 +263,16 @@ def test_a_full_disk_is_one_line_saying_rerunning_resumes(
     _main('--rounds=5', *QUICK, f'--output_dir={tmp_path / "run"}')
   assert exit_.value.code == 1
   line = capsys.readouterr().err.strip().splitlines()[-1]
-  assert 'no space left on the device holding' in line
+  assert ('no space left on the device holding' if 'full' in raised_by else
+          'cannot write') in line
   assert 'metrics.csv' in line and 'run the same command to resume' in line
   assert [r['round'] for r in results.read_rows(tmp_path / 'run')] == [
       '0', '1']
+  if raised_by == 'python-read-only':  # Writable again: it goes on.
+    monkeypatch.setattr(run_dir.RunDir, 'release_manager', release_manager)
+    _main('--rounds=5', *QUICK, f'--output_dir={tmp_path / "run"}')
+    assert [r['round'] for r in results.read_rows(tmp_path / 'run')] == [
+        '0', '1', '2', '3', '4', '5']
 
 
 # ----------------------------------------------- a CLI a newcomer drives

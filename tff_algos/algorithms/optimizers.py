@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from typing import Any, Mapping
 
 from tff_algos import lazy
@@ -54,6 +53,7 @@ class Spec:
 
 
 _TAU = 1e-3  # Reddi et al.'s adaptivity τ (ε), a value of their grid.
+_FLOAT32_MAX = 3.4028234663852886e38  # The optimizers run in float32.
 OPTIMIZERS = {
     'sgd': Spec('build_sgdm', summary='plain SGD (the papers\')'),
     'sgdm': Spec('build_sgdm', {'momentum': 0.9}, summary='SGD with momentum'),
@@ -143,11 +143,11 @@ def check(values: Mapping[str, Any], role: str) -> None:
       raise SettingsError(f'--{role}_{parameter} must be in [0, 1), got '
                           f'{value}')
   epsilon = values.get(f'{role}_epsilon')
-  if epsilon is not None and not 0 < epsilon < math.inf:
+  if epsilon is not None and not 0 < epsilon < _FLOAT32_MAX:
     raise SettingsError(f'--{role}_epsilon must be a positive number, got '
                         f'{epsilon}')
   decay = values.get(f'{role}_lr_decay')
-  if decay is not None and not 0 < decay < math.inf:
+  if decay is not None and not 0 < decay < _FLOAT32_MAX:
     raise SettingsError(f'--{role}_lr_decay must be a positive number, got '
                         f'{decay}')
   if values.get(f'{role}_lr_schedule') == 'step' and decay is not None and (

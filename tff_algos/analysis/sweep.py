@@ -188,8 +188,11 @@ def table(runs, output_dir, target_accuracy=None):
   for run in runs:
     run_dir = os.path.join(output_dir, run.name)
     row = dict(run=run.name, variant=run.variant, **dict(run.swept))
-    if results.has_rows(run_dir):
-      row.update(results.summarize(run_dir, target_accuracy))
+    try:
+      if results.has_rows(run_dir):
+        row.update(results.summarize(run_dir, target_accuracy))
+    except (ValueError, KeyError, TypeError) as e:  # results.DamagedFile...
+      print(f'summary: {run.name} left out: {e}', file=sys.stderr)
     baseline.setdefault(run.swept, row.get('rounds_to_target'))
     if target_accuracy is not None:
       base, rounds = baseline[run.swept], row.get('rounds_to_target')
@@ -329,9 +332,12 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
   kept = [row for row in rows if 'rounds' in row]
   existing = os.path.join(output_dir, 'summary.csv')
   if os.path.exists(existing):
-    with open(existing, newline='') as f:
-      if len(list(csv.DictReader(f))) > len(kept):
-        return None
+    try:
+      with open(existing, newline='', encoding='utf-8') as f:
+        if len(list(csv.DictReader(f))) > len(kept):
+          return None
+    except (UnicodeDecodeError, csv.Error):
+      print(f'{existing} is damaged: written again', file=sys.stderr)
   lr_swept = any('client_lr' in row for row in kept)
   if lr_swept:
     keys = ['variant'] + sorted({f for run in runs or () for f, _ in run.swept

@@ -3,6 +3,8 @@
 import dataclasses
 import json
 import math
+import types
+import typing
 from typing import Any
 
 from tasks import partitions
@@ -11,6 +13,32 @@ from tff_algos.algorithms import registry
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
+FLOAT32_MAX = 3.4028234663852886e38  # Rates and weights run in float32.
+
+
+def _of_type(value, hint) -> bool:
+  """Whether a JSON value fits a field's annotation (int, float, str, bool,
+  their `| None`, dict[str, float], tuple[str, ...])."""
+  origin, args = typing.get_origin(hint), typing.get_args(hint)
+  if origin in (types.UnionType, typing.Union):
+    return any(_of_type(value, a) for a in args)
+  if hint is type(None):
+    return value is None
+  if hint is bool:
+    return isinstance(value, bool)
+  if hint is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if hint is float:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  if hint is str:
+    return isinstance(value, str)
+  if origin is dict:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _of_type(v, args[1]) for k, v in value.items())
+  if origin is tuple:
+    return isinstance(value, (list, tuple)) and all(
+        _of_type(v, args[0]) for v in value)
+  return True
 
 
 class ConfigError(ValueError):
@@ -128,10 +156,18 @@ class Config:
   @classmethod
   def from_json(cls, values: dict[str, Any]) -> 'Config':
     """A Config from config.json (settings it lacks take their defaults);
-    ConfigError for settings this version does not know."""
+    ConfigError for settings this version does not know or values of the
+    wrong type (checked against the fields' annotations, in one place)."""
+    if not isinstance(values, dict):
+      raise ConfigError(f'expected an object of settings, got '
+                        f'{type(values).__name__}')
     unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
       raise ConfigError(f'unknown settings {sorted(unknown)}')
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+      if not _of_type(value, hints[name]):
+        raise ConfigError(f'{name} = {value!r} is not a {hints[name]}')
     if 'imports' in values:
       values = dict(values, imports=tuple(values['imports']))
     return cls(**values)
@@ -180,14 +216,18 @@ class Config:
          f'--epochs must be >= 1, got {c.epochs}'),
         (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
          f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}'),
-        (c.client_lr is None or 0 < c.client_lr < math.inf,
-         f'--client_lr must be a positive number, got {c.client_lr}'),
-        (c.server_lr is None or 0 < c.server_lr < math.inf,
-         f'--server_lr must be a positive number, got {c.server_lr}'),
-        (c.mu is None or 0 <= c.mu < math.inf,
-         f'--mu must be a number >= 0, got {c.mu}'),
-        (all(math.isfinite(v) for v in self.hparams.values()),
-         f'--hparam values must be numbers, got {self.hparams}'),
+        (c.client_lr is None or 0 < c.client_lr < FLOAT32_MAX,
+         f'--client_lr must be a positive number (below 3.4e38, float32\'s '
+         f'largest), got {c.client_lr}'),
+        (c.server_lr is None or 0 < c.server_lr < FLOAT32_MAX,
+         f'--server_lr must be a positive number (below 3.4e38, float32\'s '
+         f'largest), got {c.server_lr}'),
+        (c.mu is None or 0 <= c.mu < FLOAT32_MAX,
+         f'--mu must be a number >= 0 (below 3.4e38, float32\'s largest), '
+         f'got {c.mu}'),
+        (all(abs(v) < FLOAT32_MAX for v in self.hparams.values()),
+         f'--hparam values must be numbers (finite in float32), got '
+         f'{self.hparams}'),
         (0 <= self.straggler_fraction <= 1,
          f'--straggler_fraction must be in [0, 1], '
          f'got {self.straggler_fraction}'),

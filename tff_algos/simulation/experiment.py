@@ -7,6 +7,7 @@ by run_experiment.py, the notebooks and the tests.
 """
 
 import dataclasses
+import os
 import sys
 
 import numpy as np
@@ -110,9 +111,9 @@ class MetricsLost(RuntimeError):
 
 def _restore_rows(folder, last_round, columns):
   """On resume, metrics.csv must hold every round up to the checkpoint's
-  (`last_round`): rounds it lacks (deleted, or a copy of the folder) are
-  written back from the TensorBoard events, said in one line; MetricsLost
-  if those lack them too (nothing is written)."""
+  (`last_round`; -1 without one): rounds it lacks (deleted, damaged, or a
+  copy of the folder) are written back from the TensorBoard events, said
+  in one line; MetricsLost if those lack them too (nothing is written)."""
   missing = folder.missing_rounds(last_round)
   if not missing:
     return
@@ -166,7 +167,12 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
   first_round = 0
   if saved is not None:
     state, first_round = loop.restore(saved), last_round + 1
-    _restore_rows(folder, last_round, loop.column_names)
+  _restore_rows(folder, first_round - 1, loop.column_names)
+  summary_path = os.path.join(output_dir, results.SUMMARY_FILE)
+  if os.path.exists(summary_path):  # Here only if damaged (status()).
+    print(f'{summary_path} is damaged: the run writes it again',
+          file=sys.stderr)
+    os.remove(summary_path)
   round_seconds = []
 
   def on_round(round_num, row, seconds):

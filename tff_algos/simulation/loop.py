@@ -161,26 +161,28 @@ class Loop:
     names = self.column_names[1:]
     if self._row_type is None:
       self._row_type = collections.namedtuple('RoundMetrics', names)
-    for name in set(row) - set(names) - _KNOWN_METRICS - self._unreported:
-      self._unreported.add(name)
-      print(f'note: {name} = {row[name]} has no column in metrics.csv: '
-            'declare it in the algorithm\'s registry entry '
-            '(Algorithm(metrics={...})) to record it', file=sys.stderr)
+    for name in set(row) - set(names) - _KNOWN_METRICS:
+      self._unrecorded(name, row[name])
     return self._row_type(**{c: row.get(c) for c in names})
+
+  def _unrecorded(self, path, value):
+    """Says once on stderr that `path` has no column (never dropped in
+    silence)."""
+    if path not in self._unreported:
+      self._unreported.add(path)
+      print(f'note: {path} = {value} has no column in metrics.csv: declare '
+            'it in the algorithm\'s registry entry (Algorithm(metrics='
+            '{...})) to record it', file=sys.stderr)
 
   def _algorithm_metrics(self, metrics):
     """The declared metrics of a round's process metrics; an undeclared
-    number is reported once on stderr (never dropped in silence)."""
+    number is reported (`_unrecorded`)."""
     row = {}
     for path, name, value in _scalars(metrics):
       if name in self.metrics:
         row[name] = value
-      elif name not in _KNOWN_METRICS and path not in self._unreported:
-        self._unreported.add(path)
-        print(f'note: the process reports {path} = {value}, which has no '
-              'column in metrics.csv: declare it in the algorithm\'s '
-              'registry entry (Algorithm(metrics={...})) to record it',
-              file=sys.stderr)
+      elif name not in _KNOWN_METRICS:
+        self._unrecorded(path, value)
     return row
 
   def initial_state(self, model_weights):

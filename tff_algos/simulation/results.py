@@ -1,10 +1,17 @@
-"""What a finished run says: rounds to a target accuracy, last-half accuracy.
+"""A run folder's files, read and checked in one place, and what a finished
+run says: rounds to a target accuracy, last-half accuracy.
 
 Reads a run folder (metrics.csv, config.json, summary.json) without
-TensorFlow, for run summaries, sweep tables and plots.
+TensorFlow, for run summaries, sweep tables and plots. A file that is not
+what it should be (cut short, bytes flipped, the right format with the
+wrong structure) is a `DamagedFile` naming it and what is wrong; what
+happens then is the reader's caller's (a run rebuilds metrics.csv from its
+TensorBoard events and rewrites a damaged summary; a plot or sweep says so
+in one line).
 """
 
 import csv
+import io
 import json
 import math
 import os
@@ -13,15 +20,69 @@ CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = ('config.json', 'metrics.csv',
                                           'summary.json')
 
 
+class DamagedFile(ValueError):
+  """A run-folder file that cannot be read as what it should be."""
+
+
+def _text(path):
+  """The file's text; DamagedFile if it is not UTF-8."""
+  try:
+    with open(path, encoding='utf-8', newline='') as f:
+      return f.read()
+  except UnicodeDecodeError as e:
+    raise DamagedFile(f'{path} is damaged: not UTF-8 text (byte {e.start})'
+                      ) from None
+
+
+def _number(text):
+  try:
+    return float(text)
+  except ValueError:
+    return None
+
+
 def read_rows(run_dir):
-  """metrics.csv as a list of {column: str} (one per round, round 0 first)."""
-  with open(os.path.join(run_dir, METRICS_FILE), newline='') as f:
-    return list(csv.DictReader(f))
+  """metrics.csv as a list of {column: str} (one per round, round 0 first).
+
+  Checked: a header that starts with `round`, names no column twice; every
+  row with a cell per column, its round a whole number larger than the
+  previous row's, every other cell empty or a number. DamagedFile
+  otherwise."""
+  path = os.path.join(run_dir, METRICS_FILE)
+  lines = list(csv.reader(io.StringIO(_text(path))))
+  if not lines or not lines[0] or lines[0][0] != 'round':
+    raise DamagedFile(f'{path} is damaged: its header does not start with '
+                      '"round"')
+  header = lines[0]
+  if len(set(header)) < len(header) or '' in header:
+    raise DamagedFile(f'{path} is damaged: its header {header} repeats or '
+                      'lacks a column name')
+  rows, previous = [], -1
+  for number, cells in enumerate(lines[1:], 2):
+    if not cells:
+      continue
+    where = f'{path} is damaged: line {number}'
+    if len(cells) != len(header):
+      raise DamagedFile(f'{where} has {len(cells)} cells for '
+                        f'{len(header)} columns')
+    row = dict(zip(header, cells))
+    round_num = row['round']
+    if not round_num.isdigit() or int(round_num) <= previous:
+      raise DamagedFile(f'{where}: round {round_num!r} does not follow round '
+                        f'{previous}')
+    bad = [k for k, v in row.items() if v != '' and _number(v) is None]
+    if bad:
+      raise DamagedFile(f'{where}: {bad[0]} = {row[bad[0]]!r} is not a '
+                        'number')
+    previous = int(round_num)
+    rows.append(row)
+  return rows
 
 
 def has_rows(run_dir):
   """Whether run_dir/metrics.csv holds at least one round (a run killed
-  before round 0 was released leaves only its header)."""
+  before round 0 was released leaves only its header). DamagedFile for a
+  damaged one."""
   return (os.path.exists(os.path.join(run_dir, METRICS_FILE)) and
           bool(read_rows(run_dir)))
 
@@ -47,12 +108,19 @@ def typed(row):
 
 
 def read_json(run_dir, name):
-  """run_dir/name parsed, or None if the file is not there."""
+  """run_dir/name, a JSON object (dict), or None if the file is not there;
+  DamagedFile if it is not UTF-8, not JSON, or not an object."""
   path = os.path.join(run_dir, name)
   if not os.path.exists(path):
     return None
-  with open(path) as f:
-    return json.load(f)
+  try:
+    value = json.loads(_text(path))
+  except json.JSONDecodeError as e:
+    raise DamagedFile(f'{path} is damaged: {e}') from None
+  if not isinstance(value, dict):
+    raise DamagedFile(f'{path} is damaged: a JSON {type(value).__name__}, '
+                      'not an object')
+  return value
 
 
 def series(rows, metric):

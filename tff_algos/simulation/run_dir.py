@@ -47,22 +47,22 @@ class OutputDirError(ConfigError):
   is in use by another process, or is not a writable folder."""
 
 
-def check_usable(path: str):
+def check_usable(path: str, flag: str = '--output_dir'):
   """OutputDirError unless `path` is, or can be created as, a folder this
-  process can write in (checked before anything is loaded)."""
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise OutputDirError(f'--output_dir={path} is a file, not a folder')
-  existing = path
-  while not os.path.exists(existing):
-    parent = os.path.dirname(existing) or '.'
-    if parent == existing:
-      break
-    existing = parent
+  process can write in (checked before anything is loaded): not a file, a
+  symbolic link that leads nowhere (or in a loop), or under either."""
+  existing = os.path.abspath(path)
+  while not os.path.lexists(existing):
+    existing = os.path.dirname(existing)
   if not os.path.isdir(existing):
-    raise OutputDirError(f'--output_dir={path} is under {existing}, which is '
-                         'a file')
+    what = ('a symbolic link that leads nowhere (or in a loop)'
+            if os.path.islink(existing) and not os.path.exists(existing)
+            else 'a file')
+    where = ('' if existing == os.path.abspath(path) else
+             f' is under {existing}, which')
+    raise OutputDirError(f'{flag}={path}{where} is {what}, not a folder')
   if not os.access(existing, os.W_OK | os.X_OK):
-    raise OutputDirError(f'--output_dir={path}: cannot write in {existing} '
+    raise OutputDirError(f'{flag}={path}: cannot write in {existing} '
                          '(permission denied)')
 
 
@@ -152,7 +152,9 @@ class RunDir:
                              '--output_dir')
       return 'new'
     try:
-      saved = Config.from_json(saved).to_json()
+      saved_config = Config.from_json(saved)
+      saved_config.validate()
+      saved = saved_config.to_json()
     except (ConfigError, TypeError, ValueError) as e:
       raise OutputDirError(f'{self.path} holds a run with settings this '
                            f'version cannot read ({e}); pass --overwrite to '
@@ -167,7 +169,14 @@ class RunDir:
           f'{self.path} holds a run with another config '
           f'({"; ".join(differences)}); pass --overwrite to replace it or '
           'choose another --output_dir')
-    return 'finished' if os.path.exists(self._file(SUMMARY_FILE)) else 'resume'
+    if not os.path.exists(self._file(SUMMARY_FILE)):
+      return 'resume'
+    try:
+      results.read_json(self.path, SUMMARY_FILE)
+    except results.DamagedFile:
+      return 'resume'  # Its run goes on from its last checkpoint (the
+                       # last round) and writes the summary again.
+    return 'finished'
 
   def remove_outputs(self):
     """Deletes what a run writes in the folder (--overwrite), nothing else."""
@@ -222,9 +231,17 @@ class RunDir:
             self._file(TENSORBOARD_DIR)))])
 
   def missing_rounds(self, last_round: int) -> list[int]:
-    """The rounds 0..last_round (a checkpoint's) that metrics.csv lacks."""
-    held = ({int(row['round']) for row in results.read_rows(self.path)}
-            if os.path.exists(self.metrics_path) else set())
+    """The rounds 0..last_round (a checkpoint's) that metrics.csv lacks; a
+    damaged metrics.csv (results.DamagedFile) is moved aside, to
+    metrics.csv.damaged, and lacks them all."""
+    if not os.path.exists(self.metrics_path):
+      return list(range(last_round + 1))
+    try:
+      held = {int(row['round']) for row in results.read_rows(self.path)}
+    except results.DamagedFile as e:
+      os.replace(self.metrics_path, self.metrics_path + '.damaged')
+      print(f'{e}: moved to {METRICS_FILE}.damaged', file=sys.stderr)
+      return list(range(last_round + 1))
     return [r for r in range(last_round + 1) if r not in held]
 
   def rebuild_rows(self, rounds, columns) -> list[int]:

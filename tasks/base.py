@@ -25,41 +25,6 @@ class FederatedTask:
     return self.train.client_ids
 
 
-def checked_arrays(x, y, where, x_shape, num_classes, x_dtype=np.float32):
-  """OrderedDict(x, y) of one client's examples, checked: at least one
-  example; x numbers of shape [n, *x_shape], all finite; y whole numbers in
-  0..num_classes-1. DataError naming `where` (file and client) and the
-  problem otherwise (before anything reaches TensorFlow)."""
-  try:
-    x = np.asarray(x, np.float64)
-  except (ValueError, TypeError):
-    raise DataError(f'{where}: x is not a table of numbers (rows of '
-                    'different lengths, or values that are not numbers)'
-                    ) from None
-  try:
-    y = np.asarray(y, np.float64)
-  except (ValueError, TypeError):
-    bad = next((v for v in np.ravel(np.asarray(y, object))
-                if not isinstance(v, (int, float, np.number))), '?')
-    raise DataError(f'{where}: label {bad!r} is not a number') from None
-  if y.ndim != 1 or not len(y):
-    raise DataError(f'{where}: no samples' if y.size == 0 else
-                    f'{where}: labels must be a list of numbers')
-  if len(x) != len(y) or x.shape[1:] != tuple(x_shape):
-    raise DataError(f'{where}: x has shape {x.shape}, expected '
-                    f'{len(y)} rows of shape {tuple(x_shape)}')
-  bad = np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(axis=1))
-  if bad.size:
-    raise DataError(f'{where}: sample {bad[0]} has a non-finite value (nan '
-                    'or inf) in x')
-  bad = np.flatnonzero(~np.isfinite(y) | (y != np.round(y)) | (y < 0) |
-                       (y >= num_classes))
-  if bad.size:
-    raise DataError(f'{where}: sample {bad[0]} has label {y[bad[0]]:g}; '
-                    f'labels are the whole numbers 0..{num_classes - 1}')
-  return collections.OrderedDict(x=x.astype(x_dtype), y=y.astype(np.int32))
-
-
 def client_data_from_arrays(arrays_by_client):
   """ClientData whose examples are OrderedDict(x=..., y=...) rows.
 

@@ -23,6 +23,7 @@ the official test set).
 """
 
 import collections
+import hashlib
 import io
 import os
 import pickle
@@ -31,7 +32,9 @@ import tarfile
 import numpy as np
 
 import tasks
+from tasks import base
 from tasks import image_models
+from tasks import validate
 
 CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog',
            'horse', 'ship', 'truck')
@@ -50,78 +53,113 @@ def cache_dir():
       os.path.expanduser('~'), '.cache', 'tff_algos')
 
 
-def _check(x, y, where, expected=None):
-  if x.ndim != 4 or x.shape[1:] != (32, 32, 3) or len(x) != len(y):
-    raise tasks.DataError(f'{where}: expected N×32×32×3 images and N labels, '
-                          f'got {x.shape} and {y.shape}')
-  if len(y) and (y.min() < 0 or y.max() > 9):
-    raise tasks.DataError(f'{where}: labels outside 0-9')
-  if expected is not None and len(y) != expected:
-    raise tasks.DataError(f'{where}: {len(y)} images, expected {expected}')
+def _same_count(arrays):
+  (x, y) = arrays.values()
+  if len(x) != len(y):
+    return f'{len(x)} images but {len(y)} labels'
+  return None
+
+
+# The python batches: data N×3072 bytes (R, G, B planes of 32×32), labels.
+BATCH = validate.Record(
+    {b'data': validate.Array('iu', (None, 3072), lo=0, hi=255,
+                             what='an array of N×3072 pixel bytes'),
+     b'labels': validate.Labels(10, floats=False)}, rules=[_same_count])
+# Decoded arrays (the tars' and the cache's).
+ARRAYS = validate.Record(
+    {'x': validate.Array('u', (None, 32, 32, 3)),
+     'y': validate.Labels(10, floats=False)}, rules=[_same_count])
 
 
 def read_pickle_batch(path):
-  """(uint8 N×32×32×3, int32 N) from one official python batch file."""
+  """(uint8 N×32×32×3, int32 N) from one official python batch file
+  (`pickle.load`: only load files you trust), checked against BATCH."""
   try:
     with open(path, 'rb') as f:
       batch = pickle.load(f, encoding='bytes')
-    data = np.asarray(batch[b'data'], np.uint8)
-    labels = np.asarray(batch[b'labels'], np.int32)
-    x = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-  except Exception as e:  # pylint: disable=broad-except
-    raise tasks.DataError(
-        f'{path}: not a CIFAR-10 python batch ({type(e).__name__}: {e})'
-    ) from None
-  _check(x, labels, path)
-  return x, labels
+  except Exception as e:  # pylint: disable=broad-except  (any unpickling)
+    raise validate.fail(path, 'not a CIFAR-10 python batch '
+                        f'({type(e).__name__}: {e})') from None
+  batch = validate.check(batch, BATCH, path)
+  x = batch[b'data'].astype(np.uint8).reshape(-1, 3, 32, 32).transpose(
+      0, 2, 3, 1)
+  return x, batch[b'labels']
+
+
+_TAR_END = 512  # A tar ends with zero blocks; at least one must be there.
+
+
+def _image(tar, member, path):
+  """One member's 32×32 RGB pixels; DataError naming `path` otherwise."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  try:
+    with Image.open(io.BytesIO(tar.extractfile(member).read())) as image:
+      if image.size != (32, 32):  # Known from the header, before decoding.
+        raise validate.fail(path, f'member {member.name!r} is '
+                            f'{image.size[0]}×{image.size[1]}, expected '
+                            '32×32')
+      return np.asarray(image.convert('RGB'))
+  except (tarfile.TarError, EOFError) as e:
+    raise validate.fail(path, f'member {member.name!r} is cut off ({e}); '
+                        'truncated file?') from None
+  except tasks.DataError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (any PIL error)
+    raise validate.fail(path, f'member {member.name!r} is not a readable '
+                        f'image ({type(e).__name__}: {e})') from None
 
 
 def read_jpeg_tar(path):
-  """(uint8 N×32×32×3, int32 N) from a tar of <class>/NNNN.jpg, name order."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  """(uint8 N×32×32×3, int32 N) from a tar of <class>/NNNN.jpg, name order.
+
+  Checked: every member is a folder or a file <class>/<name> of a CIFAR-10
+  class, every file a 32×32 image, and the archive ends with its zero
+  block (a tar cut at a member boundary, or with a damaged header, would
+  otherwise read as a shorter archive)."""
   images, labels = [], []
   try:
-    with tarfile.open(path, 'r:') as tar:
-      members = sorted((m for m in tar if m.isfile()), key=lambda m: m.name)
-      for m in members:
+    with open(path, 'rb') as raw, tarfile.open(fileobj=raw, mode='r:') as tar:
+      members = tar.getmembers()
+      raw.seek(tar.offset)
+      if raw.read(_TAR_END).strip(b'\0') or raw.tell() - tar.offset < (
+          _TAR_END):
+        raise validate.fail(path, f'no end-of-archive block after member '
+                            f'{len(members)} (offset {tar.offset}): the tar '
+                            'is truncated or a header is damaged')
+      for m in sorted(members, key=lambda m: m.name):
         parts = m.name.split('/')
-        if len(parts) != 2 or parts[0] not in CLASSES:
-          raise tasks.DataError(f'{path}: unexpected member {m.name!r} '
-                                '(expected <class>/NNNN.jpg)')
-        try:
-          with Image.open(io.BytesIO(tar.extractfile(m).read())) as image:
-            array = np.asarray(image.convert('RGB'))
-        except (OSError, ValueError, SyntaxError) as e:
-          raise tasks.DataError(
-              f'{path}: member {m.name!r} is not a readable image ({e})'
-          ) from None
-        if array.shape != (32, 32, 3):
-          raise tasks.DataError(f'{path}: member {m.name!r} is '
-                                f'{array.shape}, expected 32×32 RGB')
-        images.append(array)
+        if m.isdir() and len(parts) == 1 and parts[0] in CLASSES:
+          continue
+        if not m.isfile() or len(parts) != 2 or parts[0] not in CLASSES:
+          kind = 'file' if m.isfile() else (
+              'folder' if m.isdir() else 'link or special file')
+          raise validate.fail(path, f'unexpected {kind} {m.name!r} '
+                              '(expected <class>/NNNN.jpg files)')
+        images.append(_image(tar, m, path))
         labels.append(CLASSES.index(parts[0]))
   except (tarfile.TarError, OSError, EOFError) as e:
-    raise tasks.DataError(f'{path}: not a readable tar file ({e})') from None
+    raise validate.fail(path, f'not a readable tar file ({e})') from None
   if not images:
-    raise tasks.DataError(f'{path}: no images')
-  x, y = np.stack(images), np.asarray(labels, np.int32)
-  _check(x, y, path)
-  return x, y
+    raise validate.fail(path, 'no images')
+  return np.stack(images), np.asarray(labels, np.int32)
 
 
 def _cached_tars(folder):
-  """Decoded (train_x, train_y, test_x, test_y) from the tars, via cache."""
+  """Decoded (train_x, train_y, test_x, test_y) from the tars, via cache.
+
+  The cache is keyed by the tars' absolute paths, sizes and mtimes; a cache
+  that cannot be read or fails the checks of ARRAYS is decoded again."""
   paths = [os.path.join(folder, t) for t in TARS]
-  key = '_'.join(f'{os.path.getsize(p)}-{int(os.path.getmtime(p))}'
-                 for p in paths)
+  key = hashlib.sha256(repr([base.file_fingerprint(p) for p in paths])
+                       .encode()).hexdigest()[:16]
   cache = os.path.join(cache_dir(), f'cifar10_jpeg_{key}.npz')
   names = ('train_x', 'train_y', 'test_x', 'test_y')
   if os.path.isfile(cache):
     try:
-      with np.load(cache, allow_pickle=False) as z:
+      with open(cache, 'rb') as f, np.load(f, allow_pickle=False) as z:
         arrays = [z[n] for n in names]
-      _check(arrays[0], arrays[1], cache)
-      _check(arrays[2], arrays[3], cache)
+      for x, y in (arrays[:2], arrays[2:]):
+        validate.check({'x': x, 'y': y}, ARRAYS, cache)
       return arrays
     except Exception:  # pylint: disable=broad-except
       pass  # A damaged cache: decode again and overwrite it.
@@ -163,14 +201,16 @@ def load_arrays(data_dir, use_cache=True):
       f'them from {SOURCE}')
 
 
-def balanced_split(labels, num_clients, rng):
-  """Each class's examples shuffled and dealt equally to every client."""
+def balanced_split(labels, num_clients, rng, where='CIFAR-10'):
+  """Each class's examples shuffled and dealt equally to every client;
+  DataError naming `where` if a class cannot be."""
   per_client = [[] for _ in range(num_clients)]
   for c in range(10):
     idx = rng.permutation(np.flatnonzero(labels == c))
-    if len(idx) % num_clients:
-      raise tasks.DataError(f'class {CLASSES[c]} has {len(idx)} images, not '
-                            f'divisible among {num_clients} clients')
+    if len(idx) % num_clients or not len(idx):
+      raise validate.fail(where, f'class {CLASSES[c]} has {len(idx)} '
+                          f'images, not a positive multiple of the '
+                          f'{num_clients} clients')
     for i, part in enumerate(np.split(idx, num_clients)):
       per_client[i].append(part)
   return [rng.permutation(np.concatenate(p)) for p in per_client]
@@ -178,12 +218,19 @@ def balanced_split(labels, num_clients, rng):
 
 def splits(data_dir, seed, name='cifar10', num_clients=NUM_CLIENTS):
   train_x, train_y, test_x, test_y, source = load_arrays(data_dir)
+  folder = os.path.join(data_dir, 'cifar10')
+  files = ((os.path.join(folder, BATCH_DIR, 'data_batch_{1..5}'),
+            os.path.join(folder, BATCH_DIR, BATCHES[-1]))
+           if 'python' in source else
+           tuple(os.path.join(folder, t) for t in TARS))
   rng = np.random.default_rng(seed)
   splits = []
-  for x, y in ((train_x, train_y), (test_x, test_y)):
+  for x, y, where in ((train_x, train_y, files[0]),
+                      (test_x, test_y, files[1])):
     splits.append(collections.OrderedDict(
         (f'c_{i:04d}', collections.OrderedDict(x=x[idx], y=y[idx]))
-        for i, idx in enumerate(balanced_split(y, num_clients, rng))))
+        for i, idx in enumerate(balanced_split(y, num_clients, rng,
+                                               where))))
   return image_models.Splits(
       name=name,
       train=splits[0],

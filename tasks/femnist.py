@@ -31,6 +31,7 @@ CNN, [784] for MLR; labels LEAF's 0-9 digits, 10-35 A-Z, 36-61 a-z.
 """
 
 import collections
+import functools
 import os
 
 import numpy as np
@@ -39,6 +40,8 @@ import tasks
 from tasks import base
 from tasks import image_models
 from tasks import leaf
+from tasks import tff_sqlite
+from tasks import validate
 
 NPZ = 'femnist_union.npz'
 NPZ_KEYS = ('train_x', 'train_y', 'train_writer', 'test_x', 'test_y',
@@ -56,33 +59,67 @@ EMNIST_URL = ('https://storage.googleapis.com/tff-datasets-public/'
               'emnist_all.sqlite.lzma')
 
 
+def _npz_agrees(arrays):
+  """The npz's arrays describe the same writers and samples."""
+  writers = arrays['writers']
+  if (writers == '').any():
+    return ('writers',), f'item {int(np.argmax(writers == ""))} is empty'
+  if len(np.unique(writers)) != len(writers):
+    names, counts = np.unique(writers, return_counts=True)
+    return ('writers',), f'lists {str(names[counts > 1][0])!r} twice'
+  for split in ('train', 'test'):
+    x, y, owner = (arrays[f'{split}_{k}'] for k in ('x', 'y', 'writer'))
+    if not len(x) == len(y) == len(owner):
+      return (f'{split}_x, {split}_y and {split}_writer have {len(x)}, '
+              f'{len(y)} and {len(owner)} rows (expected the same)')
+    if owner.max() >= len(writers):
+      i = int(np.argmax(owner >= len(writers)))
+      return ((f'{split}_writer',), f'item {i} is {owner[i]}, but there are '
+              f'{len(writers)} writers')
+    empty = np.bincount(owner, minlength=len(writers)) == 0
+    if empty.any():
+      return f'writer {str(writers[np.argmax(empty)])!r} has no {split} samples'
+  return None
+
+
+def _npz_schema():
+  fields = {'writers': validate.Array('U', (None,))}
+  for split in ('train', 'test'):
+    fields[f'{split}_x'] = validate.Array('iu', (None, 28, 28), lo=0, hi=255)
+    fields[f'{split}_y'] = validate.Array('iu', (None,), lo=0,
+                                          hi=NUM_CLASSES - 1)
+    fields[f'{split}_writer'] = validate.Array('iu', (None,), lo=0)
+  return validate.Record(fields, rules=[_npz_agrees])
+
+
+NPZ_SCHEMA = _npz_schema()
+
+
 def _read_npz(path):
-  """{writer: (train x uint8 n×28×28, y), (test x, y)} from the union npz."""
+  """{writer: (train x uint8 n×28×28, y), (test x, y)} from the union npz,
+  checked against NPZ_SCHEMA."""
+  arrays, key = {}, None
   try:
-    with np.load(path, allow_pickle=False) as z:
-      missing = [k for k in NPZ_KEYS if k not in z.files]
-      if missing:
-        raise tasks.DataError(f'{path}: missing arrays {", ".join(missing)}')
-      arrays = {k: z[k] for k in NPZ_KEYS}
+    with open(path, 'rb') as f:
+      z = np.load(f, allow_pickle=False)
+      if not isinstance(z, np.lib.npyio.NpzFile):
+        raise validate.fail(path, 'a single .npy array, not an npz archive')
+      with z:
+        for key in NPZ_KEYS:
+          if key in z.files:
+            arrays[key] = z[key]
   except tasks.DataError:
     raise
   except Exception as e:  # pylint: disable=broad-except  (zip, zlib, format)
-    raise tasks.DataError(
-        f'{path}: not a readable npz file ({type(e).__name__}: {e})'
-    ) from None
+    failed = f' (array {key})' if key else ''
+    raise validate.fail(path, f'not a readable npz file{failed} '
+                        f'({type(e).__name__}: {e})') from None
+  arrays = validate.check(arrays, NPZ_SCHEMA, path)
   writers = [str(w) for w in arrays['writers']]
   result = collections.OrderedDict((w, []) for w in writers)
   for split in ('train', 'test'):
     x, y, owner = (arrays[f'{split}_{k}'] for k in ('x', 'y', 'writer'))
-    if x.ndim != 3 or x.shape[1:] != (28, 28) or not (
-        len(x) == len(y) == len(owner)):
-      raise tasks.DataError(
-          f'{path}: {split} arrays have shapes {x.shape}, {y.shape}, '
-          f'{owner.shape} (expected N×28×28, N, N)')
-    if len(y) and (y.max() >= NUM_CLASSES or owner.min() < 0 or
-                   owner.max() >= len(writers)):
-      raise tasks.DataError(f'{path}: {split} labels or writer indices out '
-                            'of range')
+    x = x.astype(np.uint8, copy=False)
     order = np.argsort(owner, kind='stable')
     bounds = np.searchsorted(owner[order], np.arange(len(writers) + 1))
     for i, w in enumerate(writers):
@@ -92,22 +129,16 @@ def _read_npz(path):
 
 
 def _read_leaf(folder):
-  train, test = (leaf.read_leaf_split(os.path.join(folder, split))
-                 for split in ('train', 'test'))
-  result = collections.OrderedDict()
-  for writer in train:
-    if writer not in test:
-      raise tasks.DataError(f'{folder}: writer {writer!r} has no test data')
-    pair = []
-    for split in (train, test):
-      x, y = split[writer]
-      arrays = base.checked_arrays(
-          x, y, f'{split.sources[writer]}: writer {writer!r}', (784,),
-          NUM_CLASSES)
-      pair.append((np.round(arrays['x'].reshape(-1, 28, 28) * 255).astype(
-          np.uint8), arrays['y']))
-    result[writer] = pair
-  return result
+  """The same from LEAF JSON folders: x rows of 784 values in [0, 1], y
+  LEAF's 0..61 (checked while reading)."""
+  x, y = validate.Numbers(784, lo=0, hi=1), validate.Labels(NUM_CLASSES)
+  train, test = leaf.pair_users(*(
+      leaf.read_leaf_split(os.path.join(folder, split), x, y)
+      for split in ('train', 'test')))
+  return collections.OrderedDict(
+      (writer, [(np.round(split[writer][0].reshape(-1, 28, 28) * 255)
+                 .astype(np.uint8), split[writer][1])
+                for split in (train, test)]) for writer in train)
 
 
 def load_writers(data_dir):
@@ -135,10 +166,7 @@ def load_femnist(data_dir, seed, name='femnist'):
   del seed  # LEAF's own split, no randomness.
   writers, source = load_writers(data_dir)
   splits = [collections.OrderedDict(), collections.OrderedDict()]
-  for writer, pair in writers.items():
-    if not len(pair[0][1]) or not len(pair[1][1]):
-      raise tasks.DataError(f'FEMNIST writer {writer!r} has no train or no '
-                            'test samples')
+  for writer, pair in writers.items():  # Each has both (checked on reading).
     for split, (x, y) in zip(splits, pair):
       split[writer] = collections.OrderedDict(x=_float(x, False), y=y)
   n_train = sum(len(d['y']) for d in splits[0].values())
@@ -222,20 +250,31 @@ def emnist_path(data_dir):
       f'`unxz`/`lzma -d` (this loader never downloads)')
 
 
+EMNIST_SPLITS = ('all_train', 'all_test')
+EMNIST_FEATURES = {  # As TFF's emnist.load_data parses them.
+    'pixels': tff_sqlite.Feature('float', (28, 28), 0.0, 1.0),
+    'label': tff_sqlite.Feature('int', (), 0, NUM_CLASSES - 1)}
+
+
+@functools.lru_cache(maxsize=2)
+def _check_emnist(fingerprint):
+  """Every example of the file checked once per process (`tff_sqlite`)."""
+  return tff_sqlite.read(fingerprint[0], EMNIST_SPLITS, EMNIST_FEATURES,
+                         keep=False)
+
+
 def load_emnist(data_dir, seed, name='emnist'):
   del seed
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   path = emnist_path(data_dir)
+  _check_emnist(base.file_fingerprint(path))
   try:
     train, test = tff.simulation.datasets.emnist.load_data(
         only_digits=False, cache_dir=os.path.dirname(path))
-    first = train.client_ids[0]
-    next(iter(train.create_tf_dataset_for_client(first)))
-  except Exception as e:  # pylint: disable=broad-except  (sqlite, proto)
-    raise tasks.DataError(
-        f'{path}: not a readable TFF EMNIST database ({type(e).__name__}: '
-        f'{e})') from None
+  except Exception as e:  # pylint: disable=broad-except  (sqlite, format)
+    raise validate.fail(path, f'TFF cannot open it ({type(e).__name__}: '
+                        f'{e})') from None
 
   def to_xy(dataset):
     return dataset.map(lambda e: collections.OrderedDict(

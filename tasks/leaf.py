@@ -3,77 +3,134 @@
 A LEAF dataset folder has `train/` and `test/` sub-folders of `*.json` files,
 each `{"users": [...], "num_samples": [...],
        "user_data": {user: {"x": [...], "y": [...]}}}`.
+Each file is checked once, against `file_schema(x, y)` (`tasks.validate`)
+with the schemas of x and y of the task reading it (e.g. rows of 60 float32
+numbers and labels 0..9 for Synthetic), which also converts them.
 """
 
 import collections
 import glob
 import json
+import operator
 import os
 
-from tasks import DataError
+from tasks import validate
+from tasks.validate import Any, Int, ListOf, MapOf, Record, Str
 
 
-def read_leaf_file(path):
-  """{user: (x list, y list)} from one LEAF JSON file, validated."""
+def _users_agree(content):
+  """users, num_samples and user_data describe the same users."""
+  users, counts, data = (content['users'], content['num_samples'],
+                         content['user_data'])
+  if not users:
+    return ('users',), 'is empty: the file holds no users'
+  if len(counts) != len(users):
+    return ('num_samples',), (f'has {len(counts)} counts for {len(users)} '
+                              'users')
+  listed = set(users)
+  if listed != data.keys():
+    for user in users:
+      if user not in data:
+        return (), f'user {user!r} is listed in users but has no user_data'
+    user = next(u for u in data if u not in listed)
+    return ('user_data',), f'has user {user!r}, not listed in users'
+  samples = list(map(data.__getitem__, users))  # (x, y) of each user
+  xs, sizes = (list(map(len, map(operator.itemgetter(k), samples)))
+               for k in (0, 1))
+  if xs != sizes:
+    user, x, y = next((u, a, b) for u, a, b in zip(users, xs, sizes) if a != b)
+    return ((f'user {user!r}',), f'{x} x but {y} y (truncated or corrupt '
+            'file?)')
+  if sizes != counts:
+    user, size, count = next(
+        (u, a, b) for u, a, b in zip(users, sizes, counts) if a != b)
+    return ((f'user {user!r}',), f'has {size} samples, num_samples says '
+            f'{count} (truncated or corrupt file?)')
+  return None
+
+
+def file_schema(x=ListOf(Any()), y=ListOf(Any())):
+  """The schema of one LEAF JSON file whose samples are `x` and `y`."""
+  samples = Record({'x': x, 'y': y}, as_tuple=True)  # (x, y)
+  return Record({'users': ListOf(Str(), unique=True,
+                                 what='a list of user names'),
+                 'num_samples': ListOf(Int(lo=0), what='a list of counts'),
+                 'user_data': MapOf(samples, name='user')},
+                rules=[_users_agree])
+
+
+def read_leaf_file(path, x=ListOf(Any()), y=ListOf(Any())):
+  """{user: (x, y)} from one LEAF JSON file, checked against
+  `file_schema(x, y)` (x, y as that schema converts them: lists by
+  default)."""
   try:
-    with open(path, encoding='utf-8') as f:
-      content = json.load(f)
-  except (OSError, ValueError) as e:
-    raise DataError(f'{path}: not a readable LEAF JSON file ({e})') from None
-  if not isinstance(content, dict) or not {'users', 'user_data'} <= set(
-      content):
-    raise DataError(f'{path}: missing "users"/"user_data" (not LEAF format)')
-  users = content['users']
-  counts = content.get('num_samples', [None] * len(users))
-  result = collections.OrderedDict()
-  for user, count in zip(users, counts):
-    data = content['user_data'].get(user)
-    if data is None or 'x' not in data or 'y' not in data:
-      raise DataError(f'{path}: user {user!r} has no x/y data')
-    if len(data['x']) != len(data['y']) or (
-        count is not None and count != len(data['y'])):
-      raise DataError(
-          f'{path}: user {user!r} has {len(data["x"])} x, {len(data["y"])} '
-          f'y and num_samples {count} (truncated or corrupt file?)')
-    result[user] = (data['x'], data['y'])
-  return result
+    with open(path, 'rb') as f:
+      raw = f.read()
+    content = json.loads(raw.decode('utf-8'))
+  except OSError as e:
+    raise validate.fail(path, f'cannot read it ({e.strerror})') from None
+  except (ValueError, RecursionError) as e:  # Not UTF-8, not JSON, too deep.
+    reason = ('nested too deeply' if isinstance(e, RecursionError) else e)
+    raise validate.fail(path, f'not a readable LEAF JSON file ({reason}); '
+                        'truncated or corrupt?') from None
+  content = validate.check(content, file_schema(x, y), path)
+  data = content['user_data']
+  return collections.OrderedDict((user, data[user])
+                                 for user in content['users'])
 
 
 class LeafSplit(collections.OrderedDict):
-  """{user: (x list, y list)}, and `sources`: {user: the file it came from}."""
+  """{user: (x, y)}, `sources`: {user: the file it came from}, `folder`."""
 
-  def __init__(self):
+  def __init__(self, folder=''):
     super().__init__()
     self.sources = {}
+    self.folder = folder
 
 
-def read_leaf_split(folder):
+def read_leaf_split(folder, x=ListOf(Any()), y=ListOf(Any())):
   """Merges every `*.json` in `folder`; a user may not appear twice."""
   paths = sorted(glob.glob(os.path.join(folder, '*.json')))
   if not paths:
-    raise DataError(f'no LEAF *.json files in {folder}')
-  merged = LeafSplit()
+    raise validate.fail(folder, 'no LEAF *.json files in it')
+  merged = LeafSplit(folder)
   for path in paths:
-    for user, data in read_leaf_file(path).items():
+    for user, data in read_leaf_file(path, x, y).items():
       if user in merged:
-        raise DataError(f'{path}: user {user!r} appears in two files')
+        raise validate.fail(path, f'user {user!r} appears in two files '
+                            f'(also in {merged.sources[user]})')
       merged[user] = data
       merged.sources[user] = path
   return merged
 
 
-def read_leaf_dataset(data_dir, x_shape, num_classes):
+def pair_users(train, test):
+  """(train, test) LeafSplits with the same users, test in train's order;
+  DataError naming the file of a user that is in one split only."""
+  for user in train:
+    if user not in test:
+      raise validate.fail(train.sources[user], f'user {user!r} has no test '
+                          f'data in {test.folder}')
+  for user in test:
+    if user not in train:
+      raise validate.fail(test.sources[user], f'user {user!r} has no '
+                          f'training data in {train.folder}')
+  ordered = LeafSplit(test.folder)
+  for user in train:
+    ordered[user] = test[user]
+    ordered.sources[user] = test.sources[user]
+  return train, ordered
+
+
+def read_leaf_dataset(data_dir, x_shape, num_classes, lo=None, hi=None):
   """(train, test): {user: OrderedDict(x=float32 array, y=int32 array)},
-  the same users, every user's data checked (`base.checked_arrays`)."""
-  from tasks import base  # pylint: disable=g-import-not-at-top
-  splits = []
-  for split in ('train', 'test'):
-    raw = read_leaf_split(os.path.join(data_dir, split))
-    splits.append(collections.OrderedDict(
-        (user, base.checked_arrays(x, y, f'{raw.sources[user]}: user {user!r}',
-                                   x_shape, num_classes))
-        for user, (x, y) in raw.items()))
-  train, test = splits
-  if set(train) != set(test):
-    raise DataError(f'{data_dir}: train and test hold different users')
-  return train, collections.OrderedDict((u, test[u]) for u in train)
+  the same users; x rows of shape `x_shape`, finite float32 in [lo, hi],
+  y whole numbers 0..num_classes-1 (checked while reading)."""
+  (width,) = x_shape
+  x, y = validate.Numbers(width, lo, hi), validate.Labels(num_classes)
+  train, test = pair_users(*(
+      read_leaf_split(os.path.join(data_dir, split), x, y)
+      for split in ('train', 'test')))
+  return tuple(collections.OrderedDict(
+      (user, collections.OrderedDict(x=a, y=b)) for user, (a, b) in
+      split.items()) for split in (train, test))

@@ -39,6 +39,7 @@ import numpy as np
 import tasks
 from tasks import base
 from tasks import image_models
+from tasks import validate
 
 FILES = collections.OrderedDict(
     train_x='train-images-idx3-ubyte.gz',
@@ -55,29 +56,41 @@ FEDPROX_DEVICES = 1000
 FEDPROX_TRAIN_FRACTION = 0.9
 
 
+LABELS = validate.Array('u', (None,), lo=0, hi=9,
+                        what='labels 0..9')
+
+
 def read_idx(path, magic):
-  """uint8 array from a gzip IDX file; DataError on any inconsistency."""
+  """uint8 array from a gzip IDX file, checked: the magic number (data
+  type uint8 and rank: 3 for images, 1 for labels), 28×28 images, at least
+  one item, and exactly the bytes the header announces; DataError naming
+  the file otherwise."""
   try:
     with gzip.open(path, 'rb') as f:
       raw = f.read()
   except (OSError, EOFError, zlib.error) as e:
-    raise tasks.DataError(f'{path}: not a readable gzip file ({e})') from None
+    raise validate.fail(path, f'not a readable gzip file ({e}); truncated '
+                        'or corrupt?') from None
   ndim = 3 if magic == IMAGE_MAGIC else 1
   header = 4 * (1 + ndim)
   if len(raw) < header:
-    raise tasks.DataError(f'{path}: truncated IDX header')
+    raise validate.fail(path, f'{len(raw)} bytes, shorter than the '
+                        f'{header}-byte IDX header (truncated?)')
   fields = np.frombuffer(raw, '>u4', count=1 + ndim)
   if int(fields[0]) != magic:
-    raise tasks.DataError(
-        f'{path}: IDX magic {int(fields[0]):#010x}, expected {magic:#010x}')
+    what = 'images' if ndim == 3 else 'labels'
+    raise validate.fail(path, f'IDX magic {int(fields[0]):#010x}, expected '
+                        f'{magic:#010x} (uint8 {what})')
   dims = [int(d) for d in fields[1:]]
   if ndim == 3 and dims[1:] != [28, 28]:
-    raise tasks.DataError(f'{path}: images are {dims[1:]}, expected 28×28')
+    raise validate.fail(path, f'images are {dims[1]}×{dims[2]}, expected '
+                        '28×28')
+  if not dims[0]:
+    raise validate.fail(path, 'the header announces no items')
   expected = int(np.prod(dims))
   if len(raw) - header != expected:
-    raise tasks.DataError(
-        f'{path}: {len(raw) - header} data bytes, header says {expected} '
-        '(truncated or corrupt file)')
+    raise validate.fail(path, f'{len(raw) - header} data bytes, the header '
+                        f'announces {expected} (truncated or corrupt file)')
   return np.frombuffer(raw, np.uint8, offset=header).reshape(dims)
 
 
@@ -91,16 +104,15 @@ def load_arrays(data_dir):
         f'MNIST needs the four files {", ".join(FILES.values())} in '
         f'{folder} (missing: {", ".join(os.path.basename(p) for p in missing)}'
         f'); get them from {SOURCE}')
-  arrays = [read_idx(paths[k], IMAGE_MAGIC if k.endswith('x') else
-                     LABEL_MAGIC) for k in FILES]
-  train_x, train_y, test_x, test_y = arrays
-  for x, y, split in ((train_x, train_y, 'train'), (test_x, test_y, 't10k')):
+  arrays = {k: read_idx(paths[k], IMAGE_MAGIC if k.endswith('x') else
+                        LABEL_MAGIC) for k in FILES}
+  for split in ('train', 'test'):
+    x, y = arrays[f'{split}_x'], arrays[f'{split}_y']
+    validate.array(y, paths[f'{split}_y'], LABELS)
     if len(x) != len(y):
-      raise tasks.DataError(f'{folder}: {split} has {len(x)} images but '
-                            f'{len(y)} labels')
-    if y.size and y.max() > 9:
-      raise tasks.DataError(f'{folder}: {split} labels outside 0-9')
-  return train_x, train_y, test_x, test_y
+      raise validate.fail(paths[f'{split}_y'], f'{len(y)} labels, but '
+                          f'{paths[f"{split}_x"]} has {len(x)} images')
+  return tuple(arrays[k] for k in FILES)
 
 
 def _client_id(i):

@@ -47,6 +47,7 @@ import tasks
 from tasks import base
 from tasks import leaf
 from tasks import text_models
+from tasks import validate
 
 SEQUENCE_LENGTH = 25
 PAD, UNK = 0, 1
@@ -75,57 +76,76 @@ def split_line(text):
 
 # ------------------------------------------------------------------ readers
 def read_csv(path):
-  """{user: [(text, label)]} from a Sentiment140 CSV; neutral dropped."""
+  """{user: [(text, label)]} from a Sentiment140 CSV; neutral dropped.
+
+  Checked, one DataError naming the file and line otherwise: CSV syntax
+  (strict: a quote left open is an error), 6 fields a line (7 with a
+  pandas index column), polarity 0, 2 or 4, a non-empty user, and the end
+  of the file (a line break, or the quote closing the last field: anything
+  else is a line cut off). Read as UTF-8, else as ISO-8859-1 (the official
+  file's encoding).
+  """
   try:
     with open(path, 'rb') as f:
       raw = f.read()
   except OSError as e:
-    raise tasks.DataError(f'{path}: cannot read ({e})') from None
+    raise validate.fail(path, f'cannot read it ({e.strerror})') from None
   try:
     text = raw.decode('utf-8')
   except UnicodeDecodeError:
     text = raw.decode('latin-1')  # The official file is ISO-8859-1.
-  rows = list(csv.reader(io.StringIO(text, newline='')))
+  if not text.strip():
+    raise validate.fail(path, 'empty file: no tweets')
+  if not text.endswith(('\n', '\r', '"')):
+    raise validate.fail(path, 'the last line is cut off (no line break at '
+                        'the end of the file): truncated?')
+  reader = csv.reader(io.StringIO(text, newline=''), strict=True)
   by_user = collections.OrderedDict()
-  for number, row in enumerate(rows, 1):
-    if not row:
-      continue
-    if len(row) == 7:  # A pandas to_csv copy: a leading index column.
-      if number == 1 and row[0] == '':
-        continue  # pandas' header line (really a tweet): skip, as README.
-      row = row[1:]
-    if len(row) != 6:
-      raise tasks.DataError(
-          f'{path}:{number}: {len(row)} fields, expected 6 '
-          '(polarity,id,date,query,user,text); truncated or corrupt file?')
-    polarity = row[0].strip()
-    if number == 1 and not polarity.lstrip('-').isdigit():
-      continue  # A header line.
-    if polarity not in ('0', '2', '4'):
-      raise tasks.DataError(f'{path}:{number}: polarity {polarity!r} is not '
-                            '0, 2 or 4')
-    if polarity == '2':
-      continue
-    by_user.setdefault(row[4], []).append((row[5], int(polarity == '4')))
+  try:
+    for index, row in enumerate(reader):
+      if not row:
+        continue
+      where = f'{path}:{reader.line_num}'
+      if len(row) == 7:  # A pandas to_csv copy: a leading index column.
+        if index == 0 and row[0] == '':
+          continue  # pandas' header line (really a tweet): skip, as README.
+        row = row[1:]
+      if len(row) != 6:
+        raise validate.fail(where, f'{len(row)} fields, expected 6 '
+                            '(polarity,id,date,query,user,text); truncated '
+                            'or corrupt file?')
+      polarity = row[0].strip()
+      if index == 0 and not polarity.lstrip('-').isdigit():
+        continue  # A header line.
+      if polarity not in ('0', '2', '4'):
+        raise validate.fail(where, f'polarity {polarity!r} is not 0, 2 or 4')
+      if not row[4]:
+        raise validate.fail(where, 'the user field is empty')
+      if polarity == '2':
+        continue
+      by_user.setdefault(row[4], []).append((row[5], int(polarity == '4')))
+  except csv.Error as e:
+    raise validate.fail(f'{path}:{reader.line_num}', f'not valid CSV ({e}); '
+                        'truncated or corrupt file?') from None
   if not by_user:
-    raise tasks.DataError(f'{path}: no tweets')
-  if text and not text.endswith('\n') and rows and len(rows[-1]) not in (6, 7):
-    raise tasks.DataError(f'{path}: last line is cut off')
+    raise validate.fail(path, 'no tweets')
   return by_user
 
 
-def _leaf_tweets(path_or_split):
-  """{user: [(text, label)]} from LEAF data {user: (x, y)}."""
-  result = collections.OrderedDict()
-  for user, (xs, ys) in path_or_split.items():
-    tweets = []
-    for x, y in zip(xs, ys):
-      if not isinstance(x, list) or len(x) < 5 or y not in (0, 1):
-        raise tasks.DataError(f'user {user!r}: LEAF Sent140 x must be '
-                              '[id, date, query, user, text, ...], y 0/1')
-      tweets.append((x[4], int(y)))
-    result[user] = tweets
-  return result
+# LEAF Sent140 samples: x = [id, date, query, user, text, source] strings,
+# y = 0/1 (checked by leaf.file_schema with these).
+TWEET = validate.ListOf(validate.Str(), min_len=5, what='a list of strings '
+                        '[id, date, query, user, text, ...]')
+LEAF_X = validate.ListOf(TWEET, min_len=1, name='sample',
+                         what='a list of tweets')
+LEAF_Y = validate.Labels(2, as_list=True)
+
+
+def _leaf_tweets(split):
+  """{user: [(text, label)]} from checked LEAF data {user: (x, y)}."""
+  return collections.OrderedDict(
+      (user, [(x[4], y) for x, y in zip(xs, ys)])
+      for user, (xs, ys) in split.items())
 
 
 def split_users(by_user, min_tweets, seed=0, train_fraction=TRAIN_FRACTION):
@@ -151,13 +171,12 @@ def _read_source(source, fingerprint, min_tweets, seed=0,
                  train_fraction=TRAIN_FRACTION):
   path = fingerprint[0]
   if source == 'leaf':
-    train = _leaf_tweets(leaf.read_leaf_split(os.path.join(path, 'train')))
-    test = _leaf_tweets(leaf.read_leaf_split(os.path.join(path, 'test')))
-    if set(train) != set(test):
-      raise tasks.DataError(f'{path}: train and test hold different users')
-    return train, collections.OrderedDict((u, test[u]) for u in train)
+    train, test = leaf.pair_users(*(
+        leaf.read_leaf_split(os.path.join(path, split), LEAF_X, LEAF_Y)
+        for split in ('train', 'test')))
+    return _leaf_tweets(train), _leaf_tweets(test)
   if source == 'leaf_sample':
-    by_user = _leaf_tweets(leaf.read_leaf_file(path))
+    by_user = _leaf_tweets(leaf.read_leaf_file(path, LEAF_X, LEAF_Y))
   else:
     by_user = read_csv(path)
   train, test = split_users(by_user, min_tweets, seed, train_fraction)
@@ -198,33 +217,64 @@ def find_source(data_dir, source='auto', csv_path=None):
 
 # --------------------------------------------------------------- vocabulary
 def read_glove(path, words=None):
-  """(word list, float32[n, d]) from a GloVe text file (only `words`)."""
+  """(word list, float32[n, d]) of the GloVe text file's `words` (all of
+  them when None); a word listed twice keeps its first vector.
+
+  Checked, one DataError naming the file and line otherwise: UTF-8 text,
+  every line "word v1 ... vd" with the same d (a word2vec "N d" header
+  line is refused), a line break at the end (else the last line is cut
+  off); the vectors kept must be finite float32 numbers.
+  """
   if not os.path.isfile(path):
     raise tasks.DataError(f'no GloVe embeddings file at {path} (a text file '
                           'of "word v1 ... vd" lines, e.g. glove.6B.300d.txt '
                           'from https://nlp.stanford.edu/projects/glove/)')
-  found, vectors, dim = [], [], None
-  with open(path, encoding='utf-8', errors='replace') as f:
-    for number, line in enumerate(f, 1):
-      parts = line.rstrip('\n').rstrip(' ').split(' ')
+  found, kept, vectors, dim, last, number = [], set(), [], None, b'\n', 0
+  try:
+    f = open(path, 'rb')
+  except OSError as e:
+    raise validate.fail(path, f'cannot read it ({e.strerror})') from None
+  with f:
+    for number, raw in enumerate(f, 1):
+      last, where = raw, f'{path}:{number}'
+      try:
+        line = raw.decode('utf-8')
+      except UnicodeDecodeError as e:
+        raise validate.fail(where, f'not UTF-8 text (byte {e.start} of the '
+                            'line)') from None
+      parts = line.rstrip('\r\n').rstrip(' ').split(' ')
       if len(parts) < 2:
         if not line.strip():
           continue
-        raise tasks.DataError(f'{path}:{number}: not "word v1 ... vd"')
+        raise validate.fail(where, 'not "word v1 ... vd"')
       if dim is None:
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+          raise validate.fail(where, 'a word2vec header line ("N d"), not '
+                              'GloVe text: remove it')
         dim = len(parts) - 1
       if len(parts) - 1 != dim:
-        raise tasks.DataError(f'{path}:{number}: {len(parts) - 1} values, '
-                              f'expected {dim} (truncated or corrupt file?)')
-      if words is not None and parts[0] not in words:
+        raise validate.fail(where, f'{len(parts) - 1} values, expected {dim} '
+                            '(truncated or corrupt file?)')
+      if words is not None and parts[0] not in words or parts[0] in kept:
         continue
       try:
-        vectors.append(np.asarray(parts[1:], np.float32))
+        vector = np.array(parts[1:], np.float64)
       except ValueError:
-        raise tasks.DataError(f'{path}:{number}: non-numeric vector') from None
+        raise validate.fail(where, 'non-numeric vector') from None
+      bad = ~np.isfinite(vector) | (np.abs(vector) > validate.FLOAT32_MAX)
+      if bad.any():
+        value = parts[1 + int(np.argmax(bad))]
+        raise validate.fail(where, f'vector value {value[:24]!r}'
+                            f'{"..." if len(value) > 24 else ""} is not a '
+                            'finite float32 number')
+      vectors.append(vector.astype(np.float32))
       found.append(parts[0])
+      kept.add(parts[0])
   if dim is None:
-    raise tasks.DataError(f'{path}: empty GloVe file')
+    raise validate.fail(path, 'empty GloVe file')
+  if not last.endswith(b'\n'):
+    raise validate.fail(f'{path}:{number}', 'the last line has no line '
+                        'break: the file is cut off (truncated?)')
   matrix = np.stack(vectors) if vectors else np.zeros((0, dim), np.float32)
   return found, matrix
 
@@ -238,6 +288,9 @@ def build_vocabulary(train, test, embeddings=None):
     seen = set(counts) | {w for tweets in test.values() for text, _ in tweets
                           for w in split_line(text)}
     words, vectors = read_glove(embeddings, seen)
+    if not words:
+      raise validate.fail(embeddings, f'none of the {len(seen)} words of the '
+                          'tweets is in it (not GloVe vectors for this data?)')
     order = sorted(range(len(words)), key=lambda i: (-counts[words[i]], i))
     words = [words[i] for i in order]
     matrix = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32),

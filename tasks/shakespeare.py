@@ -28,13 +28,15 @@ import functools
 import gzip
 import os
 import re
-import sqlite3
+import zlib
 
 import numpy as np
 
 import tasks
 from tasks import base
 from tasks import text_models
+from tasks import tff_sqlite
+from tasks import validate
 
 SEQUENCE_LENGTH = 80
 # TFF's vocabulary (tff.simulation.baselines.shakespeare, from TFF's text
@@ -93,49 +95,24 @@ def detokenize(ids) -> str:
 
 
 # ---------------------------------------------------------- TFF SQLite file
+SNIPPETS = {'snippets': tff_sqlite.Feature('bytes')}
+
+
 @functools.lru_cache(maxsize=4)
 def _read_sqlite(fingerprint):
-  """{split: {client: [snippet bytes]}} from TFF's SQLite, validated."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  """{split: {client: [snippet bytes]}} from TFF's SQLite, checked
+  (`tasks.tff_sqlite`: tables, metadata counts, one snippet per example)."""
   path = fingerprint[0]
-  splits = {'train': collections.OrderedDict(),
-            'test': collections.OrderedDict()}
-  try:
-    with sqlite3.connect(f'file:{path}?mode=ro', uri=True) as db:
-      metadata = db.execute(
-          'SELECT client_id, split_name, num_examples FROM client_metadata '
-          'ORDER BY client_id').fetchall()
-      rows = db.execute(
-          'SELECT split_name, client_id, serialized_example_proto '
-          'FROM examples ORDER BY rowid').fetchall()
-    db.close()
-  except sqlite3.Error as e:
-    raise tasks.DataError(
-        f'{path}: not a readable TFF Shakespeare SQLite file ({e}); '
-        'is it truncated or corrupt?') from None
-  for split_name, client_id, proto in rows:
-    if split_name not in splits:
-      raise tasks.DataError(f'{path}: unknown split {split_name!r}')
-    try:
-      example = tf.train.Example.FromString(proto)
-      snippet = example.features.feature['snippets'].bytes_list.value[0]
-    except Exception as e:  # pylint: disable=broad-except
-      raise tasks.DataError(f'{path}: client {client_id!r} has an example '
-                            f'that is not a snippets proto ({e})') from None
-    splits[split_name].setdefault(client_id, []).append(snippet)
-  expected = {(c, s): n for c, s, n in metadata}
-  actual = {(c, s): len(v) for s, d in splits.items() for c, v in d.items()}
-  if expected != actual or not expected:
-    missing = sorted(set(expected.items()) - set(actual.items()))[:3]
-    raise tasks.DataError(
-        f'{path}: examples do not match client_metadata (e.g. '
-        f'{missing or sorted(set(actual.items()) - set(expected.items()))[:3]}'
-        '); the file is truncated or corrupt')
-  for split_name in splits:
-    splits[split_name] = collections.OrderedDict(
-        sorted(splits[split_name].items()))
-  if list(splits['train']) != list(splits['test']):
-    raise tasks.DataError(f'{path}: train and test hold different clients')
+  splits = tff_sqlite.read(path, ('train', 'test'), SNIPPETS)
+  splits = {split: collections.OrderedDict(
+      (client, list(arrays['snippets'])) for client, arrays in clients.items())
+            for split, clients in splits.items()}
+  for client in splits['train']:
+    if client not in splits['test']:
+      raise validate.fail(path, f'client {client!r} has no test examples')
+  for client in splits['test']:
+    if client not in splits['train']:
+      raise validate.fail(path, f'client {client!r} has no train examples')
   return splits
 
 
@@ -157,9 +134,10 @@ def read_tff_shakespeare(data_dir):
     train, _ = tff_client_data(data_dir)
     tff_ids = list(train.client_ids)
   except Exception as e:  # pylint: disable=broad-except
-    raise tasks.DataError(f'{path}: TFF cannot read it ({e})') from None
+    raise validate.fail(path, f'TFF cannot read it ({type(e).__name__}: '
+                        f'{e})') from None
   if sorted(tff_ids) != list(splits['train']):
-    raise tasks.DataError(f'{path}: TFF lists different clients')
+    raise validate.fail(path, 'TFF lists different clients')
   return splits['train'], splits['test']
 
 
@@ -186,7 +164,7 @@ _COE_CONTINUATION = re.compile(r'^  (\S.*)$')
 _NOT_ROLES = re.compile(r'^(ACT|SCENE|EPILOGUE|PROLOGUE|THE END)\b')
 
 
-def parse_plays(text):
+def parse_plays(text, where='pg100'):
   """[(title, {role: [lines]})] from the complete works' text.
 
   Works start at the line before "by William Shakespeare" (the title);
@@ -206,7 +184,7 @@ def parse_plays(text):
       title = next((lines[j].strip() for j in range(i - 1, max(i - 8, -1), -1)
                     if lines[j].strip()), '')
       if not title:
-        raise tasks.DataError(f'pg100: no title above line {i + 1}')
+        raise validate.fail(where, f'no title above line {i + 1}')
       current = collections.OrderedDict()
       plays.append((title, current))
       coe = title == 'THE COMEDY OF ERRORS'
@@ -236,23 +214,25 @@ def _read_roles(fingerprint):
   """{client: [lines]} of roles with >= 2 lines, from pg100.txt.gz."""
   path = fingerprint[0]
   try:
-    with gzip.open(path, 'rt', encoding='utf-8-sig') as f:
-      text = f.read()
-  except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
-    raise tasks.DataError(f'{path}: not a readable gzipped text file ({e}); '
-                          'is it truncated or corrupt?') from None
+    with gzip.open(path, 'rb') as f:
+      text = f.read().decode('utf-8-sig')
+  except (OSError, EOFError, zlib.error) as e:
+    raise validate.fail(path, f'not a readable gzip file ({e}); is it '
+                        'truncated or corrupt?') from None
+  except UnicodeDecodeError as e:
+    raise validate.fail(path, f'not UTF-8 text (byte {e.start} of the '
+                        'text)') from None
   if 'End of the Project Gutenberg EBook' not in text and (
       'End of The Project Gutenberg' not in text):
-    raise tasks.DataError(
-        f'{path}: no "End of the Project Gutenberg EBook" line; the text is '
-        'truncated')
+    raise validate.fail(path, 'no "End of the Project Gutenberg EBook" '
+                        'line; the text is truncated')
   roles = collections.OrderedDict()
-  for title, by_role in parse_plays(text):
+  for title, by_role in parse_plays(text, path):
     for role, lines in by_role.items():
       if len(lines) >= 2:
         roles[_client_name(title, role)] = lines
   if not roles:
-    raise tasks.DataError(f'{path}: no speaking roles found')
+    raise validate.fail(path, 'no speaking roles found')
   return roles
 
 

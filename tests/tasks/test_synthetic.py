@@ -132,12 +132,18 @@ GOOD_X = [[0.5] * 60] * 2
                       '0..9'),
     (GOOD_X, [-1, 1], 'sample 0 has label -1'),
     (GOOD_X, [3.7, 1], 'sample 0 has label 3.7'),
-    (GOOD_X, ['a', 1], "label 'a' is not a number"),
-    ([[0.5] * 60, [0.5] * 59], [0, 1], 'x is not a table of numbers'),
-    ([[0.5] * 59] * 2, [0, 1], 'x has shape (2, 59)'),
-    ([], [], 'no samples'),
+    (GOOD_X, ['a', 1], "y: sample 0 has label a string ('a')"),
+    (GOOD_X, [True, 1], 'y: sample 0 has label true (a boolean)'),
+    ([[0.5] * 60, [0.5] * 59], [0, 1], 'x: sample 1 has 59 values, '
+                                       'expected 60'),
+    ([[0.5] * 59] * 2, [0, 1], 'x: sample 0 has 59 values, expected 60'),
+    ([[0.5] * 60, ['0.5'] * 60], [0, 1],
+     "x: sample 1 holds a string ('0.5'), expected numbers"),
+    ([], [], 'x: has no samples'),
     ([[0.5] * 60, [float('nan')] * 60], [0, 1],
-     'sample 1 has a non-finite value'),
+     'x: sample 1 has nan, not a finite number'),
+    ([[0.5] * 60, [1e300] * 60], [0, 1],
+     "x: sample 1 has 1e+300, beyond float32's range"),
 ])
 def test_bad_leaf_values_are_refused_naming_file_user_and_problem(
     tmp_path, x, y, message):

@@ -420,7 +420,10 @@ def test_sent140_missing_and_corrupt(tmp_path):
     sent140.load(str(tmp_path))
   csv_path = tmp_path / 'sent140' / sent140.RAW_CSV
   csv_path.write_text('"0","1","date","NO_QUERY","u","text"\n"4","2","da')
-  with pytest.raises(tasks.DataError, match='fields, expected 6'):
+  with pytest.raises(tasks.DataError, match='last line is cut off'):
+    sent140.load(str(tmp_path), source='csv')
+  csv_path.write_text('"0","1","date","NO_QUERY","u","text"\n"4","2","da"\n')
+  with pytest.raises(tasks.DataError, match=':2: 3 fields, expected 6'):
     sent140.load(str(tmp_path), source='csv')
 
 

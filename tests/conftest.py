@@ -6,6 +6,10 @@ import subprocess
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# No gRPC fork handlers in this process (before anything imports gRPC):
+# with them, a fork (the tests start processes) can block for ever in
+# gRPC's pre-fork handler while its threads are busy.
+os.environ['GRPC_ENABLE_FORK_SUPPORT'] = '0'
 
 import psutil  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top

@@ -319,7 +319,12 @@ def main(argv=None):
   parser.add_argument('--eval_every', type=int, default=5)
   parser.add_argument('--target', type=float, default=None)
   parser.add_argument('--seeds', default='0')
-  parser.add_argument('--json', help='also write the results here')
+  parser.add_argument('--cell', default=None,
+                      help='the scoreboard row this run cross-checks (its '
+                      '"paper | item"), kept with the results')
+  parser.add_argument('--json', help='also merge the results into this JSON '
+                      'list (replacing earlier results of the same cell, '
+                      'seed and settings)')
   parser.add_argument('--verbose', action='store_true')
   args = parser.parse_args(argv)
 
@@ -344,7 +349,7 @@ def main(argv=None):
                     if args.verbose else None)
     losses = history['train_loss']
     result = dict(
-        data=args.data, split=args.split if args.data == 'mnist' else None,
+        cell=args.cell, data=args.data, split=args.split if args.data == 'mnist' else None,
         npz=os.path.basename(args.npz) if args.npz else None, seed=seed,
         lr=args.lr, mu=args.mu, clients_per_round=args.clients_per_round,
         epochs=args.epochs, batch_size=args.batch_size,
@@ -361,8 +366,19 @@ def main(argv=None):
     print(json.dumps(result), flush=True)
     results.append(result)
   if args.json:
+    merged = []
+    if os.path.exists(args.json):
+      with open(args.json) as f:
+        merged = json.load(f)
+    key = lambda r: tuple(r.get(k) for k in (
+        'cell', 'data', 'split', 'npz', 'seed', 'lr', 'mu',
+        'clients_per_round', 'epochs', 'batch_size', 'straggler_fraction',
+        'keep_stragglers'))
+    replaced = {key(r) for r in results}
+    merged = [r for r in merged if key(r) not in replaced] + results
     with open(args.json, 'w') as f:
-      json.dump(results, f, indent=1)
+      json.dump(merged, f, indent=1)
+      f.write('\n')
 
 
 if __name__ == '__main__':

@@ -137,6 +137,16 @@ COMMANDS = {
         f'{PY} --flagfile=configs/fedavg/table1_mnist_2nn_b10.flags {DATA} '
         '--sweep=task=mnist_iid_2nn --only=C0.1 --sweep=client_lr=0.0464,0.215 '
         '--sweep=seed=0,1,2',
+    # Synthetic(α, β) is a random family and the FedISGD paper's draw is
+    # not published: the same cells on three draws of the generator (data
+    # seeds 0-2, training seed 0), to measure how much the draw moves them.
+    'fedisgd_table3_data_seeds':
+        f'{PY} --flagfile=configs/fedisgd/table3_synthetic.flags '
+        '--sweep=task=synthetic_0.5_0.5,synthetic_1_1 '
+        '--sweep=data_seed=0,1,2 --sweep=seed=0',
+    'fedisgd_table4_synthetic_data_seeds':
+        f'{PY} --flagfile=configs/fedisgd/table4_synthetic.flags '
+        '--sweep=data_seed=0,1,2 --sweep=seed=0',
 }
 
 PP = 2.0          # Accuracies: within 2 percentage points ...
@@ -191,7 +201,11 @@ class RunRecord:
 
 
 def _kept_rows(rows):
-  return [{c: r[c] for c in ('round',) + COLUMNS if r.get(c)}
+  """The rows where a COLUMNS value was measured, those values to 6
+  significant digits (as the ledger keeps them, so that a run folder and
+  its ledger record give the same numbers)."""
+  return [dict(round=r['round'], **{c: f'{float(r[c]):.6g}' for c in COLUMNS
+                                    if r.get(c)})
           for r in rows if any(r.get(c) for c in COLUMNS)]
 
 
@@ -231,8 +245,18 @@ class Ledger:
             self.cpu.items())},
         'runs': {c: dict(sorted(v.items())) for c, v in sorted(
             self.runs.items())}}
-    results.write_atomically(self.path, json.dumps(
-        data, indent=1, ensure_ascii=False, sort_keys=False) + '\n')
+    # One line per run record, so the file stays small and diffs by run.
+    compact = {}
+    for command, records in data['runs'].items():
+      for name, record in records.items():
+        marker = f'@@{len(compact)}@@'
+        compact[marker] = json.dumps(record, ensure_ascii=False,
+                                     separators=(',', ':'))
+        records[name] = marker
+    text = json.dumps(data, indent=1, ensure_ascii=False)
+    for marker, line in compact.items():
+      text = text.replace(f'"{marker}"', line, 1)
+    results.write_atomically(self.path, text + '\n')
 
 
 class Runs:
@@ -369,6 +393,18 @@ def _mean_std(values):
           statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def data_seed_values(runs, command, pattern,
+                     metric='last_half_test_accuracy'):
+  """{'data_seeds': {data seed: metric (%)}} over the finished runs of
+  `command` matching `pattern` (named …__data_seed-N), if two or more."""
+  found = runs.runs(command, pattern)
+  if len(found) < 2:
+    return {}
+  return {'data_seeds': {
+      r.name.rsplit('data_seed-', 1)[1]: round(_summarize(r)[metric] * 100, 2)
+      for r in found}}
+
+
 def accuracy_row(runs, command, pattern, metric, paper):
   """(ours, status, details): a mean test accuracy (%) over the matching
   runs; details: the per-run values."""
@@ -489,11 +525,12 @@ class Row:
   make this row "not finished")."""
 
   def __init__(self, paper, item, value, command, compute=None,
-               estimate=None, reason='', pattern='*'):
+               estimate=None, reason='', pattern='*', extra=None):
     self.paper, self.item, self.value = paper, item, value
     self.command, self.compute = command, compute
     self.estimate, self.reason = estimate, reason
     self.pattern = pattern
+    self.extra = extra  # extra(runs) → more measured details, or {}.
 
   @property
   def key(self):
@@ -784,7 +821,10 @@ for task, label, values in TABLE3:
         'last half of the rounds (%)', f'{paper}', 'fedisgd_table3',
         lambda r, a=algo, t=task, v=paper: accuracy_row(
             r, 'fedisgd_table3', f'{a}__task-{t}__seed-*',
-            'last_half_test_accuracy', v)))
+            'last_half_test_accuracy', v),
+        extra=lambda r, a=algo, t=task: data_seed_values(
+            r, 'fedisgd_table3_data_seeds',
+            f'{a}__task-{t}__seed-0__data_seed-*')))
 TABLE4 = (('synthetic', 'Synthetic_1_1 (5 classes per device)',
            (72.3, 76.1, 77.4), '__seed-*'),
           ('mnist', 'MNIST', (76.7, 81.4, 86.4), '__seed-*'),
@@ -797,7 +837,9 @@ for name, label, values, seeds in TABLE4:
         'FedISGD', f'Table 4, {label}, {algo}, 90% stragglers: mean test '
         'accuracy over the last half (%)', f'{paper}', command,
         lambda r, c=command, a=algo, s=seeds, v=paper: accuracy_row(
-            r, c, f'{a}{s}', 'last_half_test_accuracy', v)))
+            r, c, f'{a}{s}', 'last_half_test_accuracy', v),
+        extra=lambda r, c=command, a=algo: data_seed_values(
+            r, f'{c}_data_seeds', f'{a}__seed-0__data_seed-*')))
 
 
 def _catch_up(curves):
@@ -932,9 +974,76 @@ NOT_RUN = {
 }
 
 
-# Not run, by cell: (command, variant) → (CPU hours, how) for the commands
-# of which some cells ran (the rest of the command's bound above).
-NOT_RUN_CELLS = {}
+# Not run, by cell: (command, variant) → (CPU hours, how): the bound of one
+# client fraction's five η values (the row's), for the 2NN commands of which
+# some cells ran. Measured 2026-11-24: a probe of the cell's own command
+# (`--only=C… --sweep=client_lr=0.1 --rounds=R`, R = 10 or 20), its CPU
+# seconds (user + sys, start-up included) per round, times 5 runs at the
+# round cap; the machine was shared with other runs, so these are loose.
+def _probe(rounds_cap, cpu_seconds, probe_rounds, k, b):
+  return (5 * rounds_cap * cpu_seconds / probe_rounds / 3600,
+          f'5 runs to {rounds_cap:,} rounds; probe {cpu_seconds:.1f} CPU-s '
+          f'for {probe_rounds} rounds at K = {k}, B = {b}')
+
+
+NOT_RUN_CELLS = {
+    ('fedavg_table1_2nn_b10_noniid', 'C0.2'): _probe(4000, 37.1, 20, 20, 10),
+    ('fedavg_table1_2nn_b10_noniid', 'C0.5'): _probe(4000, 45.8, 10, 50, 10),
+    ('fedavg_table1_2nn_b10_noniid', 'C1'): _probe(4000, 72.4, 10, 100, 10),
+    ('fedavg_table1_2nn_binf_iid', 'C0.2'): _probe(5000, 31.0, 20, 20, '∞'),
+    ('fedavg_table1_2nn_binf_iid', 'C0.5'): _probe(5000, 51.6, 20, 50, '∞'),
+    ('fedavg_table1_2nn_binf_iid', 'C1'): _probe(5000, 90.9, 20, 100, '∞'),
+    ('fedavg_table1_2nn_binf_noniid', 'C0.1'): (
+        5 * 5000 * 1.33 * 3600 / 13681 / 3600,
+        '5 runs to 5,000 rounds at the 0.35 CPU-s per round of the IID '
+        'C = 0.1 grid (1.33 CPU-h for 13,681 rounds, earlier session)'),
+    ('fedavg_table1_2nn_binf_noniid', 'C0.2'): _probe(5000, 31.0, 20, 20,
+                                                       '∞'),
+    ('fedavg_table1_2nn_binf_noniid', 'C0.5'): _probe(5000, 51.6, 20, 50,
+                                                       '∞'),
+    ('fedavg_table1_2nn_binf_noniid', 'C1'): _probe(5000, 90.9, 20, 100,
+                                                     '∞'),
+}
+
+# What a command not run would take elsewhere: command → (examples through
+# the model, forward and backward, with every run at its round cap: Σ
+# rounds × K × E × n_k, n_k = 600 (MNIST) or 500 (CIFAR-10); the CPU cost
+# per example measured here, ms; where that was measured). For the text
+# tasks: rounds at the caps × the measured seconds per round instead.
+_2NN_EXAMPLE = (0.094, 'a B = 10 round of 20 clients × 600 examples: '
+                'median 1.13 s, TFF overhead included (probe 2026-11-24)')
+_CNN_EXAMPLE = (1.1, '11.0–11.2 CPU-ms per B = 10 step (docs/PERFORMANCE.md)')
+ELSEWHERE = {
+    'fedavg_table1_2nn_b10_noniid': (2.17e9, *_2NN_EXAMPLE),
+    'fedavg_table1_2nn_binf_iid': (2.72e9, *_2NN_EXAMPLE),
+    'fedavg_table1_2nn_binf_noniid': (2.72e9, *_2NN_EXAMPLE),
+    'fedavg_table1_cnn': (1.63e10, *_CNN_EXAMPLE),
+    'fedavg_table2_cnn_iid': (2.7e8, *_CNN_EXAMPLE),
+    'fedavg_table2_cnn': (7.02e9, *_CNN_EXAMPLE),
+    'fedavg_table3_cifar10': (6e8, 1.0, '25.6 s per K = 10, E = 5, B = 50 '
+                              'round of 25,000 examples (earlier probe)'),
+    'fedavg_table4_2nn': (1.67e10, *_2NN_EXAMPLE),
+    'fedavg_table2_shakespeare': (None, None, '240,000 rounds at the caps × '
+                                  '82 s per K = 119 round (probe); a B = 10 '
+                                  'step of the char-LSTM 140–170 CPU-ms '
+                                  '(docs/PERFORMANCE.md)'),
+    'fedprox_fig1_shakespeare': (None, None, '360 rounds × 49 s per K = 10, '
+                                 'E = 20 round (probe)'),
+    'fedprox_fig1_sent140': (None, None, '7,200 rounds × 8.85 s per round'),
+    'fedisgd_fig3_sent140': (None, None, '4,800 rounds × 8.85 s per round'),
+}
+
+
+def elsewhere(name):
+  """The commands table's 'what it would take elsewhere' of a command."""
+  if name not in ELSEWHERE:
+    return ''
+  examples, ms, how = ELSEWHERE[name]
+  if examples is None:
+    return how
+  return (f'{examples:.3g} examples at the caps × {ms:g} CPU-ms each here '
+          f'({how}) = {examples * ms / 3.6e6:,.0f} CPU-h of model '
+          'arithmetic; GPU: not measured')
 
 
 # ---------------------------------------------------------------- reasons
@@ -1035,6 +1144,17 @@ def reasons(row, status, details, crosscheck=()):
       min(values) <= paper <= max(values)):
     found.append(('seed spread', f'the paper\'s {paper:g} lies within our '
                   f'seeds\' {min(values):.1f}–{max(values):.1f}'))
+  draws = details.get('data_seeds')
+  if draws and paper is not None:
+    spread = (f'across three generated datasets (data seeds '
+              f'{", ".join(sorted(draws))}; training seed 0) ours is ' +
+              ', '.join(f'{draws[k]:.1f}' for k in sorted(draws)))
+    if min(draws.values()) <= paper <= max(draws.values()):
+      found.append(('seed spread', spread + f': the paper\'s {paper:g} '
+                    'lies within (its draw is not published)'))
+    elif not found and row.key not in QUOTED:
+      return [('unexplained', spread + f', all away from the paper\'s '
+               f'{paper:g}')]
   found += QUOTED.get(row.key, [])
   return found or [('unexplained', '')]
 
@@ -1065,6 +1185,15 @@ def judge(row, runs, with_details=False):
                           else '')
     result = ('—', status + (f': {row.reason}' if row.reason else ''), {},
               None)
+  if with_details and row.extra is not None:
+    result = (result[0], result[1], {**result[2], **row.extra(runs)},
+              result[3])
+  if with_details and 'paper' not in result[2]:
+    try:
+      result = (*result[:2], {**result[2], 'paper': float(row.value)},
+                result[3])
+    except ValueError:
+      pass
   return result if with_details else result[:2]
 
 
@@ -1096,7 +1225,8 @@ def render(runs, crosscheck=()):
             'fde88f1, 83f512b, 239ead1): their run folders were not kept; '
             'the value and status are those its scoreboard stated, kept in '
             'docs/scoreboard_ledger.json.']
-  lines += ['', '| command | run with | CPU time |', '|---|---|---:|']
+  lines += ['', '| command | run with | CPU time | what a command not '
+            'finished here would take elsewhere |', '|---|---|---:|---|']
   spent = earlier_spent = 0.0
   for name, command in COMMANDS.items():
     took = runs.cpu_hours(name)
@@ -1111,7 +1241,12 @@ def render(runs, crosscheck=()):
     if stopped:
       took += '; not finished: ' + ', '.join(stopped)
     lines.append(f'| {name} | `{command} --output_dir=runs/{name}` | '
-                 f'{took} |')
+                 f'{took} | {elsewhere(name)} |')
+  lines += ['', 'On a GPU machine: TFF 0.87\'s worker_binary runs the client '
+            'work on the CPU only (docs/GPU.md), so there these commands take '
+            'about the CPU time above; with a GPU-enabled runtime the model '
+            'arithmetic would cost the examples above × a GPU\'s time per '
+            'example, which no machine here could measure.']
   lines += ['', f'CPU time of the commands run: {spent:.1f} CPU-h '
             f'({EARLIER} {earlier_spent:.1f}, this session '
             f'{spent - earlier_spent:.1f}).']

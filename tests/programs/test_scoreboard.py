@@ -212,3 +212,14 @@ def test_reasons_from_measured_numbers():
                                                  paper=87)) == [
                                                      ('unexplained', '')]
   assert SCOREBOARD.reasons(row, 'matches', details) == []
+
+
+def test_a_paper_value_inside_our_generated_datasets_spread_is_seed_spread():
+  row = next(r for r in SCOREBOARD.ROWS if r.key.startswith(
+      'FedISGD | Table 3, Synthetic_1_1, FedAvg'))
+  inside = dict(paper=69.7, data_seeds={'0': 82.0, '1': 66.0, '2': 75.0})
+  assert [r for r, _ in SCOREBOARD.reasons(row, 'differs', inside)] == [
+      'seed spread']
+  outside = dict(paper=69.7, data_seeds={'0': 82.0, '1': 80.0, '2': 85.0})
+  (reason, evidence), = SCOREBOARD.reasons(row, 'differs', outside)
+  assert reason == 'unexplained' and '80.0' in evidence

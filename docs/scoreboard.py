@@ -237,12 +237,15 @@ class Ledger:
     self.runs = data.get('runs', {})        # command → name → record
     self.cpu = data.get('cpu', {})          # command → time file → [h, note]
     self.earlier = data.get(EARLIER, {'rows': {}, 'cpu': {}, 'stopped': {}})
+    # The dataset statistics rows as last computed from the data.
+    self.data_rows = data.get('data_rows', {})
 
   def save(self):
     data = {
         'about': 'The scoreboard\'s record of results (docs/scoreboard.py '
                  'writes it with --write; see its docstring).',
         EARLIER: self.earlier,
+        'data_rows': dict(sorted(self.data_rows.items())),
         'cpu': {c: dict(sorted(v.items())) for c, v in sorted(
             self.cpu.items())},
         'runs': {c: dict(sorted(v.items())) for c, v in sorted(
@@ -1185,6 +1188,13 @@ def judge(row, runs, with_details=False):
   computed = row.compute(runs) if row.compute else None
   if computed is not None and len(computed) == 2:
     computed = (*computed, {})
+  if (row.command or '').startswith('task '):  # A dataset statistics row.
+    if computed is not None:
+      runs.ledger.data_rows[row.key] = dict(ours=computed[0],
+                                            status=computed[1])
+    elif row.key in runs.ledger.data_rows:
+      kept = runs.ledger.data_rows[row.key]
+      computed = (kept['ours'], kept['status'], {})
   frozen = runs.ledger.earlier.get('rows', {}).get(row.key)
   fewer = re.search(r'\((\d+) seeds\)', frozen['ours']) if frozen else None
   if fewer and computed is not None and computed[2].get('runs', 99) < int(

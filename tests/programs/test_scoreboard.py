@@ -126,9 +126,11 @@ def test_every_differs_row_has_reasons_from_the_list_with_evidence():
 
 
 def test_without_run_folders_the_ledger_gives_the_earlier_scoreboard():
-  """A fresh clone (no runs/, no data): every row the earlier session
-  judged keeps its value and status, marked as the earlier session's."""
+  """A fresh clone (no runs/, no data) of the ledger as bootstrapped (the
+  earlier session's results only): every row that session judged keeps its
+  value and status, marked as the earlier session's."""
   runs = _ledger_only()
+  runs.ledger.runs, runs.ledger.cpu, runs.ledger.data_rows = {}, {}, {}
   earlier = runs.ledger.earlier['rows']
   assert len(earlier) >= 71  # 32 match + 39 differ when it was written.
   for row in SCOREBOARD.ROWS:
@@ -143,6 +145,25 @@ def test_without_run_folders_the_ledger_gives_the_earlier_scoreboard():
   assert any('†' in line for line in lines)
   # Its CPU time is kept too.
   assert runs.cpu_hours('fedavg_table1_2nn_b10_iid')[0] == pytest.approx(1.35)
+
+
+def test_the_committed_ledger_alone_gives_the_committed_scoreboard():
+  """docs/REPRODUCTION.md's block is what the ledger gives without run
+  folders (apart from runs that were still going when it was written)."""
+  runs = _ledger_only()
+  lines, counts = SCOREBOARD.render(runs, SCOREBOARD.crosscheck_results())
+  doc = open(SCOREBOARD.DOC, encoding='utf-8').read()
+  block = doc[doc.index(SCOREBOARD.BEGIN):doc.index(SCOREBOARD.END)]
+  assert SCOREBOARD.headline(counts).split(' (')[0] in block or (
+      'not finished' in block)
+  going = ('not finished', 'still running')  # Runs going at the time.
+  doc_lines = {line.split(' | ')[0]: line for line in block.splitlines()
+               if line.startswith('| ')}
+  for line in lines:
+    if line.startswith('| '):
+      written = doc_lines[line.split(' | ')[0]]
+      if not any(g in written for g in going):
+        assert line == written
 
 
 def test_a_run_folder_updates_its_row_and_joins_the_ledger(tmp_path):

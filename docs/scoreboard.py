@@ -1008,6 +1008,9 @@ def _probe(rounds_cap, cpu_seconds, probe_rounds, k, b):
 
 
 NOT_RUN_CELLS = {
+    ('fedavg_table1_2nn_b10_noniid', 'C0'): _probe(4000, 16.8, 20, 1, 10),
+    ('fedavg_table1_2nn_binf_iid', 'C0'): _probe(5000, 14.9, 20, 1, '∞'),
+    ('fedavg_table1_2nn_binf_noniid', 'C0'): _probe(5000, 14.9, 20, 1, '∞'),
     ('fedavg_table1_2nn_b10_noniid', 'C0.2'): _probe(4000, 37.1, 20, 20, 10),
     ('fedavg_table1_2nn_b10_noniid', 'C0.5'): _probe(4000, 45.8, 10, 50, 10),
     ('fedavg_table1_2nn_b10_noniid', 'C1'): _probe(4000, 72.4, 10, 100, 10),

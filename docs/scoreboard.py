@@ -1129,8 +1129,19 @@ def crosscheck_results(path=CROSSCHECK):
     return json.load(f)
 
 
-def reasons(row, status, details, crosscheck=()):
-  """[(reason, evidence)] of a "differs" row (see REASONS)."""
+def _accuracy_of(details, ours):
+  """(mean, std) of an accuracy row: its per-seed values, else the
+  'M ± S (N seeds)' an earlier session's row states; None otherwise."""
+  values = details.get('values')
+  if values:
+    return _mean_std(values)
+  stated = re.match(r'([\d.]+) ± ([\d.]+) \(\d+ seeds\)', ours or '')
+  return (float(stated.group(1)), float(stated.group(2))) if stated else None
+
+
+def reasons(row, status, details, crosscheck=(), frozen_ours=None):
+  """[(reason, evidence)] of a "differs" row (see REASONS); frozen_ours:
+  the row's value as stated, for a row whose runs are not recorded."""
   if not status.startswith('differs'):
     return []
   details = details or {}
@@ -1163,6 +1174,20 @@ def reasons(row, status, details, crosscheck=()):
     if seeds and min(seeds) <= paper <= max(seeds):
       found.append(('seed spread', f'the paper\'s {paper:g} lies within our '
                     f'seeds\' {min(seeds):.1f}–{max(seeds):.1f}'))
+  mine = _accuracy_of(details, frozen_ours)
+  ref = [r['last_half_test_accuracy'] * 100 for r in crosscheck
+         if r.get('cell') == row.key and
+         r.get('last_half_test_accuracy') is not None]
+  if mine is not None and len(ref) > 1 and paper is not None:
+    ref_mean, ref_std = _mean_std(ref)
+    ours_mean, ours_std = mine
+    agrees = abs(ref_mean - ours_mean) <= max(PP, SIGMAS * ours_std)
+    if agrees and abs(ref_mean - paper) > max(PP, SIGMAS * ref_std):
+      found.append(('cross-checked', (
+          f'the numpy reference (docs/crosscheck), {len(ref)} seeds of its '
+          f'own: {ref_mean:.1f} ± {ref_std:.1f} ('
+          f'{", ".join(f"{v:.1f}" for v in ref)}); ours {ours_mean:.1f} ± '
+          f'{ours_std:.1f}, the paper {paper:g}')))
   values = details.get('values')
   if values and len(values) > 1 and paper is not None and (
       min(values) <= paper <= max(values)):
@@ -1244,7 +1269,7 @@ def render(runs, crosscheck=()):
            'differs | command |', '|---:|---|---|---|---|---|---|---|']
   for number, row in enumerate(ROWS, 1):
     ours, status, details, source = judge(row, runs, with_details=True)
-    why = reasons(row, status, details, crosscheck)
+    why = reasons(row, status, details, crosscheck, ours)
     kind = _kind(status)
     if kind == 'differs':
       kind = ('unexplained' if [r for r, _ in why] == ['unexplained']
@@ -1349,7 +1374,15 @@ def crosscheck_table(runs, crosscheck):
     row = rows.get(cell)
     if row is None:
       continue
-    if ref[0]['target'] is not None:  # Rounds to target.
+    if 'mean test accuracy' in row.item:  # A last-half accuracy (%).
+      ours, _, details, source = judge(row, runs, with_details=True)
+      mine = (_per_seed(details['values']) if details.get('values')
+              else ours) + (' †' if source == EARLIER else '')
+      lines.append(
+          f'| {row.paper} {row.item.split(": ")[0]} | {lr:g} | '
+          f'{_per_seed([r["last_half_test_accuracy"] * 100 for r in ref])}'
+          f' | {mine} | {row.value} |')
+    elif ref[0]['target'] is not None:  # Rounds to target.
       target = ref[0]['target']
       ours = _our_seed_runs(runs, row, lr)
       if ours:

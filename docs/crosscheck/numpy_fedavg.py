@@ -35,7 +35,7 @@ our sampler's draws.
   python docs/crosscheck/numpy_fedavg.py mnist --split=iid --lr=0.215 \
       --clients_per_round=10 --batch_size=10 --epochs=1 --seeds=0,1,2 \
       --target=0.97 --rounds=400 --eval_every=5 --data_dir=../shared/data
-  python docs/crosscheck/numpy_fedavg.py synthetic --npz=PATH --lr=0.01 \
+  python docs/crosscheck/numpy_fedavg.py arrays --npz=PATH --lr=0.01 \
       --mu=1 --straggler_fraction=0.9 --clients_per_round=10 --epochs=20 \
       --batch_size=10 --rounds=200 --seeds=0,1,2
 
@@ -247,6 +247,12 @@ def train(model, clients, test, lr, rounds, schedule, params, mu=0.0,
   return history
 
 
+def last_half_mean(rounds, values, total_rounds):
+  """Mean over the evaluated rounds T/2 < t <= T (FedISGD Tables 3-4)."""
+  kept = [v for r, v in zip(rounds, values) if r > total_rounds / 2]
+  return float(np.mean(kept)) if kept else None
+
+
 # -------------------------------------------------------------------- data
 def read_idx(path):
   """A gzip IDX file as a uint8 array (big-endian header: magic, dims)."""
@@ -300,12 +306,16 @@ def read_npz_clients(path):
 # --------------------------------------------------------------------- CLI
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('data', choices=('mnist', 'synthetic'))
+  parser.add_argument('data', choices=('mnist', 'arrays', 'synthetic'),
+                      help='mnist: the IDX files, FedAvg\'s splits, the '
+                      '2NN; arrays (or synthetic): an .npz of clients '
+                      '(--npz), multinomial logistic regression')
   parser.add_argument('--split', default='iid', choices=('iid', 'noniid'))
   parser.add_argument('--data_dir', default=os.path.join(
       os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared',
       'data'))
-  parser.add_argument('--npz', help='synthetic: the clients\' arrays')
+  parser.add_argument('--npz', help='arrays: the clients\' arrays')
+  parser.add_argument('--num_classes', type=int, default=10)
   parser.add_argument('--lr', type=float, required=True)
   parser.add_argument('--mu', type=float, default=0.0)
   parser.add_argument('--clients_per_round', type=int, default=10)
@@ -337,7 +347,7 @@ def main(argv=None):
       test, model = (vx, vy), TWO_NN
     else:
       clients, test = read_npz_clients(args.npz)
-      model = mlr(clients[0][0].shape[1], 10)
+      model = mlr(clients[0][0].shape[1], args.num_classes)
     params = model.init(np.random.default_rng([seed, 0x1417]))
     schedule = own_schedule(len(clients), [len(y) for _, y in clients],
                             args.clients_per_round, args.epochs,
@@ -362,6 +372,8 @@ def main(argv=None):
         mean_train_loss=(float(np.mean(losses[1:])) if len(losses) > 1
                          else None),
         final_test_accuracy=history['test_accuracy'][-1],
+        last_half_test_accuracy=last_half_mean(
+            history['round'], history['test_accuracy'], history['round'][-1]),
         cpu_seconds=round(time.process_time() - start, 1))
     print(json.dumps(result), flush=True)
     results.append(result)

@@ -171,3 +171,10 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
       config, models.multinomial_logistic_regression(60, 10),
       REFERENCE.mlr(60, 10), train_arrays)
   _assert_float32_close(pairs)
+
+
+def test_last_half_mean_is_ours():
+  from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
+  rounds, values = [0, 50, 100, 150, 200], [0.1, 0.5, 0.6, 0.7, 0.8]
+  assert REFERENCE.last_half_mean(rounds, values, 200) == pytest.approx(
+      results.last_half_mean(rounds, values, 200))

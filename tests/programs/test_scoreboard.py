@@ -244,3 +244,22 @@ def test_a_paper_value_inside_our_generated_datasets_spread_is_seed_spread():
   outside = dict(paper=69.7, data_seeds={'0': 82.0, '1': 80.0, '2': 85.0})
   (reason, evidence), = SCOREBOARD.reasons(row, 'differs', outside)
   assert reason == 'unexplained' and '80.0' in evidence
+
+
+def test_an_accuracy_row_is_cross_checked_by_the_reference_agreeing():
+  row = next(r for r in SCOREBOARD.ROWS if r.key.startswith(
+      'FedISGD | Table 4, MNIST, FedAvg'))
+  reference = [dict(cell=row.key, last_half_test_accuracy=a)
+               for a in (0.72, 0.66, 0.70)]
+  # Ours as the earlier session stated it, or per seed.
+  why = dict(SCOREBOARD.reasons(row, 'differs by -7.4 pp', {'paper': 76.7},
+                                reference, '69.3 ± 2.1 (3 seeds)'))
+  assert list(why) == ['cross-checked'] and '69.3 ± 2.1' in why[
+      'cross-checked']
+  assert 'cross-checked' in dict(SCOREBOARD.reasons(
+      row, 'differs', dict(paper=76.7, values=[67.0, 70.0, 71.0]),
+      reference))
+  # A reference that agrees with the paper instead is no cross-check.
+  near_paper = [dict(r, last_half_test_accuracy=0.765) for r in reference]
+  assert 'cross-checked' not in dict(SCOREBOARD.reasons(
+      row, 'differs', {'paper': 76.7}, near_paper, '69.3 ± 2.1 (3 seeds)'))

@@ -1105,6 +1105,9 @@ QUOTED['FedISGD | Figure 3, MNIST, 90% stragglers: training loss'] = [
 for _task in ('Synthetic_0_0', 'Synthetic_0.5_0.5', 'Synthetic_1_1'):
   QUOTED[f'FedISGD | Figure 2 (loss), {_task}'] = [
       ('paper setting unstated', _FEDISGD_SETTINGS)]
+  QUOTED[f'FedISGD | Table 3, {_task}, FedISGD: mean test accuracy over the '
+         'last half of the rounds (%)'] = [
+             ('paper setting unstated', _FEDISGD_SETTINGS)]
 for _table, _label, _evidence in (
     ('FedProx | Table 1', 'FEMNIST', _FEMNIST),
     ('FedISGD | Table 2', 'EMNIST', _FEMNIST),

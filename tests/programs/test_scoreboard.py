@@ -87,3 +87,176 @@ def test_a_cell_is_judged_on_its_full_eta_grid_only(tmp_path):
    ).unlink()
   ours, status = SCOREBOARD.judge(rows['0.1'], runs)
   assert (ours, status) == ('4 so far', 'not finished: 4 of 5 η values run')
+
+
+def test_rows_have_distinct_keys():
+  keys = [row.key for row in SCOREBOARD.ROWS]
+  assert len(keys) == len(set(keys))
+
+
+def _ledger_only():
+  """The scoreboard of a clone without run folders or data: the ledger's."""
+  runs = SCOREBOARD.Runs(['/nonexistent/runs'], SCOREBOARD.Ledger())
+  runs.data_dir = '/nonexistent/data'
+  return runs
+
+
+def test_every_differs_row_has_reasons_from_the_list_with_evidence():
+  runs = _ledger_only()
+  crosscheck = SCOREBOARD.crosscheck_results()
+  differs = 0
+  for row in SCOREBOARD.ROWS:
+    ours, status, details, _ = SCOREBOARD.judge(row, runs, with_details=True)
+    why = SCOREBOARD.reasons(row, status, details, crosscheck)
+    if not status.startswith('differs'):
+      assert not why, row.item
+      continue
+    differs += 1
+    assert why, row.item
+    for reason, evidence in why:
+      assert reason in SCOREBOARD.REASONS, (row.item, reason)
+      # A reason other than "unexplained" states its evidence.
+      assert reason == 'unexplained' or evidence, (row.item, reason)
+    if 'unexplained' in [r for r, _ in why]:
+      assert len(why) == 1, row.item
+  assert differs >= 39  # The earlier session's "differs" rows, at least.
+
+
+def test_without_run_folders_the_ledger_gives_the_earlier_scoreboard():
+  """A fresh clone (no runs/, no data) of the ledger as bootstrapped (the
+  earlier session's results only): every row that session judged keeps its
+  value and status, marked as the earlier session's."""
+  runs = _ledger_only()
+  runs.ledger.runs, runs.ledger.cpu, runs.ledger.data_rows = {}, {}, {}
+  earlier = runs.ledger.earlier['rows']
+  assert len(earlier) >= 71  # 32 match + 39 differ when it was written.
+  for row in SCOREBOARD.ROWS:
+    if row.key in earlier:
+      ours, status, _, source = SCOREBOARD.judge(row, runs, with_details=True)
+      assert (ours, status) == (earlier[row.key]['ours'],
+                                earlier[row.key]['status'])
+      assert source == SCOREBOARD.EARLIER
+  lines, counts = SCOREBOARD.render(runs)
+  assert counts['matches'] + counts['explained'] + counts[
+      'unexplained'] >= 71
+  assert any('†' in line for line in lines)
+  # Its CPU time is kept too.
+  assert runs.cpu_hours('fedavg_table1_2nn_b10_iid')[0] == pytest.approx(1.35)
+
+
+def test_the_committed_ledger_alone_gives_the_committed_scoreboard():
+  """docs/REPRODUCTION.md's block is what the ledger gives without run
+  folders (apart from runs that were still going when it was written)."""
+  runs = _ledger_only()
+  lines, counts = SCOREBOARD.render(runs, SCOREBOARD.crosscheck_results())
+  doc = open(SCOREBOARD.DOC, encoding='utf-8').read()
+  block = doc[doc.index(SCOREBOARD.BEGIN):doc.index(SCOREBOARD.END)]
+  assert SCOREBOARD.headline(counts).split(' (')[0] in block or (
+      'not finished' in block)
+  going = ('not finished', 'still running')  # Runs going at the time.
+  doc_lines = {line.split(' | ')[0]: line for line in block.splitlines()
+               if line.startswith('| ')}
+  for line in lines:
+    if line.startswith('| '):
+      written = doc_lines[line.split(' | ')[0]]
+      if not any(g in written for g in going):
+        assert line == written
+
+
+def test_a_run_folder_updates_its_row_and_joins_the_ledger(tmp_path):
+  """A finished grid of fake runs replaces the earlier session's value of
+  its row; written to the ledger, it gives the same row without the run
+  folders; an unfinished run is never recorded."""
+  ledger_path = tmp_path / 'ledger.json'
+  ledger_path.write_text(
+      open(SCOREBOARD.LEDGER, encoding='utf-8').read(), encoding='utf-8')
+  root = tmp_path / 'runs'
+  command = root / 'fedavg_table1_2nn_b10_iid'
+  for lr in (0.0215, 0.0464, 0.1, 0.215, 0.464):
+    _run(command / f'C0.5__task-mnist_iid_2nn__client_lr-{lr}',
+         [0.5, 0.9, 0.98] if lr == 0.1 else [0.5, 0.6])
+  _run(command / 'C1__task-mnist_iid_2nn__client_lr-0.1', [0.5],
+       finished=False)
+  (tmp_path / 'logs').mkdir()
+  (tmp_path / 'logs' / 'fedavg_table1_2nn_b10_iid.time.c05').write_text(
+      '720.0 s user 0 s sys 800 s wall\n')
+  row = next(r for r in SCOREBOARD.ROWS if r.key == 'FedAvg | Table 1 2NN, '
+             'IID, B=10, C=0.5: rounds to 97%')
+  before = SCOREBOARD.judge(row, SCOREBOARD.Runs(
+      [], SCOREBOARD.Ledger(str(ledger_path))), with_details=True)
+  assert before[3] == SCOREBOARD.EARLIER
+
+  runs = SCOREBOARD.Runs([str(root)], SCOREBOARD.Ledger(str(ledger_path)))
+  ours, status, details, source = SCOREBOARD.judge(row, runs,
+                                                   with_details=True)
+  assert source == 'runs' and ours.startswith('9 (η = 0.1 of')
+  assert details['grid']['0.1'] == 9.4  # 9.375, to one decimal.
+  assert runs.cpu_hours('fedavg_table1_2nn_b10_iid')[0] == pytest.approx(
+      1.35 + 0.2)
+  runs.record()
+  runs.ledger.save()
+
+  clone = SCOREBOARD.Runs([str(tmp_path / 'gone')],
+                          SCOREBOARD.Ledger(str(ledger_path)))
+  assert SCOREBOARD.judge(row, clone, with_details=True) == (
+      ours, status, details, 'runs')
+  assert clone.cpu_hours('fedavg_table1_2nn_b10_iid')[0] == pytest.approx(
+      1.35 + 0.2)
+  recorded = clone.ledger.runs['fedavg_table1_2nn_b10_iid']
+  assert 'C1__task-mnist_iid_2nn__client_lr-0.1' not in recorded
+  assert len(recorded) == 5
+
+
+def test_reasons_from_measured_numbers():
+  row = next(r for r in SCOREBOARD.ROWS if r.key == 'FedAvg | Table 1 2NN, '
+             'IID, B=10, C=0.1: rounds to 97%')
+  details = dict(grid={'0.0464': 88.9, '0.215': 33.0}, best_lr=0.215,
+                 judged=33.5, paper=87, seeds=[33.0, 35.7, 31.7])
+  reference = [dict(cell=row.key, lr=0.215, rounds_to_target=r)
+               for r in (30.0, 36.0, 34.0)]
+  why = dict(SCOREBOARD.reasons(row, 'differs: 0.38×', details, reference))
+  assert set(why) == {'cross-checked', 'η grid'}
+  assert '88.9' in why['η grid'] and '33.3 ± 3.1' in why['cross-checked']
+  # A reference that disagrees with ours is no cross-check; nor is one
+  # that did not reach the target.
+  far = [dict(r, rounds_to_target=80.0) for r in reference]
+  assert 'cross-checked' not in dict(SCOREBOARD.reasons(
+      row, 'differs', details, far))
+  short = reference[:2] + [dict(reference[2], rounds_to_target=None)]
+  assert 'cross-checked' not in dict(SCOREBOARD.reasons(
+      row, 'differs', details, short))
+  # Nothing measured or quoted: unexplained.
+  assert SCOREBOARD.reasons(row, 'differs', dict(grid={'0.215': 33.0},
+                                                 paper=87)) == [
+                                                     ('unexplained', '')]
+  assert SCOREBOARD.reasons(row, 'matches', details) == []
+
+
+def test_a_paper_value_inside_our_generated_datasets_spread_is_seed_spread():
+  row = next(r for r in SCOREBOARD.ROWS if r.key.startswith(
+      'FedISGD | Table 3, Synthetic_1_1, FedAvg'))
+  inside = dict(paper=69.7, data_seeds={'0': 82.0, '1': 66.0, '2': 75.0})
+  assert [r for r, _ in SCOREBOARD.reasons(row, 'differs', inside)] == [
+      'seed spread']
+  outside = dict(paper=69.7, data_seeds={'0': 82.0, '1': 80.0, '2': 85.0})
+  (reason, evidence), = SCOREBOARD.reasons(row, 'differs', outside)
+  assert reason == 'unexplained' and '80.0' in evidence
+
+
+def test_an_accuracy_row_is_cross_checked_by_the_reference_agreeing():
+  row = next(r for r in SCOREBOARD.ROWS if r.key.startswith(
+      'FedISGD | Table 4, MNIST, FedAvg'))
+  reference = [dict(cell=row.key, last_half_test_accuracy=a)
+               for a in (0.72, 0.66, 0.70)]
+  # Ours as the earlier session stated it, or per seed.
+  why = dict(SCOREBOARD.reasons(row, 'differs by -7.4 pp', {'paper': 76.7},
+                                reference, '69.3 ± 2.1 (3 seeds)'))
+  assert list(why) == ['cross-checked'] and '69.3 ± 2.1' in why[
+      'cross-checked']
+  assert 'cross-checked' in dict(SCOREBOARD.reasons(
+      row, 'differs', dict(paper=76.7, values=[67.0, 70.0, 71.0]),
+      reference))
+  # A reference that agrees with the paper instead is no cross-check.
+  near_paper = [dict(r, last_half_test_accuracy=0.765) for r in reference]
+  assert 'cross-checked' not in dict(SCOREBOARD.reasons(
+      row, 'differs', {'paper': 76.7}, near_paper, '69.3 ± 2.1 (3 seeds)'))

@@ -51,7 +51,7 @@ def test_the_reference_imports_nothing_of_ours_and_no_tensorflow():
 
 
 def test_rounds_to_target_is_ours():
-  from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
   curves = ([0, 5, 10, 15], [0.1, 0.96, 0.95, 0.98]), ([0, 5], [0.5, 0.9]), (
       [0, 5, 10], [0.97, 0.99, 0.5])
   for rounds, accuracies in curves:
@@ -174,7 +174,7 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
 
 
 def test_last_half_mean_is_ours():
-  from tff_algos.analysis import results  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
   rounds, values = [0, 50, 100, 150, 200], [0.1, 0.5, 0.6, 0.7, 0.8]
   assert REFERENCE.last_half_mean(rounds, values, 200) == pytest.approx(
       results.last_half_mean(rounds, values, 200))

@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
+from tff_algos.algorithms import optimizers  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
 
 PROGRAM = 'python -m tff_algos.export'
@@ -181,13 +182,16 @@ def _batch_shapes(element_spec):
 
 
 def _settings(config, production):
-  """The algorithm's hyper-parameters in the computation, and the batch
-  size the pipeline is to use (B is not part of a production build)."""
+  """The algorithm's hyper-parameters and optimizers (with their learning
+  rate schedules) in the computation, and the batch size the pipeline is
+  to use (B is not part of a production build)."""
   simulation_only = {'straggler_policy', 'adaptive_mu'}
   if production:
     simulation_only.add('batch_size')
   values = config.to_json()
   return {k: values[k] for k in (*config.algorithm.hparams, 'hparams',
+                                 *optimizers.fields('client'),
+                                 *optimizers.fields('server'),
                                  'update_spread')
           if k not in simulation_only and values.get(k) not in (None, {})}
 

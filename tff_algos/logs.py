@@ -15,6 +15,10 @@ import warnings
 _DONE = []
 
 
+def _errors_only(record: logging.LogRecord) -> bool:
+  return record.levelno >= logging.ERROR
+
+
 def quiet() -> None:
   """Silences TensorFlow's and TFF's logs below errors, gRPC's fork notes
   and Python warnings from the libraries (not ours); idempotent."""
@@ -25,7 +29,11 @@ def quiet() -> None:
   os.environ.setdefault('GRPC_ENABLE_FORK_SUPPORT', '0')  # gRPC's fork notes.
   os.environ.setdefault('GRPC_VERBOSITY', 'ERROR')
   for name in ('tensorflow', 'tensorflow_federated', 'absl', 'jax'):
-    logging.getLogger(name).setLevel(logging.ERROR)
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.ERROR)
+    # TensorFlow sets its logger back to INFO on first use in an
+    # interactive session (a notebook kernel): a filter stays.
+    logger.addFilter(_errors_only)
   for category in (DeprecationWarning, FutureWarning, UserWarning):
     for module in ('tensorflow', 'tensorflow_federated', 'keras', 'jax',
                    'tensorflow_privacy', 'tensorboard', 'google'):

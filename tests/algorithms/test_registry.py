@@ -70,7 +70,8 @@ def test_a_registered_algorithm_runs_through_the_command_line(
   # The first server step has no momentum yet; later ones do.
   assert runs['momentum'][1] == runs['fedavg'][1]
   assert runs['momentum'][3]['train_loss'] != runs['fedavg'][3]['train_loss']
-  assert plot.label(tmp_path / 'momentum') == 'FedAvgM server_momentum=0.9'
+  _, labels = plot.describe([[tmp_path / 'momentum'], [tmp_path / 'fedavg']])
+  assert labels == ['FedAvgM server_momentum=0.9', 'FedAvg']
 
 
 def test_unknown_or_foreign_settings_are_usage_errors(fedavgm, tmp_path,

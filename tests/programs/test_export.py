@@ -79,8 +79,10 @@ def test_an_export_runs_in_a_process_without_this_package(tmp_path):
   manifest = json.loads((out / 'manifest.json').read_text())
   assert manifest['versions']['tensorflow_federated'] == tff.__version__
   assert manifest['hyperparameters'] == dict(
-      epochs=2, client_lr=0.05, mu=0.5, server_lr=0.75, server_lr_decay=1.0,
-      server_lr_decay_every=1, client_weighting='uniform',
+      epochs=2, client_lr=0.05, mu=0.5, server_lr=0.75,
+      client_weighting='uniform', client_optimizer='sgd',
+      client_lr_schedule='constant', server_optimizer='sgd',
+      server_lr_schedule='step', server_lr_decay=1.0, server_lr_decay_every=1,
       update_spread=False)  # No straggler_policy, no B (the pipeline's).
   assert manifest['client_data']['type'] == '<x=float32[?,60],y=int32[?]>*'
   assert 'the pipeline batches' in manifest['client_data']['contract']

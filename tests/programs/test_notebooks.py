@@ -91,6 +91,7 @@ def test_real_task_notebook_falls_back_without_mnist(monkeypatch, tmp_path):
 def test_the_worker_check_counts_only_workers_of_the_tagged_process(
     tff_runtime):
   """A worker started with the tag is found; this session's own is not."""
+  tff_runtime.start()  # Idempotent; an in-process run may have stopped it.
   tag = uuid.uuid4().hex
   env = loopback.preload_env(dict(os.environ, **{TAG: tag}),
                              loopback.loopback_shim())

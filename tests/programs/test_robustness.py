@@ -214,10 +214,11 @@ def test_bad_leaf_data_is_one_line_and_writes_nothing(tmp_path):
   for split in ('train', 'test'):
     (data / split).mkdir(parents=True)
     (data / split / 'd.json').write_text(json.dumps(dict(
-        users=['u'], user_data={'u': dict(x=[[0.1] * 60], y=[15])})))
+        users=['u'], num_samples=[1],
+        user_data={'u': dict(x=[[0.1] * 60], y=[15])})))
   out = tmp_path / 'run'
   line = _one_line(cli(f'--data_dir={data}', f'--output_dir={out}'), 2)
-  assert "user 'u': sample 0 has label 15" in line
+  assert "d.json: user 'u': y: sample 0 has label 15" in line
   assert not out.exists()
 
 

@@ -159,7 +159,8 @@ def test_bad_leaf_values_are_refused_naming_file_user_and_problem(
 
 
 def test_missing_leaf_folder_is_a_clear_error(tmp_path):
-  with pytest.raises(tasks.DataError, match='no LEAF'):
+  with pytest.raises(tasks.DataError,
+                     match=r'leave --data_dir out .*/train has none'):
     tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))
 
 

@@ -45,6 +45,7 @@ from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g
 from tff_algos.runtime import loopback
 from tff_algos.runtime import parse_workers
 from tff_algos.runtime import processes
+from tff_algos.runtime import tracing
 from tff_algos.runtime import WorkerError
 
 GRPC_OPTIONS = [('grpc.max_message_length', 2 * 10**9),
@@ -333,6 +334,7 @@ def program_context():
       asynchronous=True))
 
 
+tracing.install()  # Before anything is traced.
 _worker = _Worker(max_concurrent_computation_calls=-1)
 # Installed at import, so TFF's own default context (whose never-started
 # service manager logs an error when collected at interpreter exit) is

@@ -290,8 +290,9 @@ def run_single():
   except run_dir.OutputDirError as e:
     cli.error(e)
   # TensorFlow from here on.
-  import tasks  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  runtime.prepare()  # Issue 22: before TensorFlow is imported (start-up).
+  import tasks  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
   runtime.install()

@@ -7,7 +7,7 @@
 For each task, runs `run_experiment.py` of each --checkout (default: this
 one; give two, e.g. --checkout=/work/base --checkout=., to compare versions
 in one run, interleaved) twice in new processes: "cold", with an empty
-computation cache ($TFF_ALGOS_CACHE_DIR set to a new folder), then "warm",
+computation cache ($TFF_ALGOS_CACHE set to a new folder), then "warm",
 the same command again (the next run of a sweep, or a re-run) with that
 cache; and, before each task's runs, a bare
 `python -c 'import tensorflow_federated'`: the targets are ratios to it
@@ -70,7 +70,7 @@ def load():
 def environment(checkout, cache_dir):
   env = dict(os.environ)
   env.update(TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=checkout,
-             TFF_ALGOS_CACHE_DIR=cache_dir)
+             TFF_ALGOS_CACHE=cache_dir)
   return env
 
 

@@ -42,7 +42,9 @@ import portpicker
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
 
+from tff_algos.runtime import computation_cache
 from tff_algos.runtime import loopback
+from tff_algos.runtime import prestart
 from tff_algos.runtime import parse_workers
 from tff_algos.runtime import processes
 from tff_algos.runtime import tracing
@@ -169,14 +171,17 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
 class _Worker:
   """One local `worker_binary` process and the stub that talks to it."""
 
-  def __init__(self, max_concurrent_computation_calls):
+  def __init__(self, max_concurrent_computation_calls=-1):
     self._args = [f'--max_concurrent_computation_calls='
                   f'{max_concurrent_computation_calls}']
+    # Only a worker started with the same arguments can be adopted.
+    self._adopts = tuple(self._args) == prestart.WORKER_ARGS
     self._lock = threading.Lock()
     self.process = None
     self.failure = None
     self.log_path = None   # Where the next worker writes its output.
-    self._log = None       # The running worker's log file.
+    self._log = None       # The running worker's log file,
+    self._tee = None       # or the copier of an adopted worker's output.
     self._stub = None
     self._channel = None
     self._ready = None     # Until the spawned worker listens.
@@ -205,6 +210,8 @@ class _Worker:
 
   def log_tail(self, lines=5):
     """The last lines of the worker's output, for error messages."""
+    if self._tee is not None:
+      return self._tee.tail(lines)
     try:
       self._log.flush()
       self._log.seek(0)
@@ -231,16 +238,25 @@ class _Worker:
 
   def spawn(self):
     """Starts a new worker process, without waiting for it to listen (it
-    starts while the caller goes on, e.g. loads data)."""
+    starts while the caller goes on, e.g. loads data); or adopts the one
+    `runtime.prepare()` started before TensorFlow was imported."""
     self.stop()
-    env = _loopback_only_env()
-    port = portpicker.pick_unused_port()
-    self._log = (open(self.log_path, 'a+b') if self.log_path else
-                 tempfile.TemporaryFile(prefix='tff_worker_'))
-    self.process = subprocess.Popen(
-        [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
-        stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-        preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
+    adopted = prestart.take() if self._adopts else None
+    if adopted is not None:
+      self.process, port, self._tee = adopted.process, adopted.port, adopted.tee
+      if self.log_path:
+        self._tee.attach(self.log_path)
+    else:
+      env = _loopback_only_env()
+      port = portpicker.pick_unused_port()
+      self._log = (open(self.log_path, 'a+b') if self.log_path else
+                   tempfile.TemporaryFile(prefix='tff_worker_'))
+      self.process = subprocess.Popen(
+          [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
+          stdin=subprocess.DEVNULL, stdout=self._log,
+          stderr=subprocess.STDOUT,
+          preexec_fn=processes.die_with_parent(signal.SIGKILL),
+          close_fds=True)
     self.failure, self._longest_call = None, 0.0
     self._channel = grpc.insecure_channel(f'127.0.0.1:{port}', GRPC_OPTIONS)
     self._stub = CheckedStub(self,
@@ -284,6 +300,9 @@ class _Worker:
     if self._log is not None:
       self._log.close()
       self._log = None
+    if self._tee is not None:
+      self._tee.close()
+      self._tee = None
 
 
 def _loopback_only_env():
@@ -291,29 +310,33 @@ def _loopback_only_env():
   module docstring); refuses to start an exposed one unless
   $TFF_ALGOS_WORKER_LISTEN_ALL=1."""
   try:
-    return loopback.preload_env(os.environ, loopback.loopback_shim())
+    return prestart.worker_env(warn=logging.warning)
   except loopback.ShimUnavailable as e:
-    if os.environ.get('TFF_ALGOS_WORKER_LISTEN_ALL') != '1':
-      raise WorkerError(
-          f'{e}, so TFF\'s worker would accept connections from the network; '
-          'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
-          'run it so anyway') from e
-    logging.warning('%s: the TFF worker listens on all interfaces '
-                    '(TFF_ALGOS_WORKER_LISTEN_ALL=1).', e)
-    return dict(os.environ)
+    raise WorkerError(
+        f'{e}, so TFF\'s worker would accept connections from the network; '
+        'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
+        'run it so anyway') from e
+
+
+# TFF's native compiler, its results cached on disk by their input's content
+# (the first call of a round's computation compiles it: 1.5 s for FedProx).
+_native_compiler = computation_cache.compiler(
+    tff.backends.native.desugar_and_transform_to_native, 'native')
 
 
 def _local_context():
   """A TFF context that runs computations on `_worker` (started on first use)."""
-  return executor_context(
-      _worker.stub,
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+  return executor_context(_worker.stub, compiler_fn=_native_compiler)
 
 
-def _insecure_compiler(computation):
-  """TFF's test compiler (`tff.backends.test`): secure sums as plain sums."""
+def _insecure_compiler_uncached(computation):
   return tff.backends.native.desugar_and_transform_to_native(
       tff.backends.test.replace_secure_intrinsics_with_bodies(computation))
+
+
+# TFF's test compiler (`tff.backends.test`): secure sums as plain sums.
+_insecure_compiler = computation_cache.compiler(_insecure_compiler_uncached,
+                                                'native_insecure_sums')
 
 
 def test_context():
@@ -329,13 +352,11 @@ def program_context():
   `tff.program` and `tff.learning.programs.train_model` need) on the local
   worker."""
   return tff.program.NativeFederatedContext(executor_context(
-      _worker.stub,
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-      asynchronous=True))
+      _worker.stub, compiler_fn=_native_compiler, asynchronous=True))
 
 
 tracing.install()  # Before anything is traced.
-_worker = _Worker(max_concurrent_computation_calls=-1)
+_worker = _Worker()
 # Installed at import, so TFF's own default context (whose never-started
 # service manager logs an error when collected at interpreter exit) is
 # dropped now.

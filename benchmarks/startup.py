@@ -183,9 +183,10 @@ def main():
             out_dir = tempfile.mkdtemp(dir=scratch, prefix=f'{kind}_')
             record = run(python, checkout, task, data_dir, args.rounds,
                          cache_dir, out_dir)
-            entry[kind] = dict(phases=phases(record),
-                               memory=memory_row(record), wall=record['wall'],
-                               marks=record['marks'])
+            entry[kind] = dict(
+                phases=phases(record), memory=memory_row(record),
+                wall=record['wall'], marks=record['marks'],
+                memory_at_marks=record['values'].get('memory_at_marks', {}))
             shutil.rmtree(out_dir, ignore_errors=True)
           entry['load_at_end'] = load()
           results.append(entry)
@@ -207,8 +208,15 @@ def report(entry):
         f'{entry["bare_import_peak_mb"]:.0f} MB')
   print(f'{"seconds":42s} {"cold":>8s} {"warm":>8s}')
   cold, warm = entry['cold']['phases'], entry['warm']['phases']
+  at_marks = entry['cold'].get('memory_at_marks', {})
+  ends = dict(PHASES)
   for label in cold:
-    print(f'  {label:40s} {cold[label]:8.2f} {warm.get(label, float("nan")):8.2f}')
+    held = at_marks.get(ends.get(label), {})
+    held = (f'   RSS {held["VmRSS"] / 1024:5.0f} MB (anon '
+            f'{held["RssAnon"] / 1024:4.0f}, peak {held["VmHWM"] / 1024:5.0f})'
+            if held.get('VmRSS') else '')
+    print(f'  {label:40s} {cold[label]:8.2f} '
+          f'{warm.get(label, float("nan")):8.2f}{held}')
   total = '= process start to end of round 1'
   print(f'  {"ratio to the bare import":40s} {cold[total] / bare:7.2f}x '
         f'{warm[total] / bare:7.2f}x')

@@ -43,6 +43,15 @@ _WORKER = {}  # pid → last memory figures read
 def mark(label):
   if all(label != m for m, _ in _MARKS):
     _MARKS.append((label, time.time()))
+    figures = memory()  # What this process holds at the end of the phase.
+    _VALUES.setdefault('memory_at_marks', {})[label] = {
+        k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile', 'VmHWM')}
+    if label.startswith('round '):  # And the worker.
+      for pid in _worker_pids():
+        figures = memory(pid)
+        _VALUES.setdefault('worker_memory_at_marks', {})[label] = {
+            k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile',
+                                        'VmHWM')}
 
 
 def memory(pid='self'):
@@ -155,7 +164,9 @@ PATCHES = {
         m, 'build_process', lambda *_: mark('computations built')),
     'tff_algos.simulation.loop': lambda m: (
         _wrap_return(m.Loop, 'initial_state', lambda *_: mark('first call')),
-        _wrap_return(m.Loop, 'step', _on_step)),
+        _wrap_return(m.Loop, 'step', _on_step),
+        _wrap_return(m.Loop, 'train', lambda args, kwargs, result: mark(
+            f'trained {args[2] if len(args) > 2 else None}'))),
     'tff_algos.runtime.prestart': lambda m: _wrap_return(
         m, 'spawn', lambda *_: mark('worker spawned')),
     'tff_algos.runtime.local': lambda m: (

@@ -41,6 +41,7 @@ DEFERRED = (
     'scipy.signal',            # dp_accounting's PLD accountant.
     # `tff.jax`: TFF's JAX front end (and with it JAX).
     'tensorflow_federated.python.core.environments.jax',
+    'h5py',                    # Keras's HDF5 saving.
 )
 BLOCKED_FOR = {'jax': ('tensorflow.lite.python.util',)}
 _FINISH_WITH = 'tensorflow_federated'

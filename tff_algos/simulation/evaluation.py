@@ -29,10 +29,79 @@ from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
 
+_ALIGNMENT = 64  # Bytes; TensorFlow refuses external memory aligned less.
+
+
+def _root(array):
+  """The array (or buffer) that owns `array`'s memory."""
+  while isinstance(array.base, np.ndarray):
+    array = array.base
+  return array
+
+
+def _joined(arrays):
+  """np.concatenate(arrays), without a copy when they are consecutive
+  slices of one C-contiguous array (as `tasks.base.packed_clients` makes
+  them): then a view of it."""
+  first = arrays[0]
+  if all(a.flags.c_contiguous and a.dtype == first.dtype and
+         a.shape[1:] == first.shape[1:] and _root(a) is _root(first)
+         for a in arrays):
+    start = first.ctypes.data
+    end = start
+    for a in arrays:
+      if a.ctypes.data != end:
+        break
+      end += a.nbytes
+    else:
+      root = _root(first)
+      if isinstance(root, np.ndarray) and root.flags.c_contiguous:
+        offset = start - root.ctypes.data
+        if 0 <= offset and offset + (end - start) <= root.nbytes:
+          return np.ndarray((sum(len(a) for a in arrays),) + first.shape[1:],
+                            first.dtype, buffer=root, offset=offset)
+  return np.concatenate(arrays, out=_aligned_empty(
+      (sum(len(a) for a in arrays),) + first.shape[1:],
+      np.result_type(*arrays)))
+
+
+def _aligned_empty(shape, dtype):
+  dtype = np.dtype(dtype)
+  size = int(np.prod(shape)) * dtype.itemsize
+  buffer = np.empty(size + _ALIGNMENT, np.uint8)
+  start = -buffer.ctypes.data % _ALIGNMENT
+  return buffer[start:start + size].view(dtype).reshape(shape)
+
+
+def _aligned(array):
+  """`array`, or an aligned copy of it when it is not 64-byte aligned (a
+  copy either way: tf.constant would make one)."""
+  if array.ctypes.data % _ALIGNMENT == 0 or not array.size:
+    return array
+  copy = _aligned_empty(array.shape, array.dtype)
+  copy[...] = array
+  return copy
+
+
+def _tensor(array):
+  """`array` as a tensor that shares its memory (DLPack) when TensorFlow
+  can take it so (C-contiguous, 64-byte aligned, a numeric dtype), else a
+  copy (tf.constant); the array must not change afterwards. Either way
+  the same values: the evaluation's results do not depend on it."""
+  if (array.flags.c_contiguous and array.size and
+      array.ctypes.data % _ALIGNMENT == 0 and
+      array.dtype in (np.float32, np.float64, np.int32, np.int64,
+                      np.uint8)):
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+  return tf.constant(array)
+
+
 class _AllClients:
   """All clients' arrays as one tensor per feature plus each client's row
   offsets, kept for the last `size` client lists (by the identity of their
-  arrays, which are never modified in place here)."""
+  arrays, which are never modified in place here). Clients that are
+  consecutive slices of one aligned array (`tasks.base.packed_clients`)
+  cost no memory here: the tensor is that array (`_joined`, `_tensor`)."""
 
   def __init__(self, size=2):
     self._size = size
@@ -49,7 +118,7 @@ class _AllClients:
       self._entries[key] = (
           list(data),  # Keeps the ids in `key` from being reused.
           collections.OrderedDict(
-              (name, tf.constant(np.concatenate([c[name] for c in data])))
+              (name, _tensor(_aligned(_joined([c[name] for c in data]))))
               for name in data[0]),
           tf.constant(np.cumsum([0] + sizes), tf.int32))
     self._entries.move_to_end(key)

@@ -9,8 +9,9 @@ one; give two, e.g. --checkout=/work/base --checkout=., to compare versions
 in one run, interleaved) twice in new processes: "cold", with an empty
 computation cache ($TFF_ALGOS_CACHE set to a new folder), then "warm",
 the same command again (the next run of a sweep, or a re-run) with that
-cache; and, before each task's runs, a bare
-`python -c 'import tensorflow_federated'`: the targets are ratios to it
+cache; and before, between and after those runs a bare
+`python -c 'import tensorflow_federated'` (their median is the reference):
+the targets are ratios to it
 (issue 22: the first round within 1.6x, a warm run within 1.3x). Each run
 goes through `startup_probe.py`, which marks the ends of the phases from
 inside the process (see there): imports (TensorFlow, then TFF and what it
@@ -75,15 +76,17 @@ def environment(checkout, cache_dir):
 
 
 def bare_import(python, checkout):
-  """Seconds of `python -c 'import tensorflow_federated'` (process start to
-  exit), and its peak RSS in KB."""
+  """(seconds, CPU seconds, peak RSS in KB) of `python -c 'import
+  tensorflow_federated'`, process start to exit."""
   start = time.time()
   result = subprocess.run(
-      [python, '-c', 'import tensorflow_federated, resource; '
-       'print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)'],
+      [python, '-c', 'import tensorflow_federated, resource, time; '
+       'print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, '
+       'time.process_time())'],
       env=environment(checkout, '/nonexistent'), cwd=checkout,
       capture_output=True, text=True, check=True)
-  return time.time() - start, int(result.stdout.split()[-1])
+  rss, cpu = result.stdout.split()[-2:]
+  return time.time() - start, float(cpu), int(rss)
 
 
 def run(python, checkout, task, data_dir, rounds, cache_dir, out_dir):
@@ -174,10 +177,9 @@ def main():
           python = args.python or os.path.join(checkout, '.venv', 'bin',
                                                'python')
           load_before = load()
-          bare, bare_rss = bare_import(python, checkout)
+          bares = [bare_import(python, checkout)]
           cache_dir = tempfile.mkdtemp(dir=scratch, prefix='cache_')
           entry = dict(task=task, checkout=checkout, repeat=repeat,
-                       bare_import_s=bare, bare_import_peak_mb=bare_rss / 1024,
                        load_at_start=load_before)
           for kind in ('cold', 'warm'):
             out_dir = tempfile.mkdtemp(dir=scratch, prefix=f'{kind}_')
@@ -186,8 +188,18 @@ def main():
             entry[kind] = dict(
                 phases=phases(record), memory=memory_row(record),
                 wall=record['wall'], marks=record['marks'],
-                memory_at_marks=record['values'].get('memory_at_marks', {}))
+                memory_at_marks=record['values'].get('memory_at_marks', {}),
+                cpu_to_round_1=record['values'].get(
+                    'cpu_at_marks', {}).get('round 1'))
             shutil.rmtree(out_dir, ignore_errors=True)
+            # The bare import before, between and after the runs: the
+            # median of the three is the reference.
+            bares.append(bare_import(python, checkout))
+          entry.update(
+              bare_imports_s=[b[0] for b in bares],
+              bare_import_s=statistics.median(b[0] for b in bares),
+              bare_import_cpu_s=statistics.median(b[1] for b in bares),
+              bare_import_peak_mb=max(b[2] for b in bares) / 1024)
           entry['load_at_end'] = load()
           results.append(entry)
           report(entry)
@@ -204,7 +216,8 @@ def report(entry):
   bare = entry['bare_import_s']
   print(f'\n{entry["task"]} — {entry["checkout"]} (load '
         f'{entry["load_at_start"]:.1f}→{entry["load_at_end"]:.1f}); bare '
-        f'`import tensorflow_federated`: {bare:.2f} s, peak '
+        f'`import tensorflow_federated`: {bare:.2f} s (median of '
+        f'{", ".join(f"{b:.2f}" for b in entry["bare_imports_s"])}), peak '
         f'{entry["bare_import_peak_mb"]:.0f} MB')
   print(f'{"seconds":42s} {"cold":>8s} {"warm":>8s}')
   cold, warm = entry['cold']['phases'], entry['warm']['phases']
@@ -220,6 +233,13 @@ def report(entry):
   total = '= process start to end of round 1'
   print(f'  {"ratio to the bare import":40s} {cold[total] / bare:7.2f}x '
         f'{warm[total] / bare:7.2f}x')
+  bare_cpu = entry['bare_import_cpu_s']
+  cold_cpu, warm_cpu = (entry[k]['cpu_to_round_1'] for k in ('cold', 'warm'))
+  if cold_cpu and warm_cpu:
+    print(f'  {"Python CPU-s to round 1 (bare: " + f"{bare_cpu:.2f})":40s} '
+          f'{cold_cpu:8.2f} {warm_cpu:8.2f}')
+    print(f'  {"  ratio to the bare import, CPU":40s} '
+          f'{cold_cpu / bare_cpu:7.2f}x {warm_cpu / bare_cpu:7.2f}x')
   print(f'  {"process wall (to exit)":40s} {entry["cold"]["wall"]:8.2f} '
         f'{entry["warm"]["wall"]:8.2f}')
   for key in entry['cold']['memory']:

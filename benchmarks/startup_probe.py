@@ -46,6 +46,8 @@ def mark(label):
     figures = memory()  # What this process holds at the end of the phase.
     _VALUES.setdefault('memory_at_marks', {})[label] = {
         k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile', 'VmHWM')}
+    # CPU seconds of this process so far (less skewed by other load).
+    _VALUES.setdefault('cpu_at_marks', {})[label] = time.process_time()
     if label.startswith('round '):  # And the worker.
       for pid in _worker_pids():
         figures = memory(pid)
@@ -216,7 +218,8 @@ def _write():
       n for n in ('jax', 'tensorflow_probability', 'tensorflow_privacy',
                   'dp_accounting', 'tensorflow_datasets', 'pandas',
                   'matplotlib', 'scipy', 'tqdm', 'tensorboard')
-      if n in sys.modules and type(sys.modules[n]).__name__ != '_LazyModule')
+      if n in sys.modules and type(sys.modules[n]).__name__ not in (
+          '_LazyModule', '_Deferred'))
   with open(_OUT, 'w') as f:
     json.dump(dict(t0=float(os.environ.get('STARTUP_PROBE_T0', 'nan')),
                    exit=time.time(), marks=_MARKS, values=_VALUES), f,

@@ -20,6 +20,7 @@ versions stay here as the reference the tests compare against.
 """
 
 import collections
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -152,9 +153,10 @@ class _InProcess:
     self._fresh_metrics = [v.numpy() for v in self.model.local_variables]
     self.clients = _CLIENTS
 
-  def function(self, python_function):
+  def function(self, python_function, autograph=True):
     function = tf.function(python_function,
-                           input_signature=self.input_signature)
+                           input_signature=self.input_signature,
+                           autograph=autograph)
     function.get_concrete_function()
     return function
 
@@ -174,6 +176,32 @@ class _InProcess:
     """function(flat weights, concatenated data, splits) on these clients."""
     return function([tf.constant(w) for w in tf.nest.flatten(weights)],
                     *self.clients(data))
+
+
+def _method(model, name):
+  """model.name, a tf.function method, as its Python function bound to
+  `model` (traced inline, without AutoGraph); model.name itself otherwise."""
+  function = getattr(type(model), name, None)
+  python_function = getattr(function, 'python_function', None)
+  if python_function is None:
+    return getattr(model, name)
+  return functools.partial(python_function, model)
+
+
+def _evaluate_client(model, weights, data):
+  """`model_ops.evaluate_client` (the model's metrics over all of `data`
+  as unfinalized sums, forward passes of up to CHUNK_SIZE examples) without
+  AutoGraph: the same ops, built in a fraction of the time."""
+  model_ops.assign_weights(model, weights)
+  forward_pass = _method(model, 'forward_pass')
+  size = model_ops.num_examples(data)
+
+  def body(start):
+    forward_pass(model_ops.chunk(data, start), training=False)
+    return (start + model_ops.CHUNK_SIZE,)
+
+  tf.while_loop(lambda start: start < size, body, (tf.constant(0),))
+  return _method(model, 'report_local_unfinalized_metrics')()
 
 
 def _client_gradient(model, weights, data):
@@ -207,21 +235,30 @@ def build_evaluation(model_fn):
   per_client = getattr(model_fn, 'per_client_metrics', False)
 
   def summed_metrics(flat_weights, data, splits):
-    """Σ_k client k's unfinalized metrics (what TFF's federated_sum gives)."""
+    """Σ_k client k's unfinalized metrics (what TFF's federated_sum gives).
+
+    Traced without AutoGraph (its AST conversions of these functions and
+    of TFF's Keras wrapper were most of the build's time): the loops are
+    written as tf.while_loop, the ops are those of `model_ops.
+    evaluate_client` (tests/simulation/test_evaluation.py compares the two
+    bit for bit)."""
     weights = local.weights(flat_weights)
     if not per_client:
       local.reset_metrics()
-      return model_ops.evaluate_client(model, weights, data)
-    total = tf.nest.map_structure(tf.zeros_like,
-                                  model.report_local_unfinalized_metrics())
-    for k in tf.range(tf.size(splits) - 1):
+      return _evaluate_client(model, weights, data)
+    total = tf.nest.map_structure(
+        tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')())
+
+    def body(k, total):
       local.reset_metrics()
-      metrics = model_ops.evaluate_client(
-          model, weights, local.client(data, splits, k))
-      total = tf.nest.map_structure(tf.add, total, metrics)
+      metrics = _evaluate_client(model, weights, local.client(data, splits, k))
+      return k + 1, tf.nest.map_structure(tf.add, total, metrics)
+
+    _, total = tf.while_loop(lambda k, _: k < tf.size(splits) - 1, body,
+                             (tf.constant(0), total))
     return total
 
-  summed_metrics = local.function(summed_metrics)
+  summed_metrics = local.function(summed_metrics, autograph=False)
   finalize_all = _finalizing_function(
       finalizers, summed_metrics.get_concrete_function().structured_outputs)
 

@@ -65,12 +65,11 @@ import random
 import re
 import sys
 import tempfile
-import threading
 import types
 
 import numpy as np
 
-FORMAT = 1  # Bump when the entry format or the key's composition changes.
+FORMAT = 2  # Bump when the entry format or the key's composition changes.
 _MAGIC = b'tff_algos computation cache\n'
 _MAX_ENTRIES = 400  # Least recently used entries beyond this are deleted.
 _OUR_PACKAGES = ('tff_algos', 'tasks')
@@ -309,20 +308,36 @@ def _is_value_like_library_object(value):
                   'SparseTensorSpec', 'BoundedTensorSpec', 'Dimension')
 
 
-_CODE = {}  # (module names) → fingerprint, for this process's modules.
-_CODE_LOCK = threading.Lock()
+# The modules whose code can shape a build (importing them has no side
+# effects: not the runtime's context, the command lines or their flags).
+_CODE_SCOPE = ('tff_algos.algorithms', 'tff_algos.learning',
+               'tff_algos.simulation', 'tff_algos.runtime.tracing',
+               'tff_algos.lazy', 'tasks')
 
 
-def _code_fingerprint():
-  """The in-memory code of the loaded `tff_algos` and `tasks` modules:
+def _in_scope(name):
+  return name == 'tff_algos' or any(
+      name == scope or name.startswith(scope + '.') for scope in _CODE_SCOPE)
+
+
+def _loaded_modules():
+  """The names of the loaded modules of _CODE_SCOPE."""
+  return sorted(
+      name for name, module in list(sys.modules.items())
+      if _in_scope(name) and module is not None and
+      type(module).__name__ != '_Module')  # lazy.module stand-ins.
+
+
+def _code_fingerprint(names):
+  """The in-memory code of the modules `names` (imported here if need be):
   functions and classes (bytecode, defaults, closures) and constants of
-  simple types (not mutable state, which holds run-time values)."""
+  simple types (not mutable state, which holds run-time values). A build
+  records the modules loaded when it was made; a later lookup fingerprints
+  those same modules, so that what else happens to be loaded does not
+  matter."""
   fingerprint = _Fingerprint()
-  modules = sorted(
-      (name, module) for name, module in list(sys.modules.items())
-      if _top(name) in _OUR_PACKAGES and module is not None and
-      not type(module).__name__ == '_Module')  # lazy.module stand-ins.
-  for name, module in modules:
+  for name in names:
+    module = importlib.import_module(name)
     fingerprint._put('module', name)  # pylint: disable=protected-access
     for attribute, value in sorted(vars(module).items()):
       if attribute.startswith('__') and attribute != '__getattr__':
@@ -666,7 +681,6 @@ def build(build_fn, settings, *, model_fn, algorithm, client_input):
     return build_fn(settings)
   try:
     base = dict(kind='process', versions=_versions_once(),
-                code=_code_fingerprint(),
                 inputs=fingerprint(model_fn, algorithm, client_input),
                 settings_type=f'{type(settings).__module__}.'
                               f'{type(settings).__qualname__}')
@@ -675,42 +689,48 @@ def build(build_fn, settings, *, model_fn, algorithm, client_input):
     return build_fn(settings)
   base_key = _key(base)
   manifest_path = _manifest_path(base_key)
-  for fields in _read_manifest(manifest_path):
-    if not isinstance(fields, dict) or any(
-        name not in {f.name for f in dataclasses.fields(settings)}
-        for name in fields):
-      continue
-    if all(_json_value(getattr(settings, name)) == value
-           for name, value in fields.items()):
-      key_material = dict(base, fields=fields)
-      process = _load_process(_entry_path('process', _key(key_material)),
-                              key_material)
-      if process is not None:
-        STATS['build'] = 'hit'
-        return process
+  names = {f.name for f in dataclasses.fields(settings)}
+  for entry in _read_manifest(manifest_path):
+    try:
+      fields, modules = entry['fields'], entry['modules']
+      if any(name not in names for name in fields) or not all(
+          _json_value(getattr(settings, name)) == value
+          for name, value in fields.items()):
+        continue
+      key_material = dict(base, code=_code_fingerprint(modules),
+                          modules=modules, fields=fields)
+    except (TypeError, KeyError, ImportError):
+      continue  # Not an entry of this version, or of code now gone.
+    process = _load_process(_entry_path('process', _key(key_material)),
+                            key_material)
+    if process is not None:
+      STATS['build'] = 'hit'
+      return process
   recording, read = _recording(settings)
   with _seeded(base_key):
     process = build_fn(recording)
   STATS['build'] = 'miss'
   fields = {name: _json_value(getattr(settings, name)) for name in sorted(read)}
-  key_material = dict(base, fields=fields)
+  modules = _loaded_modules()
   try:
+    key_material = dict(base, code=_code_fingerprint(modules),
+                        modules=modules, fields=fields)
     _store_process(process, _entry_path('process', _key(key_material)),
                    key_material)
-    _add_to_manifest(manifest_path, fields)
+    _add_to_manifest(manifest_path, dict(fields=fields, modules=modules))
     _evict()
   except (Uncacheable, OSError):
     pass
   return process
 
 
-def _add_to_manifest(path, fields):
+def _add_to_manifest(path, entry):
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + '.lock', 'a') as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     manifest = _read_manifest(path)
-    if fields not in manifest:
-      manifest.append(fields)
+    if entry not in manifest:
+      manifest.append(entry)
       fd, partial = tempfile.mkstemp(dir=os.path.dirname(path),
                                      prefix='.partial-')
       with os.fdopen(fd, 'w') as f:

@@ -105,6 +105,7 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
   def __init__(self, worker, stub):
     self._worker = worker
     self._stub = stub
+    self._disposing = set()
     self._generation = getattr(worker, 'generation', None)
 
   def _call(self, method, request):
@@ -159,8 +160,12 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
     return self._call('Compute', request)
 
   def dispose(self, request):
-    try:  # Runs from finalizers: never raise.
-      self._stub.Dispose(request, timeout=_DISPOSE_TIMEOUT_S)
+    try:  # Runs from finalizers: never raise; never wait (issue 22: values
+      # are disposed one at a time, as soon as they are dropped). gRPC
+      # cancels a call whose future is collected: kept until done.
+      future = self._stub.Dispose.future(request, timeout=_DISPOSE_TIMEOUT_S)
+      self._disposing.add(future)
+      future.add_done_callback(self._disposing.discard)
     except Exception:  # pylint: disable=broad-except
       pass
 

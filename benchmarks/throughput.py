@@ -4,8 +4,10 @@
       [--data_dir DIR] [--rounds N] [--warmup N]
 
 Workloads (WORKLOADS below): `synthetic_mlr` (FedProx Synthetic(1,1), μ = 1,
-MLR), `mnist_cnn` (FedAvg, MNIST IID 100 × 600, CNN) and `shakespeare_lstm`
-(FedAvg, TFF's federated Shakespeare, char-LSTM); the dataset workloads read
+MLR), `mnist_cnn` (FedAvg, MNIST IID 100 × 600, CNN), `shakespeare_lstm`
+(FedAvg, TFF's federated Shakespeare, char-LSTM) and `synthetic_one_client`
+(FedAvg on Synthetic(1,1), one client per round, E = 20, B = 10: the round's
+fixed cost); the dataset workloads read
 --data_dir (default: as run_experiment.py, $TFF_DATA_DIR else ~/.tff).
 
 In ONE process, the same rounds (same clients, minibatches and μ) are run
@@ -23,7 +25,9 @@ round (median over --rounds measured rounds after --warmup rounds), and the
 same per CPU second of this process plus the TFF worker (CPU time is less
 skewed than wall time by other processes on the machine; wall time is the
 figure that counts). The last line gives the ratios ours/TFF-built-in and
-ours/fused (then the same per CPU second). --clients_per_round and --epochs
+ours/fused (then the same per CPU second), and ours' seconds per round split
+into its local steps (at the fused loop's rate) and the per-round overhead
+(the rest: serialization, RPCs, the TFF runtime). --clients_per_round and --epochs
 shrink a workload for quick checks (the test suite uses them).
 """
 
@@ -58,6 +62,9 @@ WORKLOADS = {
     'mnist_cnn': Workload('mnist_iid_cnn', 10, 5, 10, 0.05, 0.0),
     # FedAvg char-LSTM on TFF's Shakespeare: K=10, E=1, B=10.
     'shakespeare_lstm': Workload('shakespeare', 10, 1, 10, 1.0, 0.0),
+    # One client per round (FedAvg with 90% stragglers dropped, issue 22):
+    # Synthetic(1,1), E=20, B=10: the round's fixed cost against its steps.
+    'synthetic_one_client': Workload('synthetic_1_1', 1, 20, 10, 0.01, 0.0),
 }
 
 FLAGS = flags.FLAGS
@@ -206,6 +213,16 @@ def main(argv):
                             ('steps_per_cpu_second', '_cpu')):
       results[f'ratio_ours_over_{other}{suffix}'] = (
           results['ours'][measure] / results[other][measure])
+  # The round's fixed cost: ours' seconds per round beyond what its local
+  # steps cost in the fused plain-TF loop (same steps, no federated runtime).
+  measured = [r for r in rounds if r > FLAGS.warmup]
+  steps_per_round = statistics.median(steps[r] for r in measured)
+  fused_step = statistics.median(
+      w / steps[r] for w, r in zip(wall['fused'], measured))
+  results['local_steps_per_round'] = steps_per_round
+  results['local_steps_seconds_per_round'] = steps_per_round * fused_step
+  results['overhead_seconds_per_round'] = (
+      results['ours']['seconds_per_round'] - steps_per_round * fused_step)
   for name in runners:
     print(f'{name:12s} {results[name]["steps_per_second"]:10.0f} steps/s '
           f'{results[name]["seconds_per_round"]:8.3f} s/round '
@@ -216,6 +233,11 @@ def main(argv):
         f'{results["ratio_ours_over_fused"]:.2f}x (per CPU second: '
         f'{results["ratio_ours_over_tff_builtin_cpu"]:.2f}x, '
         f'{results["ratio_ours_over_fused_cpu"]:.2f}x)')
+  print(f'ours: {results["ours"]["seconds_per_round"]:.3f} s/round = '
+        f'{steps_per_round:.0f} local steps ('
+        f'{results["local_steps_seconds_per_round"]:.3f} s at the fused '
+        f'loop\'s rate) + {results["overhead_seconds_per_round"]:.3f} s '
+        'per-round overhead')
   if FLAGS.json:
     with open(FLAGS.json, 'w') as f:
       json.dump(dict(workload=FLAGS.workload, clients_per_round=k,

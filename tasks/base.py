@@ -40,6 +40,46 @@ def client_data_from_arrays(arrays_by_client):
   return client_data
 
 
+ALIGNMENT = 64  # Bytes: TensorFlow takes memory aligned so without a copy.
+
+
+def aligned_empty(shape, dtype, alignment=ALIGNMENT):
+  """An uninitialized C-contiguous array whose data start at a multiple of
+  `alignment` bytes."""
+  dtype = np.dtype(dtype)
+  size = int(np.prod(shape)) * dtype.itemsize
+  buffer = np.empty(size + alignment, np.uint8)
+  start = -buffer.ctypes.data % alignment
+  return buffer[start:start + size].view(dtype).reshape(shape)
+
+
+def packed_clients(columns, indices_by_client, client_id, chunk=4096):
+  """{client_id(i): OrderedDict of its rows} for rows `indices_by_client[i]`
+  of `columns` (OrderedDict name → (array, convert)), where every client's
+  arrays are consecutive slices (views) of one aligned array per column in
+  client order: the evaluation over all clients then uses that array as it
+  is (no concatenated copy; `simulation.evaluation`), and building it takes
+  `chunk` rows at a time (no full-size temporaries). `convert(rows)`
+  turns the selected rows into the column's values (e.g. uint8 pixels into
+  float32 in [0, 1]); it must act row by row, so that the values are those
+  of converting the whole array and then selecting.
+  """
+  order = np.concatenate(indices_by_client)
+  packed = collections.OrderedDict()
+  for name, (array, convert) in columns.items():
+    first = convert(array[order[:1]])
+    out = aligned_empty((len(order),) + first.shape[1:], first.dtype)
+    for start in range(0, len(order), chunk):
+      out[start:start + chunk] = convert(array[order[start:start + chunk]])
+    packed[name] = out
+  ends = np.cumsum([len(i) for i in indices_by_client])
+  return collections.OrderedDict(
+      (client_id(i), collections.OrderedDict(
+          (name, values[end - len(indices):end])
+          for name, values in packed.items()))
+      for i, (indices, end) in enumerate(zip(indices_by_client, ends)))
+
+
 def split_devices(x, y, devices, train_fraction, rng, client_id):
   """FedProx-style per-device split of index lists into train/test dicts.
 

@@ -119,10 +119,15 @@ def _client_id(i):
   return f'c_{i:04d}'
 
 
-def _pack(x, y, indices_by_client):
-  return collections.OrderedDict(
-      (_client_id(i), collections.OrderedDict(x=x[idx], y=y[idx]))
-      for i, idx in enumerate(indices_by_client))
+def _pack(x, y, indices_by_client, model):
+  """{client: OrderedDict(x, y)}: the images as `_shape` makes them; every
+  client's arrays are views of one array in client order
+  (`base.packed_clients`)."""
+  return base.packed_clients(
+      collections.OrderedDict(
+          x=(x, lambda rows: _shape(rows, model)),
+          y=(y, lambda rows: rows.astype(np.int32))),
+      indices_by_client, _client_id)
 
 
 def iid_split(n, num_clients, rng):
@@ -188,16 +193,14 @@ def fedavg_task(name, data_dir, seed, split, model):
     train_idx = pathological_split(train_y, FEDAVG_CLIENTS, SHARDS_PER_CLIENT,
                                    rng)
   test_idx = iid_split(len(test_y), FEDAVG_CLIENTS, rng)
-  train_x, test_x = _shape(train_x, model), _shape(test_x, model)
-  train_y, test_y = train_y.astype(np.int32), test_y.astype(np.int32)
   per = len(train_y) // FEDAVG_CLIENTS
   label = ('IID' if split == 'iid' else
            f'pathological non-IID: sorted by label, {2 * FEDAVG_CLIENTS} '
            f'shards of {per // 2}, 2 per client')
   return image_models.Splits(
       name=name,
-      train=_pack(train_x, train_y, train_idx),
-      test=_pack(test_x, test_y, test_idx),
+      train=_pack(train_x, train_y, train_idx, model),
+      test=_pack(test_x, test_y, test_idx, model),
       model_fn=_model_fn(model),
       description=(f'FedAvg MNIST {label}: {FEDAVG_CLIENTS} clients × {per} '
                    f'train images (seed {seed}); the {len(test_y)} test '

@@ -1,15 +1,25 @@
 """Session set-up: one TFF runtime for the whole suite, stopped at the end."""
 
+import atexit
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # No gRPC fork handlers in this process (before anything imports gRPC):
 # with them, a fork (the tests start processes) can block for ever in
 # gRPC's pre-fork handler while its threads are busy.
 os.environ['GRPC_ENABLE_FORK_SUPPORT'] = '0'
+
+# One computation cache for the suite and the processes it starts (built
+# processes and compiled computations are reused across tests, as across
+# the runs of a sweep), never the user's; removed at the end.
+if 'TFF_ALGOS_CACHE' not in os.environ:
+  os.environ['TFF_ALGOS_CACHE'] = tempfile.mkdtemp(prefix='tff_algos_tests_')
+  atexit.register(shutil.rmtree, os.environ['TFF_ALGOS_CACHE'], True)
 
 import psutil  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top

@@ -262,6 +262,9 @@ def run_single(plan: RunPlan, program: str):
     cli.fail(program, e)
   # TensorFlow from here on.
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  # Before TensorFlow is imported: the local worker starts meanwhile, and
+  # unused parts of TFF's dependencies are left out (docs/PERFORMANCE.md).
+  runtime.prepare(start_worker=not options.workers)
   from tff_algos.simulation import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
   runtime.install()

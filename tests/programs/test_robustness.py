@@ -14,7 +14,6 @@ import time
 
 import psutil
 import pytest
-import tensorflow as tf
 
 from conftest import REPO
 from conftest import USER_ENV

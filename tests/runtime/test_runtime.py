@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from conftest import REPO
+from conftest import USER_ENV
 from conftest import cli
 from conftest import listening_ips
 from tff_algos import runtime
@@ -88,3 +89,63 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
     time.sleep(0.1)
   assert all(_gone(w) for w in workers)
   assert metrics.read_text().startswith('round,')  # Rows so far are kept.
+
+
+_PREPARE_THEN_WAIT = '''
+from tff_algos import runtime
+runtime.prepare()  # The worker starts now, before TensorFlow is imported.
+from tff_algos.runtime import prestart
+print(prestart._PRESTARTED.process.pid, flush=True)
+import time
+time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
+                                 signal.SIGKILL])
+def test_a_worker_started_before_tensorflow_never_outlives_us(sig):
+  """runtime.prepare() starts the worker first thing (issue 22): it dies
+  with its process whatever ends it, before the runtime ever adopted it."""
+  process = subprocess.Popen([sys.executable, '-c', _PREPARE_THEN_WAIT],
+                             cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+  worker = psutil.Process(int(process.stdout.readline()))
+  assert 'worker_binary' in ' '.join(worker.cmdline())
+  deadline = time.monotonic() + 60
+  while not listening_ips(worker.pid):
+    assert time.monotonic() < deadline, 'the worker never listened'
+    time.sleep(0.1)
+  _assert_listens_on_loopback_only([worker])
+  process.send_signal(sig)
+  process.communicate(timeout=60)
+  deadline = time.monotonic() + 10
+  while not _gone(worker) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert _gone(worker)
+
+
+_PREPARE_THEN_RUN = '''
+import sys
+from tff_algos import runtime
+runtime.prepare()
+from tff_algos.runtime import prestart
+prestarted = prestart._PRESTARTED.process.pid
+import tensorflow_federated as tff
+import numpy as np
+runtime.start(log_path=sys.argv[1])
+assert runtime.worker_pid() == prestarted, 'not adopted'
+print(tff.tensorflow.computation(lambda: np.int32(5))())
+runtime.stop()
+'''
+
+
+def test_the_worker_started_first_is_adopted_and_logs_to_the_run(tmp_path):
+  log = tmp_path / 'worker.log'
+  env = dict(USER_ENV, TF_CPP_MIN_LOG_LEVEL='0')  # A chatty worker.
+  result = subprocess.run(
+      [sys.executable, '-c', _PREPARE_THEN_RUN, str(log)], cwd=REPO, env=env,
+      capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.split() == ['5']
+  # What it wrote before the run knew its folder, and after.
+  assert log.read_text().strip()

@@ -103,3 +103,88 @@ def test_gradient_variance_is_larger_for_non_iid_data():
     assert result['grad_dissimilarity'] > 1
     variances[name] = result['grad_variance']
   assert variances['synthetic_1_1'] > 2 * variances['synthetic_iid']
+
+
+def _reference_evaluation(model_fn):
+  """The in-process evaluation as it was before issue 22: traced with
+  AutoGraph through `model_ops.evaluate_client`, finalizers called
+  eagerly."""
+  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  local = evaluation._InProcess(model_fn)  # pylint: disable=protected-access
+  model = local.model
+  finalizers = collections.OrderedDict(
+      (name, getattr(finalize, 'python_function', finalize))
+      for name, finalize in model.metric_finalizers().items())
+  per_client = getattr(model_fn, 'per_client_metrics', False)
+
+  def summed_metrics(flat_weights, data, splits):
+    weights = local.weights(flat_weights)
+    if not per_client:
+      local.reset_metrics()
+      return model_ops.evaluate_client(model, weights, data)
+    total = tf.nest.map_structure(tf.zeros_like,
+                                  model.report_local_unfinalized_metrics())
+    for k in tf.range(tf.size(splits) - 1):
+      local.reset_metrics()
+      metrics = model_ops.evaluate_client(
+          model, weights, local.client(data, splits, k))
+      total = tf.nest.map_structure(tf.add, total, metrics)
+    return total
+
+  summed_metrics = local.function(summed_metrics)
+
+  def evaluate(weights, data):
+    total = local(summed_metrics, weights, data)
+    return collections.OrderedDict(
+        (name, tf.convert_to_tensor(finalize(total[name])).numpy())
+        for name, finalize in finalizers.items())
+
+  return evaluate
+
+
+@pytest.mark.parametrize('which', ['mlr', 'char_lstm'])
+def test_evaluation_without_autograph_is_bit_identical(which):
+  """Issue 22 traces the evaluation without AutoGraph and finalizes in one
+  tf.function: the very same numbers, bit for bit."""
+  if which == 'mlr':
+    task, arrays = helpers.task_and_arrays()
+    model_fn = task.model_fn
+  else:
+    model_fn, arrays = _char_lstm_task()
+  weights = _perturbed_weights(model_fn)
+  got = evaluation.build_evaluation(model_fn)
+  want = _reference_evaluation(model_fn)
+  for clients in (arrays, arrays[1:3]):
+    a, b = got(weights, clients), want(weights, clients)
+    assert list(a) == list(b)
+    for key in b:
+      assert np.asarray(a[key]).tobytes() == np.asarray(b[key]).tobytes(), key
+
+
+def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
+  """Consecutive slices of one array (tasks.base.packed_clients) are joined
+  as a view of it, and handed to TensorFlow without a copy (DLPack)."""
+  from tasks import base  # pylint: disable=g-import-not-at-top
+  x = np.arange(200 * 6, dtype=np.uint8).reshape(200, 6)
+  y = np.arange(200, dtype=np.int64) % 7
+  rng = np.random.default_rng(0)
+  indices = np.split(rng.permutation(200), [30, 31, 120])
+  clients = list(base.packed_clients(collections.OrderedDict(
+      x=(x, lambda rows: rows.astype(np.float32) / 255.0),
+      y=(y, lambda rows: rows.astype(np.int32))), indices, str).values())
+  for client, idx in zip(clients, indices):  # As the loaders had them.
+    np.testing.assert_array_equal(client['x'],
+                                  x[idx].astype(np.float32) / 255.0)
+    assert client['y'].dtype == np.int32
+  joined = evaluation._joined([c['x'] for c in clients])  # pylint: disable=protected-access
+  assert np.shares_memory(joined, clients[0]['x'])
+  np.testing.assert_array_equal(joined,
+                                np.concatenate([c['x'] for c in clients]))
+  assert joined.ctypes.data % 64 == 0
+  tensor = evaluation._tensor(joined)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(tensor.numpy(), joined)
+  # Not consecutive: a copy, aligned, with numpy's promoted dtype.
+  mixed = evaluation._joined([np.ones((2, 3), np.float32),  # pylint: disable=protected-access
+                              np.zeros((1, 3), np.float64)])
+  assert mixed.dtype == np.float64 and mixed.ctypes.data % 64 == 0

@@ -345,7 +345,7 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
     mark_best(combined or kept, 'client_lr', keys, target_accuracy)
   lines = [f'# Summary of {len(kept)} runs in {output_dir}', '']
   if combined:
-    lines += [f'## Mean ± standard deviation over seeds', '']
+    lines += ['## Mean ± standard deviation over seeds', '']
     lines += _seed_markdown(combined) + ['', '## Runs', '']
   lines += _markdown(kept, _columns(kept)) + ['', 'Columns:']
   lines += [f'- {name}: {text}' for name, text in SUMMARY_COLUMNS.items()

@@ -22,6 +22,21 @@ def _local():
   return importlib.import_module('tff_algos.runtime.local')
 
 
+def prepare(start_worker: bool = True) -> None:
+  """Call first in a command that will run TFF computations, before
+  TensorFlow is imported (issue 22, docs/PERFORMANCE.md "Start-up"):
+  imports only the parts of TFF's dependencies a run uses and pauses the
+  garbage collector while TFF is imported (`imports`), and, with
+  `start_worker`, starts the local worker now, so that it starts while
+  TensorFlow is imported and the data are loaded (`prestart`; `start()`
+  adopts it). Loads no TensorFlow. Idempotent."""
+  from tff_algos.runtime import imports  # pylint: disable=g-import-not-at-top
+  imports.defer_unused()
+  if start_worker:
+    from tff_algos.runtime import prestart  # pylint: disable=g-import-not-at-top
+    prestart.spawn()
+
+
 def install() -> None:
   """Makes our local runtime TFF's default context, without starting it
   (TFF's own, if never used, logs an error at interpreter exit). Call it
@@ -75,6 +90,8 @@ def stop() -> None:
   import sys  # pylint: disable=g-import-not-at-top
   if 'tff_algos.runtime.local' in sys.modules:
     _local().stop()
+  if 'tff_algos.runtime.prestart' in sys.modules:
+    sys.modules['tff_algos.runtime.prestart'].stop()
 
 
 def worker_pid():

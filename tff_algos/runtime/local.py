@@ -42,14 +42,15 @@ import portpicker
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
 
+from tff_algos.runtime import computation_cache
 from tff_algos.runtime import loopback
+from tff_algos.runtime import prestart
+from tff_algos.runtime import stubs
 from tff_algos.runtime import parse_workers
 from tff_algos.runtime import processes
+from tff_algos.runtime import tracing
 from tff_algos.runtime import WorkerError
 
-GRPC_OPTIONS = [('grpc.max_message_length', 2 * 10**9),
-                ('grpc.max_receive_message_length', 2 * 10**9),
-                ('grpc.max_send_message_length', 2 * 10**9)]
 # A local call may take DEADLINE_FACTOR × the longest call so far, and at
 # least DEADLINE_FLOOR_S ($TFF_ALGOS_WORKER_DEADLINE_FLOOR_S): a first
 # round also traces and optimizes the computation in the worker.
@@ -57,125 +58,23 @@ DEADLINE_FLOOR_S = float(os.environ.get('TFF_ALGOS_WORKER_DEADLINE_FLOOR_S',
                                         300))
 DEADLINE_FACTOR = 10.0
 _START_TIMEOUT_S = 60.0
-_DISPOSE_TIMEOUT_S = 5.0  # Freeing values on a worker: best effort.
 _WORKER_BINARY = loopback.worker_binary()
-
-
-def executor_context(stub_fn, compiler_fn=None, on_executor=None,
-                     asynchronous=False):
-  """A synchronous (or, `asynchronous`, an async) TFF context whose
-  executors talk to `stub_fn()` (a `tff.framework.RemoteExecutorStub`);
-  `on_executor` sees each new one."""
-  def executor_stack(cardinalities):
-    cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
-    executor = tff.framework.RemoteExecutor(stub_fn())
-    executor.set_cardinalities(cardinalities)
-    if on_executor is not None:
-      on_executor(executor)
-    return executor
-
-  context = (tff.framework.AsyncExecutionContext if asynchronous else
-             tff.framework.SyncExecutionContext)
-  return context(
-      executor_fn=tff.framework.ResourceManagingExecutorFactory(
-          executor_stack_fn=executor_stack),
-      compiler_fn=compiler_fn,
-      transform_args=tff.tensorflow.transform_args,
-      transform_result=tff.tensorflow.transform_result)
-
-
-class CheckedStub(tff.framework.RemoteExecutorStub):
-  """TFF's executor RPCs to one worker, where every failure is a WorkerError.
-
-  TFF's own `RemoteExecutorGrpcStub` marks UNAVAILABLE as retryable, and
-  TFF's execution context then retries forever: a dead worker would hang
-  the run (and it has no deadlines: a hung one would too). `worker` says
-  what a failure means: it has `failure` (why it is unusable, or None),
-  `fail(reason)`, `lost(error)` (the reason for a call that found it gone)
-  and `deadline` (None, or a function giving a call's deadline in seconds
-  and recording `deadline(took=seconds)` after each call).
-  """
-
-  def __init__(self, worker, stub):
-    self._worker = worker
-    self._stub = stub
-    self._generation = getattr(worker, 'generation', None)
-
-  def _call(self, method, request):
-    worker = self._worker
-    if self._generation != getattr(worker, 'generation', None):
-      # The worker was stopped or replaced on purpose (runtime.stop, a new
-      # log file) since this stub's executor was made: TFF's context drops
-      # that executor on a RetryableError and makes one on the new worker.
-      raise tff.framework.RetryableError('the local TFF worker was replaced')
-    if worker.failure:
-      raise WorkerError(worker.failure)
-    timeout = worker.deadline() if worker.deadline else None
-    start = time.monotonic()
-    try:
-      result = getattr(self._stub, method)(request, timeout=timeout)
-    except (grpc.RpcError, ValueError) as e:
-      # ValueError: gRPC's "Cannot invoke RPC on closed channel!".
-      code = e.code() if isinstance(e, grpc.Call) else None
-      if worker.failure:
-        raise WorkerError(worker.failure) from None
-      if code == grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None:
-        worker.fail(f'{worker.name} did not answer within {timeout:.0f} s '
-                    '(hung, or starved of CPU?)')
-        raise WorkerError(worker.failure) from None
-      if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
-                  grpc.StatusCode.DEADLINE_EXCEEDED, None):
-        worker.fail(worker.lost(code.name if code else e))
-        raise WorkerError(worker.failure) from None
-      # The worker is fine; the computation failed on it.
-      raise WorkerError(f'a computation failed on {worker.name}: '
-                        f'{code.name}: {e.details()}') from None
-    if worker.deadline:
-      worker.deadline(took=time.monotonic() - start)
-    return result
-
-  def get_executor(self, request):
-    return self._call('GetExecutor', request)
-
-  def create_value(self, request):
-    return self._call('CreateValue', request)
-
-  def create_struct(self, request):
-    return self._call('CreateStruct', request)
-
-  def create_call(self, request):
-    return self._call('CreateCall', request)
-
-  def create_selection(self, request):
-    return self._call('CreateSelection', request)
-
-  def compute(self, request):
-    return self._call('Compute', request)
-
-  def dispose(self, request):
-    try:  # Runs from finalizers: never raise.
-      self._stub.Dispose(request, timeout=_DISPOSE_TIMEOUT_S)
-    except Exception:  # pylint: disable=broad-except
-      pass
-
-  def dispose_executor(self, request):
-    try:
-      self._stub.DisposeExecutor(request, timeout=_DISPOSE_TIMEOUT_S)
-    except Exception:  # pylint: disable=broad-except
-      pass
 
 
 class _Worker:
   """One local `worker_binary` process and the stub that talks to it."""
 
-  def __init__(self, max_concurrent_computation_calls):
+  def __init__(self, max_concurrent_computation_calls=-1):
     self._args = [f'--max_concurrent_computation_calls='
                   f'{max_concurrent_computation_calls}']
+    # Only a worker started with the same arguments can be adopted.
+    self._adopts = tuple(self._args) == prestart.WORKER_ARGS
     self._lock = threading.Lock()
     self.process = None
     self.failure = None
     self.log_path = None   # Where the next worker writes its output.
-    self._log = None       # The running worker's log file.
+    self._log = None       # The running worker's log file,
+    self._tee = None       # or the copier of an adopted worker's output.
     self._stub = None
     self._channel = None
     self._ready = None     # Until the spawned worker listens.
@@ -204,6 +103,8 @@ class _Worker:
 
   def log_tail(self, lines=5):
     """The last lines of the worker's output, for error messages."""
+    if self._tee is not None:
+      return self._tee.tail(lines)
     try:
       self._log.flush()
       self._log.seek(0)
@@ -230,20 +131,30 @@ class _Worker:
 
   def spawn(self):
     """Starts a new worker process, without waiting for it to listen (it
-    starts while the caller goes on, e.g. loads data)."""
+    starts while the caller goes on, e.g. loads data); or adopts the one
+    `runtime.prepare()` started before TensorFlow was imported."""
     self.stop()
-    env = _loopback_only_env()
-    port = portpicker.pick_unused_port()
-    self._log = (open(self.log_path, 'a+b') if self.log_path else
-                 tempfile.TemporaryFile(prefix='tff_worker_'))
-    self.process = subprocess.Popen(
-        [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
-        stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-        preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
+    adopted = prestart.take() if self._adopts else None
+    if adopted is not None:
+      self.process, port, self._tee = adopted.process, adopted.port, adopted.tee
+      if self.log_path:
+        self._tee.attach(self.log_path)
+    else:
+      env = _loopback_only_env()
+      port = portpicker.pick_unused_port()
+      self._log = (open(self.log_path, 'a+b') if self.log_path else
+                   tempfile.TemporaryFile(prefix='tff_worker_'))
+      self.process = subprocess.Popen(
+          [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
+          stdin=subprocess.DEVNULL, stdout=self._log,
+          stderr=subprocess.STDOUT,
+          preexec_fn=processes.die_with_parent(signal.SIGKILL),
+          close_fds=True)
     self.failure, self._longest_call = None, 0.0
-    self._channel = grpc.insecure_channel(f'127.0.0.1:{port}', GRPC_OPTIONS)
-    self._stub = CheckedStub(self,
-                             executor_pb2_grpc.ExecutorGroupStub(self._channel))
+    self._channel = grpc.insecure_channel(f'127.0.0.1:{port}',
+                                          stubs.GRPC_OPTIONS)
+    self._stub = stubs.CheckedStub(
+        self, executor_pb2_grpc.ExecutorGroupStub(self._channel))
     self._ready = grpc.channel_ready_future(self._channel)
 
   def _wait_ready(self):
@@ -283,6 +194,9 @@ class _Worker:
     if self._log is not None:
       self._log.close()
       self._log = None
+    if self._tee is not None:
+      self._tee.close()
+      self._tee = None
 
 
 def _loopback_only_env():
@@ -290,29 +204,33 @@ def _loopback_only_env():
   module docstring); refuses to start an exposed one unless
   $TFF_ALGOS_WORKER_LISTEN_ALL=1."""
   try:
-    return loopback.preload_env(os.environ, loopback.loopback_shim())
+    return prestart.worker_env(warn=logging.warning)
   except loopback.ShimUnavailable as e:
-    if os.environ.get('TFF_ALGOS_WORKER_LISTEN_ALL') != '1':
-      raise WorkerError(
-          f'{e}, so TFF\'s worker would accept connections from the network; '
-          'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
-          'run it so anyway') from e
-    logging.warning('%s: the TFF worker listens on all interfaces '
-                    '(TFF_ALGOS_WORKER_LISTEN_ALL=1).', e)
-    return dict(os.environ)
+    raise WorkerError(
+        f'{e}, so TFF\'s worker would accept connections from the network; '
+        'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
+        'run it so anyway') from e
+
+
+# TFF's native compiler, its results cached on disk by their input's content
+# (the first call of a round's computation compiles it: 1.5 s for FedProx).
+_native_compiler = computation_cache.compiler(
+    tff.backends.native.desugar_and_transform_to_native, 'native')
 
 
 def _local_context():
   """A TFF context that runs computations on `_worker` (started on first use)."""
-  return executor_context(
-      _worker.stub,
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native)
+  return stubs.executor_context(_worker.stub, compiler_fn=_native_compiler)
 
 
-def _insecure_compiler(computation):
-  """TFF's test compiler (`tff.backends.test`): secure sums as plain sums."""
+def _insecure_compiler_uncached(computation):
   return tff.backends.native.desugar_and_transform_to_native(
       tff.backends.test.replace_secure_intrinsics_with_bodies(computation))
+
+
+# TFF's test compiler (`tff.backends.test`): secure sums as plain sums.
+_insecure_compiler = computation_cache.compiler(_insecure_compiler_uncached,
+                                                'native_insecure_sums')
 
 
 def test_context():
@@ -320,20 +238,19 @@ def test_context():
   its secure sums replaced by plain sums, as `tff.backends.test`'s context
   does (TFF's native runtime cannot run them: "Cannot embed a federated
   value"): for tests and simulations, never a deployment."""
-  return executor_context(_worker.stub, compiler_fn=_insecure_compiler)
+  return stubs.executor_context(_worker.stub, compiler_fn=_insecure_compiler)
 
 
 def program_context():
   """A `tff.program.NativeFederatedContext` (the async context that
   `tff.program` and `tff.learning.programs.train_model` need) on the local
   worker."""
-  return tff.program.NativeFederatedContext(executor_context(
-      _worker.stub,
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-      asynchronous=True))
+  return tff.program.NativeFederatedContext(stubs.executor_context(
+      _worker.stub, compiler_fn=_native_compiler, asynchronous=True))
 
 
-_worker = _Worker(max_concurrent_computation_calls=-1)
+tracing.install()  # Before anything is traced.
+_worker = _Worker()
 # Installed at import, so TFF's own default context (whose never-started
 # service manager logs an error when collected at interpreter exit) is
 # dropped now.

@@ -51,9 +51,9 @@ from tensorflow_federated.proto.v0 import executor_pb2  # pylint: disable=g-dire
 from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
 
 from tff_algos.runtime import WorkerError
-from tff_algos.runtime import local
-from tff_algos.runtime.local import executor_context
-from tff_algos.runtime.local import GRPC_OPTIONS
+from tff_algos.runtime import stubs
+from tff_algos.runtime.stubs import executor_context
+from tff_algos.runtime.stubs import GRPC_OPTIONS
 
 _mergeable_comp_compiler = tff.backends.native.mergeable_comp_compiler
 
@@ -103,7 +103,7 @@ class RemoteWorker:
       self._channel.close()
       raise WorkerError(f'{address} does not answer as a TFF worker: '
                         f'{e.code().name}: {e.details()}') from None
-    self.stub = local.CheckedStub(self, grpc_stub)
+    self.stub = stubs.CheckedStub(self, grpc_stub)
     # No compiler: SpreadContext hands it computations compiled once.
     self.context = executor_context(lambda: self.stub,
                                     on_executor=self._executors.append)

@@ -20,6 +20,7 @@ versions stay here as the reference the tests compare against.
 """
 
 import collections
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -29,10 +30,79 @@ from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
 
+_ALIGNMENT = 64  # Bytes; TensorFlow refuses external memory aligned less.
+
+
+def _root(array):
+  """The array (or buffer) that owns `array`'s memory."""
+  while isinstance(array.base, np.ndarray):
+    array = array.base
+  return array
+
+
+def _joined(arrays):
+  """np.concatenate(arrays), without a copy when they are consecutive
+  slices of one C-contiguous array (as `tasks.base.packed_clients` makes
+  them): then a view of it."""
+  first = arrays[0]
+  if all(a.flags.c_contiguous and a.dtype == first.dtype and
+         a.shape[1:] == first.shape[1:] and _root(a) is _root(first)
+         for a in arrays):
+    start = first.ctypes.data
+    end = start
+    for a in arrays:
+      if a.ctypes.data != end:
+        break
+      end += a.nbytes
+    else:
+      root = _root(first)
+      if isinstance(root, np.ndarray) and root.flags.c_contiguous:
+        offset = start - root.ctypes.data
+        if 0 <= offset and offset + (end - start) <= root.nbytes:
+          return np.ndarray((sum(len(a) for a in arrays),) + first.shape[1:],
+                            first.dtype, buffer=root, offset=offset)
+  return np.concatenate(arrays, out=_aligned_empty(
+      (sum(len(a) for a in arrays),) + first.shape[1:],
+      np.result_type(*arrays)))
+
+
+def _aligned_empty(shape, dtype):
+  dtype = np.dtype(dtype)
+  size = int(np.prod(shape)) * dtype.itemsize
+  buffer = np.empty(size + _ALIGNMENT, np.uint8)
+  start = -buffer.ctypes.data % _ALIGNMENT
+  return buffer[start:start + size].view(dtype).reshape(shape)
+
+
+def _aligned(array):
+  """`array`, or an aligned copy of it when it is not 64-byte aligned (a
+  copy either way: tf.constant would make one)."""
+  if array.ctypes.data % _ALIGNMENT == 0 or not array.size:
+    return array
+  copy = _aligned_empty(array.shape, array.dtype)
+  copy[...] = array
+  return copy
+
+
+def _tensor(array):
+  """`array` as a tensor that shares its memory (DLPack) when TensorFlow
+  can take it so (C-contiguous, 64-byte aligned, a numeric dtype), else a
+  copy (tf.constant); the array must not change afterwards. Either way
+  the same values: the evaluation's results do not depend on it."""
+  if (array.flags.c_contiguous and array.size and
+      array.ctypes.data % _ALIGNMENT == 0 and
+      array.dtype in (np.float32, np.float64, np.int32, np.int64,
+                      np.uint8)):
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+  return tf.constant(array)
+
+
 class _AllClients:
   """All clients' arrays as one tensor per feature plus each client's row
   offsets, kept for the last `size` client lists (by the identity of their
-  arrays, which are never modified in place here)."""
+  arrays, which are never modified in place here). Clients that are
+  consecutive slices of one aligned array (`tasks.base.packed_clients`)
+  cost no memory here: the tensor is that array (`_joined`, `_tensor`)."""
 
   def __init__(self, size=2):
     self._size = size
@@ -49,7 +119,7 @@ class _AllClients:
       self._entries[key] = (
           list(data),  # Keeps the ids in `key` from being reused.
           collections.OrderedDict(
-              (name, tf.constant(np.concatenate([c[name] for c in data])))
+              (name, _tensor(_aligned(_joined([c[name] for c in data]))))
               for name in data[0]),
           tf.constant(np.cumsum([0] + sizes), tf.int32))
     self._entries.move_to_end(key)
@@ -83,9 +153,10 @@ class _InProcess:
     self._fresh_metrics = [v.numpy() for v in self.model.local_variables]
     self.clients = _CLIENTS
 
-  def function(self, python_function):
+  def function(self, python_function, autograph=True):
     function = tf.function(python_function,
-                           input_signature=self.input_signature)
+                           input_signature=self.input_signature,
+                           autograph=autograph)
     function.get_concrete_function()
     return function
 
@@ -105,6 +176,32 @@ class _InProcess:
     """function(flat weights, concatenated data, splits) on these clients."""
     return function([tf.constant(w) for w in tf.nest.flatten(weights)],
                     *self.clients(data))
+
+
+def _method(model, name):
+  """model.name, a tf.function method, as its Python function bound to
+  `model` (traced inline, without AutoGraph); model.name itself otherwise."""
+  function = getattr(type(model), name, None)
+  python_function = getattr(function, 'python_function', None)
+  if python_function is None:
+    return getattr(model, name)
+  return functools.partial(python_function, model)
+
+
+def _evaluate_client(model, weights, data):
+  """`model_ops.evaluate_client` (the model's metrics over all of `data`
+  as unfinalized sums, forward passes of up to CHUNK_SIZE examples) without
+  AutoGraph: the same ops, built in a fraction of the time."""
+  model_ops.assign_weights(model, weights)
+  forward_pass = _method(model, 'forward_pass')
+  size = model_ops.num_examples(data)
+
+  def body(start):
+    forward_pass(model_ops.chunk(data, start), training=False)
+    return (start + model_ops.CHUNK_SIZE,)
+
+  tf.while_loop(lambda start: start < size, body, (tf.constant(0),))
+  return _method(model, 'report_local_unfinalized_metrics')()
 
 
 def _client_gradient(model, weights, data):
@@ -130,36 +227,77 @@ def build_evaluation(model_fn):
   local = _InProcess(model_fn)
   model = local.model
   # Keras finalizers are tf.functions that build a metric (variables) per
-  # trace, which eager tf.function tracing refuses: call the Python function.
+  # trace, which eager tf.function tracing refuses: their Python functions,
+  # traced once into one function (`_finalizing_function`).
   finalizers = collections.OrderedDict(
       (name, getattr(finalize, 'python_function', finalize))
       for name, finalize in model.metric_finalizers().items())
   per_client = getattr(model_fn, 'per_client_metrics', False)
 
   def summed_metrics(flat_weights, data, splits):
-    """Σ_k client k's unfinalized metrics (what TFF's federated_sum gives)."""
+    """Σ_k client k's unfinalized metrics (what TFF's federated_sum gives).
+
+    Traced without AutoGraph (its AST conversions of these functions and
+    of TFF's Keras wrapper were most of the build's time): the loops are
+    written as tf.while_loop, the ops are those of `model_ops.
+    evaluate_client` (tests/simulation/test_evaluation.py compares the two
+    bit for bit)."""
     weights = local.weights(flat_weights)
     if not per_client:
       local.reset_metrics()
-      return model_ops.evaluate_client(model, weights, data)
-    total = tf.nest.map_structure(tf.zeros_like,
-                                  model.report_local_unfinalized_metrics())
-    for k in tf.range(tf.size(splits) - 1):
+      return _evaluate_client(model, weights, data)
+    total = tf.nest.map_structure(
+        tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')())
+
+    def body(k, total):
       local.reset_metrics()
-      metrics = model_ops.evaluate_client(
-          model, weights, local.client(data, splits, k))
-      total = tf.nest.map_structure(tf.add, total, metrics)
+      metrics = _evaluate_client(model, weights, local.client(data, splits, k))
+      return k + 1, tf.nest.map_structure(tf.add, total, metrics)
+
+    _, total = tf.while_loop(lambda k, _: k < tf.size(splits) - 1, body,
+                             (tf.constant(0), total))
     return total
 
-  summed_metrics = local.function(summed_metrics)
+  summed_metrics = local.function(summed_metrics, autograph=False)
+  finalize_all = _finalizing_function(
+      finalizers, summed_metrics.get_concrete_function().structured_outputs)
 
   def evaluate(weights, data):
     total = local(summed_metrics, weights, data)
+    if finalize_all is None:
+      return collections.OrderedDict(
+          (name, tf.convert_to_tensor(finalize(total[name])).numpy())
+          for name, finalize in finalizers.items())
     return collections.OrderedDict(
-        (name, tf.convert_to_tensor(finalize(total[name])).numpy())
-        for name, finalize in finalizers.items())
+        (name, value.numpy()) for name, value in finalize_all(total).items())
 
   return evaluate
+
+
+def _finalizing_function(finalizers, totals):
+  """The metric finalizers (their Python functions) as one tf.function of
+  the summed metrics `totals` (their structure), traced once, here: each
+  finalizer builds its Keras metric once (in that trace) and then only
+  assigns its variables and computes `result()` per evaluation, the same
+  ops as when called eagerly (which built a new Keras metric, variables and
+  all, on every call: 4 per evaluation, most of a small model's evaluation
+  time). None if they cannot be traced so (then they are called eagerly).
+  """
+  specs = tf.nest.map_structure(
+      lambda t: tf.TensorSpec(t.shape, t.dtype), totals)
+
+  def finalize_all(total):
+    return collections.OrderedDict(
+        (name, tf.convert_to_tensor(finalize(list(total[name]))))
+        for name, finalize in finalizers.items())
+
+  try:
+    function = tf.function(finalize_all, input_signature=[specs],
+                           autograph=False)
+    function.get_concrete_function()
+  except (TypeError, ValueError):
+    return None
+  return function
 
 
 def build_dissimilarity(model_fn):

@@ -16,6 +16,8 @@ import tasks as tasks_lib
 from tasks import partitions
 from tff_algos import learning
 from tff_algos.algorithms import optimizers
+from tff_algos.runtime import computation_cache
+from tff_algos.runtime import tracing
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import results
 from tff_algos.simulation import loop as loop_lib
@@ -37,10 +39,17 @@ NonFiniteLoss = loop_lib.NonFiniteLoss
 
 def build_process(config: Config, model_fn, client_input=None):
   """The algorithm named by config.algo with the config's hyper-parameters
-  (the simulation build unless `client_input` says otherwise)."""
+  (the simulation build unless `client_input` says otherwise); from the
+  on-disk computation cache when it was built before
+  (`runtime.computation_cache`)."""
   config = config.resolved()
-  return config.algorithm.build(model_fn, config,
-                                client_input or learning.ScheduledInput())
+  client_input = client_input or learning.ScheduledInput()
+  algorithm = config.algorithm
+  tracing.install()
+  return computation_cache.build(
+      lambda settings: algorithm.build(model_fn, settings, client_input),
+      config, model_fn=model_fn, algorithm=algorithm,
+      client_input=client_input)
 
 
 def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,

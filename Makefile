@@ -4,6 +4,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 RUN_ARGS ?=
+# Test processes (pytest-xdist): one per core by default.
+TEST_JOBS ?= auto
 
 .PHONY: install run test tensorboard clean
 
@@ -24,7 +26,7 @@ run: install
 	$(VENV)/bin/python run_experiment.py --algo=fedprox $(RUN_ARGS)
 
 test: install
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 
 # TensorBoard over every run folder under runs/ (http://localhost:6006).
 tensorboard: install

@@ -51,7 +51,6 @@ CONTEXT = {
        for role in ('client', 'server') for suffix in ('', '_every')},
     'num_clients': ['--task=shakespeare'],  # A task with that option.
 }
-FREE_PORT = portpicker.pick_unused_port()
 PROGRAMS = {'experiment': 'python -m tff_algos',
             'export': 'python -m tff_algos.export',
             'plot': 'python -m tff_algos.plot',
@@ -103,7 +102,7 @@ def numeric_cases():
     for name, kind in _numeric_flags(entry):
       context = CONTEXT.get(name, [])
       if entry == 'worker':
-        context = [] if name == 'port' else [f'--port={FREE_PORT}']
+        context = [] if name == 'port' else ['--port=FREE_PORT']
       for value in VALUES:
         yield Case(entry, f'numeric-{value or "empty"}',
                    (*context, f'--{name}={value}'),
@@ -213,6 +212,8 @@ def _prepare(case, folder):
       args.append(f'--flagfile={paths[name] / "flags"}'
                   if name in ('space name', 'nön-ascii') else
                   f'--flagfile={paths.get(name, folder / name)}')
+    elif arg == '--port=FREE_PORT':  # Picked when run: ids stay fixed.
+      args.append(f'--port={portpicker.pick_unused_port()}')
     elif arg == 'RUN_DIR':  # The prepared run folder.
       args.append(str(folder / 'run'))
     elif arg.startswith('RUN_DIR='):  # A run folder of that kind.

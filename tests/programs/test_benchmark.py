@@ -18,7 +18,9 @@ def _run_benchmark(tmp_path, workload, *flags):
        '--rounds=1', '--warmup=1', f'--json={out}', *flags],
       cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-2000:]
-  assert 'ours/tff_builtin' in result.stdout.strip().splitlines()[-1]
+  ratios, overhead = result.stdout.strip().splitlines()[-2:]
+  assert 'ours/tff_builtin' in ratios
+  assert 'per-round overhead' in overhead
   report = json.loads(out.read_text())
   for name in ('ours', 'tff_builtin', 'fused'):
     assert report[name]['steps_per_second'] > 0

@@ -237,9 +237,11 @@ def main(argv):
             f'{_batch_shapes(element)}); the pipeline batches (the '
             'computation takes any B; '
             f'B = {config.batch_size} in these settings) and the client '
-            f'makes {client_input.epochs} passes over its dataset, '
-            'weighting its update by its number of local examples '
-            '(counted in its first pass)' if production else
+            f'makes {client_input.epochs} passes over its dataset; '
+            + ('the server averages the updates with equal weights'
+               if config.client_weighting == 'uniform' else
+               'its update is weighted by its number of local examples '
+               '(counted in its first pass)') if production else
             'per client [OrderedDict(data, example_order, batch_ends)]: '
             'the simulation\'s scheduled input (tff_algos.simulation)'))
     manifest = dict(

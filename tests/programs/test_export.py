@@ -86,6 +86,7 @@ def test_an_export_runs_in_a_process_without_this_package(tmp_path):
       update_spread=False)  # No straggler_policy, no B (the pipeline's).
   assert manifest['client_data']['type'] == '<x=float32[?,60],y=int32[?]>*'
   assert 'the pipeline batches' in manifest['client_data']['contract']
+  assert 'equal weights' in manifest['client_data']['contract']  # FedISGD.
   parts = manifest['computations']
   assert len(parts) == 21 and {'get_hparams', 'set_hparams',
                                'get_model_weights', 'set_model_weights',

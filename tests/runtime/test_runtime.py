@@ -92,8 +92,9 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
 
 
 _PREPARE_THEN_WAIT = '''
-import signal  # Ctrl-C raises here even if our parent ignores SIGINT (as
-signal.signal(signal.SIGINT, signal.default_int_handler)  # xdist does).
+import signal  # Ctrl-C raises here even if SIGINT came ignored (the
+signal.signal(signal.SIGINT, signal.default_int_handler)  # suite run as a
+# background job: its processes inherit that).
 from tff_algos import runtime
 runtime.prepare()  # The worker starts now, before TensorFlow is imported.
 from tff_algos.runtime import prestart

@@ -48,12 +48,6 @@ def mark(label):
         k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile', 'VmHWM')}
     # CPU seconds of this process so far (less skewed by other load).
     _VALUES.setdefault('cpu_at_marks', {})[label] = time.process_time()
-    if label.startswith('round '):  # And the worker.
-      for pid in _worker_pids():
-        figures = memory(pid)
-        _VALUES.setdefault('worker_memory_at_marks', {})[label] = {
-            k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile',
-                                        'VmHWM')}
 
 
 def memory(pid='self'):

@@ -160,7 +160,7 @@ def _load(name, seed, data_dir, train_fraction, options):
           ' has none)')
     return synthetic.load(name, seed=seed, data_dir=data_dir,
                           train_fraction=train_fraction)
-  if name not in DATASET_TASKS and name not in _REGISTERED:
+  if not is_known(name):
     raise ValueError(f'unknown task {name!r}; known: '
                      f'{", ".join(task_names())}')
   loader = _loader(name)

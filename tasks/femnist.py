@@ -132,9 +132,7 @@ def _read_leaf(folder):
   """The same from LEAF JSON folders: x rows of 784 values in [0, 1], y
   LEAF's 0..61 (checked while reading)."""
   x, y = validate.Numbers(784, lo=0, hi=1), validate.Labels(NUM_CLASSES)
-  train, test = leaf.pair_users(*(
-      leaf.read_leaf_split(os.path.join(folder, split), x, y)
-      for split in ('train', 'test')))
+  train, test = leaf.read_leaf_pair(folder, x, y)
   return collections.OrderedDict(
       (writer, [(np.round(split[writer][0].reshape(-1, 28, 28) * 255)
                  .astype(np.uint8), split[writer][1])

@@ -122,15 +122,20 @@ def pair_users(train, test):
   return train, ordered
 
 
+def read_leaf_pair(data_dir, x, y):
+  """(train, test) of `read_leaf_split` on data_dir/train and data_dir/test
+  (`x`, `y`: their validators), the same users (`pair_users`)."""
+  return pair_users(*(read_leaf_split(os.path.join(data_dir, split), x, y)
+                      for split in ('train', 'test')))
+
+
 def read_leaf_dataset(data_dir, x_shape, num_classes, lo=None, hi=None):
   """(train, test): {user: OrderedDict(x=float32 array, y=int32 array)},
   the same users; x rows of shape `x_shape`, finite float32 in [lo, hi],
   y whole numbers 0..num_classes-1 (checked while reading)."""
   (width,) = x_shape
   x, y = validate.Numbers(width, lo, hi), validate.Labels(num_classes)
-  train, test = pair_users(*(
-      read_leaf_split(os.path.join(data_dir, split), x, y)
-      for split in ('train', 'test')))
+  train, test = read_leaf_pair(data_dir, x, y)
   return tuple(collections.OrderedDict(
       (user, collections.OrderedDict(x=a, y=b)) for user, (a, b) in
       split.items()) for split in (train, test))

@@ -108,7 +108,7 @@ def load_arrays(data_dir):
                         LABEL_MAGIC) for k in FILES}
   for split in ('train', 'test'):
     x, y = arrays[f'{split}_x'], arrays[f'{split}_y']
-    validate.array(y, paths[f'{split}_y'], LABELS)
+    validate.check(y, LABELS, paths[f'{split}_y'])
     if len(x) != len(y):
       raise validate.fail(paths[f'{split}_y'], f'{len(y)} labels, but '
                           f'{paths[f"{split}_x"]} has {len(x)} images')

@@ -171,9 +171,7 @@ def _read_source(source, fingerprint, min_tweets, seed=0,
                  train_fraction=TRAIN_FRACTION):
   path = fingerprint[0]
   if source == 'leaf':
-    train, test = leaf.pair_users(*(
-        leaf.read_leaf_split(os.path.join(path, split), LEAF_X, LEAF_Y)
-        for split in ('train', 'test')))
+    train, test = leaf.read_leaf_pair(path, LEAF_X, LEAF_Y)
     return _leaf_tweets(train), _leaf_tweets(test)
   if source == 'leaf_sample':
     by_user = _leaf_tweets(leaf.read_leaf_file(path, LEAF_X, LEAF_Y))

@@ -18,7 +18,7 @@ right dtype, rank and range). `check` returns the value with every leaf
 converted, so nothing is converted again (or silently overflowed) later.
 Line- and byte-oriented formats (IDX, tar members, CSV and GloVe lines,
 pg100 text) are checked in their one reader function, with `fail` and
-`array` for the same one-line errors; TFF's SQLite files in
+`check` for the same one-line errors; TFF's SQLite files in
 `tasks/tff_sqlite.py`.
 """
 
@@ -486,8 +486,3 @@ class Array(Schema):
             f'{self.lo}..{self.hi}' if self.hi is not None else
             f'>= {self.lo}'))
     return value
-
-
-def array(value, where, schema):
-  """`check` for a single array (IDX data, a batch's labels, ...)."""
-  return check(value, schema, where)

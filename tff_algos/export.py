@@ -31,7 +31,6 @@ import sys
 import tempfile
 
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
-from tff_algos.algorithms import optimizers  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
 
 PROGRAM = 'python -m tff_algos.export'
@@ -103,15 +102,6 @@ def write_weights(path, weights):
             for i, w in enumerate(getattr(weights, kind))}
   with open(path, 'wb') as f:
     np.savez(f, **arrays)
-
-
-def read_weights(path):
-  """The (trainable, non_trainable) lists of arrays of `write_weights`."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  with np.load(path) as saved:
-    return tuple([saved[f'{kind}_{i}'] for i in range(sum(
-        1 for k in saved.files if k.startswith(f'{kind}_')))]
-                 for kind in ('trainable', 'non_trainable'))
 
 
 def export(process, out, metadata, initial_weights=None):
@@ -190,9 +180,7 @@ def _settings(config, production):
     simulation_only.add('batch_size')
   values = config.to_json()
   return {k: values[k] for k in (*config.algorithm.hparams, 'hparams',
-                                 *optimizers.fields('client'),
-                                 *optimizers.fields('server'),
-                                 'update_spread')
+                                 *cli.OPTIMIZER_FIELDS, 'update_spread')
           if k not in simulation_only and values.get(k) not in (None, {})}
 
 

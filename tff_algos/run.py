@@ -29,7 +29,6 @@ import sys
 from typing import Any, Mapping
 
 from tff_algos import cli
-from tff_algos import logs
 from tff_algos.analysis import sweep
 from tff_algos.runtime import addresses
 from tff_algos.simulation import results
@@ -397,7 +396,7 @@ def run_sweep(command: Command, program: str):
               'have results', file=sys.stderr)
       else:
         print('\n'.join(lines))
-        plots = sweep.plot_runs(plan, output_dir, target)
+        plots = sweep.plot_runs(plan, rows, output_dir, target)
         written = [os.path.join(output_dir, name) for name in
                    sweep.SUMMARY_FILES if os.path.exists(
                        os.path.join(output_dir, name))] + plots
@@ -423,7 +422,6 @@ def main(argv=None, program=None):
   """The command line `argv` (sys.argv by default; argv[0] the program)."""
   argv = list(sys.argv if argv is None else argv)
   program = program or os.path.basename(argv[0])
-  logs.quiet()
   if cli.wants_help(argv):
     print(cli.usage(program, DESCRIPTION, GROUPS))
     return

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -91,3 +92,18 @@ def test_plot_draws_seeds_of_one_setting_as_one_band(tmp_path):
   out = tmp_path / 'loss.png'
   assert plot_command.main([*runs, f'--out={out}']) == 0
   assert out.stat().st_size > 0
+
+
+def test_a_damaged_run_is_left_out_of_the_sweep_plots_as_of_its_table(
+    tmp_path):
+  """A run whose metrics.csv is damaged is left out of the summary table
+  with a note, and so of the plots (which once stopped on it)."""
+  runs = sweep.expand(['a: --epochs=1', 'b: --epochs=5'], [])
+  for run in runs:
+    _fake_run(tmp_path / run.name, [0.1, 0.5, 0.8])
+  with open(tmp_path / runs[1].name / 'metrics.csv', 'a') as f:
+    f.write('15,0.1,x\n')  # Not a number.
+  rows = sweep.table(runs, str(tmp_path))
+  assert 'rounds' in rows[0] and 'rounds' not in rows[1]
+  written = sweep.plot_runs(runs, rows, str(tmp_path))
+  assert written and all(os.path.getsize(p) > 0 for p in written)

@@ -45,7 +45,8 @@ tff.framework.set_default_context(context)
 with np.load(os.path.join(export, manifest['initial_model_weights']['file'])
              ) as saved:
   weights = tff.learning.models.ModelWeights(
-      trainable=[saved[k] for k in sorted(saved.files) if k.startswith('t')],
+      trainable=[saved[f'trainable_{i}'] for i in range(
+          sum(k.startswith('trainable_') for k in saved.files))],
       non_trainable=[])
 with np.load(clients) as saved:
   data = [tf.data.Dataset.from_tensor_slices(dict(

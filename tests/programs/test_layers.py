@@ -53,12 +53,16 @@ def _imported_modules(path):
       yield from (f'{node.module}.{alias.name}' for alias in node.names)
 
 
+_EXACT = {'tff_algos', 'run_experiment'}  # Not their submodules.
+
+
 def _layer(module):
-  """The index in LAYERS of the module `module`, or None (not ours)."""
+  """The index in LAYERS of the module `module`, or None (not listed)."""
   best = None
   for index, (_, prefixes) in enumerate(LAYERS):
     for prefix in prefixes:
-      if module == prefix or module.startswith(prefix + '.'):
+      if module == prefix or (prefix not in _EXACT and
+                              module.startswith(prefix + '.')):
         if best is None or len(prefix) > len(best[1]):
           best = (index, prefix)
   return None if best is None else best[0]
@@ -81,9 +85,8 @@ def _graph(paths):
 
 def _package_sources():
   return [p for p in SOURCES
-          if _layer(_module_name(p)) is not None and
-          p.relative_to(REPO).parts[0] in ('tff_algos', 'tasks',
-                                            'run_experiment.py')]
+          if p.relative_to(REPO).parts[0] in ('tff_algos', 'tasks',
+                                              'run_experiment.py')]
 
 
 def _upward(graph):

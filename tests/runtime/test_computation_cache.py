@@ -105,10 +105,12 @@ def test_an_unknown_object_in_a_model_makes_the_build_uncacheable(cache):
     __slots__ = ()
 
   opaque = Opaque()
+  inner = task.model_fn  # Cacheable alone (the tests above): only `opaque`
+  # can make this model function uncacheable.
 
   def model_fn():
     assert opaque is not None  # ... but the model function closes over it.
-    return task.model_fn()
+    return inner()
 
   config = helpers.quick_config(algo='fedavg')
   experiment.build_process(config, model_fn)

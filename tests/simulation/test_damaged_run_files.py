@@ -200,9 +200,11 @@ def test_a_damaged_sweep_summary_is_written_again(tmp_path, capsys):
 
 def test_a_damaged_manifest_is_one_usage_error(tmp_path):
   good = json.dumps(dict(computations={'next': dict(file='next.pb')}))
-  for name, variant in [*_byte_damage(good.encode()),
-                        *_json_structures(json.loads(good)),
-                        ('files a list', b'{"computations": []}')]:
+  damaged = list(_byte_damage(good.encode()))
+  structures = [*_json_structures(json.loads(good)),
+                ('files a list', b'{"computations": []}')]
+  refused = 0
+  for name, variant in damaged + structures:
     out = tmp_path / name.replace(' ', '_')
     out.mkdir()
     (out / 'manifest.json').write_bytes(variant)
@@ -211,3 +213,7 @@ def test_a_damaged_manifest_is_one_usage_error(tmp_path):
       export.check_holds_an_export(str(out))
     except cli.UsageError as e:
       assert 'not an export' in str(e) or 'not part of' in str(e), name
+      refused += 1
+      continue
+    assert (name, variant) in damaged, name  # Every wrong structure: refused.
+  assert refused >= len(damaged) - 2 + len(structures)

@@ -1,6 +1,7 @@
 """In-process evaluation and dissimilarity = the TFF computations (issue 6)."""
 
 import collections
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -182,7 +183,9 @@ def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
   np.testing.assert_array_equal(joined,
                                 np.concatenate([c['x'] for c in clients]))
   assert joined.ctypes.data % 64 == 0
-  tensor = evaluation._tensor(joined)  # pylint: disable=protected-access
+  with mock.patch.object(evaluation.tf, 'constant',
+                         side_effect=AssertionError('copied')):
+    tensor = evaluation._tensor(joined)  # pylint: disable=protected-access
   np.testing.assert_array_equal(tensor.numpy(), joined)
   # Not consecutive: a copy, aligned, with numpy's promoted dtype.
   mixed = evaluation._joined([np.ones((2, 3), np.float32),  # pylint: disable=protected-access

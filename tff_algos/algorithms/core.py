@@ -15,6 +15,7 @@ import math
 import numbers
 
 from tff_algos import lazy
+from tff_algos.algorithms import optimizers
 
 learning = lazy.module('tff_algos.learning')
 tff = lazy.module('tensorflow_federated')
@@ -100,3 +101,20 @@ def local_sgd_process(model_fn, *, mu: float, client_learning_rate,
           optimizer=optimizer('client', client_learning_rate,
                               client_optimizer_fn)),
       server_optimizer, **production)
+
+
+def config_arguments(config, client_input, *, client: bool = True,
+                     server_scale: float = 1.0) -> dict:
+  """A builder's keyword arguments from a resolved Config (a registry
+  entry's `build`): the optimizers of its settings (`client`: the builder
+  takes a client optimizer; `server_scale`, e.g. FedISGD's λ), the client
+  weighting, the client input and whether to report the update spread."""
+  arguments = dict(
+      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr,
+                                           scale=server_scale),
+      client_weighting=config.client_weighting, client_input=client_input,
+      report_update_spread=config.update_spread)
+  if client:
+    arguments['client_optimizer_fn'] = optimizers.build(
+        config, 'client', config.client_lr)
+  return arguments

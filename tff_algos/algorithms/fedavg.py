@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from tff_algos import lazy
 from tff_algos.algorithms import core
-from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -73,12 +72,8 @@ def build_fed_avg(
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_avg(
-      model_fn,
-      client_optimizer_fn=optimizers.build(config, 'client', config.client_lr),
-      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr),
-      client_weighting=config.client_weighting, client_input=client_input,
-      report_update_spread=config.update_spread)
+  return build_fed_avg(model_fn,
+                       **core.config_arguments(config, client_input))
 
 
 ALGORITHM = registry.register(registry.Algorithm(

@@ -109,10 +109,7 @@ def build_fed_isgd(
     if given:
       raise ValueError(f'give server_optimizer_fn or {", ".join(given)} '
                        '(FedISGD\'s scheduled step), not both')
-    if not isinstance(server_optimizer_fn, tff.learning.optimizers.Optimizer):
-      raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
-                      f'Optimizer, got {type(server_optimizer_fn).__name__}')
-    server_optimizer = server_optimizer_fn
+    server_optimizer = server_optimizer_fn  # Checked by learning.build_process.
   elif server_learning_rate is None:
     raise ValueError('give server_learning_rate (η_gi) or server_optimizer_fn')
   else:
@@ -135,14 +132,11 @@ def build_fed_isgd(
 def _build(model_fn, config, client_input):
   # The simulation always measures the VLG (Figure 2); a production build
   # only when asked (--update_spread).
-  return build_fed_isgd(
-      model_fn, lam=config.mu,
-      client_optimizer_fn=optimizers.build(config, 'client', config.client_lr),
-      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr,
-                                           scale=config.mu),
-      client_weighting=config.client_weighting, client_input=client_input,
-      report_update_spread=(config.update_spread or isinstance(
-          client_input, learning.ScheduledInput)))
+  arguments = core.config_arguments(config, client_input,
+                                    server_scale=config.mu)
+  arguments['report_update_spread'] |= isinstance(client_input,
+                                                  learning.ScheduledInput)
+  return build_fed_isgd(model_fn, lam=config.mu, **arguments)
 
 
 def _vlg(row):

@@ -16,7 +16,6 @@ import math
 
 from tff_algos import lazy
 from tff_algos.algorithms import core
-from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -151,12 +150,8 @@ class AdaptiveMuHook:
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_prox(
-      model_fn, mu=config.mu,
-      client_optimizer_fn=optimizers.build(config, 'client', config.client_lr),
-      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr),
-      client_weighting=config.client_weighting, client_input=client_input,
-      report_update_spread=config.update_spread)
+  return build_fed_prox(model_fn, mu=config.mu,
+                        **core.config_arguments(config, client_input))
 
 
 def _hooks(config):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from tff_algos import lazy
 from tff_algos.algorithms import core
-from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
@@ -62,11 +61,8 @@ def build_fed_sgd(
 
 
 def _build(model_fn, config, client_input):
-  return build_fed_sgd(
-      model_fn,
-      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr),
-      client_weighting=config.client_weighting, client_input=client_input,
-      report_update_spread=config.update_spread)
+  return build_fed_sgd(model_fn, **core.config_arguments(
+      config, client_input, client=False))
 
 
 ALGORITHM = registry.register(registry.Algorithm(

@@ -28,6 +28,7 @@ import collections
 import dataclasses
 from typing import Any, Mapping
 
+from tasks.validate import FLOAT32_MAX  # The optimizers run in float32.
 from tff_algos import lazy
 
 np = lazy.module('numpy')
@@ -49,30 +50,26 @@ class Spec:
   defaults: Mapping[str, float] = dataclasses.field(default_factory=dict)
   fixed: Mapping[str, float] = dataclasses.field(default_factory=dict)
   learning_rate: float | None = None
-  summary: str = ''
 
 
 _TAU = 1e-3  # Reddi et al.'s adaptivity τ (ε), a value of their grid.
-_FLOAT32_MAX = 3.4028234663852886e38  # The optimizers run in float32.
 OPTIMIZERS = {
-    'sgd': Spec('build_sgdm', summary='plain SGD (the papers\')'),
-    'sgdm': Spec('build_sgdm', {'momentum': 0.9}, summary='SGD with momentum'),
+    'sgd': Spec('build_sgdm'),
+    'sgdm': Spec('build_sgdm', {'momentum': 0.9}),
     'adam': Spec('build_adam', {'beta1': 0.9, 'beta2': 0.999,
-                                'epsilon': 1e-7}, summary='Adam'),
-    'adagrad': Spec('build_adagrad', {'epsilon': 1e-7}, summary='Adagrad'),
+                                'epsilon': 1e-7}),
+    'adagrad': Spec('build_adagrad', {'epsilon': 1e-7}),
     'yogi': Spec('build_yogi', {'beta1': 0.9, 'beta2': 0.999,
-                                'epsilon': 1e-3}, summary='Yogi'),
+                                'epsilon': 1e-3}),
     'fedadam': Spec('build_adam', {'beta1': 0.9, 'beta2': 0.99,
-                                   'epsilon': _TAU}, learning_rate=1e-2,
-                    summary='FedAdam (Reddi et al. 2021)'),
+                                   'epsilon': _TAU}, learning_rate=1e-2),
     'fedyogi': Spec('build_yogi', {'beta1': 0.9, 'beta2': 0.99,
                                    'epsilon': _TAU},
                     fixed={'initial_preconditioner_value': _TAU**2},
-                    learning_rate=1e-2, summary='FedYogi (Reddi et al. 2021)'),
+                    learning_rate=1e-2),
     'fedadagrad': Spec('build_adagrad', {'epsilon': _TAU},
                        fixed={'initial_preconditioner_value': _TAU**2},
-                       learning_rate=1e-2,
-                       summary='FedAdagrad (Reddi et al. 2021)'),
+                       learning_rate=1e-2),
 }
 CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad', 'yogi')
 SERVER_OPTIMIZERS = tuple(OPTIMIZERS)
@@ -143,11 +140,11 @@ def check(values: Mapping[str, Any], role: str) -> None:
       raise SettingsError(f'--{role}_{parameter} must be in [0, 1), got '
                           f'{value}')
   epsilon = values.get(f'{role}_epsilon')
-  if epsilon is not None and not 0 < epsilon < _FLOAT32_MAX:
+  if epsilon is not None and not 0 < epsilon < FLOAT32_MAX:
     raise SettingsError(f'--{role}_epsilon must be a positive number, got '
                         f'{epsilon}')
   decay = values.get(f'{role}_lr_decay')
-  if decay is not None and not 0 < decay < _FLOAT32_MAX:
+  if decay is not None and not 0 < decay < FLOAT32_MAX:
     raise SettingsError(f'--{role}_lr_decay must be a positive number, got '
                         f'{decay}')
   if values.get(f'{role}_lr_schedule') == 'step' and decay is not None and (
@@ -164,6 +161,13 @@ def default_learning_rate(values: Mapping[str, Any], role: str):
   return OPTIMIZERS[values.get(f'{role}_optimizer') or 'sgd'].learning_rate
 
 
+def _rate(kind: str, initial, decay, steps):
+  """η after `steps` decays (a Python number or a float32 tensor)."""
+  if kind == 'step':
+    return initial * decay**steps
+  return initial / (1.0 + decay * steps)
+
+
 def schedule_fn(kind: str, initial: float, decay: float | None,
                 decay_every: int | None):
   """η(t) as a TF function of the step t (see the module docstring)."""
@@ -171,9 +175,7 @@ def schedule_fn(kind: str, initial: float, decay: float | None,
   def schedule(t):
     steps = tf.cast(tf.math.floordiv(tf.cast(t, tf.int32), decay_every),
                     tf.float32)
-    if kind == 'step':
-      return initial * tf.pow(tf.constant(decay, tf.float32), steps)
-    return initial / (1.0 + decay * steps)
+    return _rate(kind, initial, tf.constant(decay, tf.float32), steps)
 
   return schedule
 
@@ -182,10 +184,7 @@ def learning_rate(kind: str, initial: float, decay, decay_every, t: int):
   """η(t) in Python (the client's schedule, set between rounds)."""
   if kind == 'constant':
     return initial
-  steps = t // decay_every
-  if kind == 'step':
-    return initial * decay**steps
-  return initial / (1.0 + decay * steps)
+  return _rate(kind, initial, decay, t // decay_every)
 
 
 def build(settings, role: str, learning_rate: float, scale: float = 1.0):
@@ -217,9 +216,8 @@ class ClientLearningRateSchedule:
   schedule. Stateless: the rate is a function of the round."""
   name = 'client_lr_schedule'
 
-  def __init__(self, settings, initial: float):
+  def __init__(self, settings):
     self._settings = settings  # A resolved Config.
-    self._initial = initial
 
   def state(self):
     return collections.OrderedDict()
@@ -232,6 +230,6 @@ class ClientLearningRateSchedule:
     s = self._settings
     hparams = process.get_hparams(state)
     hparams['client_work']['learning_rate'] = np.float32(learning_rate(
-        s.client_lr_schedule, self._initial, s.client_lr_decay,
+        s.client_lr_schedule, s.client_lr, s.client_lr_decay,
         s.client_lr_decay_every, round_num))
     return process.set_hparams(state, hparams)

@@ -64,11 +64,12 @@ class MixedTasksError(ValueError):
 
 def _settings(run_dir):
   """The run's resolved settings (config.json), without the seed."""
-  saved = results.read_json(run_dir, results.CONFIG_FILE) or {}
+  saved = {}
   try:
+    saved = results.read_json(run_dir, results.CONFIG_FILE) or {}
     config = Config.from_json(saved).resolved()
-  except (TypeError, ValueError):  # No config.json, or an unknown algorithm.
-    return None, dict(saved)
+  except (TypeError, ValueError):  # No or a damaged config.json (named by
+    return None, dict(saved)       # the folder), or an unknown algorithm.
   values = config.to_json()
   values.pop('seed', None)
   return config, values
@@ -149,8 +150,9 @@ def plot_bands(groups, metric, out, title=None, target=None,
   (default: the column's own) goes under the axes. Into the file `out`
   (a dashed line at `target`, if given). ValueError if a run has no
   `metric` values."""
-  shared, described = describe(groups)
-  labels = labels or described
+  if labels is None or title is None:
+    shared, described = describe(groups)
+    labels, title = labels or described, shared if title is None else title
   figure, axes = _pyplot().subplots(figsize=(5.5, 4))
   for label_text, run_dirs in zip(labels, groups):
     curves = [dict(zip(*results.series(results.read_rows(d), metric)))
@@ -170,7 +172,7 @@ def plot_bands(groups, metric, out, title=None, target=None,
                  label=f'target {target:g}')
   axes.set_xlabel('# rounds')
   axes.set_ylabel(metric, fontsize=9)
-  axes.set_title(shared if title is None else title, fontsize=9)
+  axes.set_title(title, fontsize=9)
   axes.legend(fontsize=7)
   description = description or MATH_DESCRIPTIONS.get(
       metric, DESCRIPTIONS.get(metric, '').replace('$', r'\$'))

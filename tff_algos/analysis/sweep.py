@@ -18,7 +18,6 @@ metric and swept setting (several seeds: mean and min-max band).
 
 import csv
 import dataclasses
-import io
 import itertools
 import os
 import shlex
@@ -293,11 +292,7 @@ def _columns(rows):
 
 
 def _csv(rows):
-  text = io.StringIO()
-  writer = csv.DictWriter(text, _columns(rows))
-  writer.writeheader()
-  writer.writerows(rows)
-  return text.getvalue()
+  return results.csv_text(_columns(rows), rows)
 
 
 def _seed_markdown(combined):
@@ -371,13 +366,14 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
   return lines
 
 
-def plot_runs(runs, output_dir, target_accuracy=None):
+def plot_runs(runs, rows, output_dir, target_accuracy=None):
   """One figure per metric and swept setting: a line per variant (over
   several seeds, their mean with a band from min to max), titled with the
-  settings they share and the swept values. Returns the files written."""
+  settings they share and the swept values, of the runs whose `table` row
+  (`rows`, aligned with `runs`) has results. Returns the files written."""
   by_swept = {}
-  for run in runs:
-    if results.has_rows(os.path.join(output_dir, run.name)):
+  for run, row in zip(runs, rows):
+    if 'rounds' in row:
       others = tuple((f, v) for f, v in run.swept if f != 'seed')
       by_swept.setdefault(others, {}).setdefault(run.variant, []).append(
           os.path.join(output_dir, run.name))

@@ -76,8 +76,8 @@ _OUR_PACKAGES = ('tff_algos', 'tasks')
 _VERSIONED = ('tensorflow', 'tensorflow_federated', 'keras', 'numpy',
               'tree', 'attr', 'absl', 'google', 'tf_keras')
 
-STATS = {'build': None, 'compiler': {}}  # What the last lookups did:
-                                         # 'hit', 'miss', 'off', 'uncacheable'
+STATS = {'build': None}  # What the last build lookup did: 'hit', 'miss',
+                         # 'off', 'uncacheable'.
 
 
 class Uncacheable(Exception):
@@ -597,12 +597,10 @@ def compiler(compiler_fn, name):
       try:
         (_, encoded, data), = parts
         compiled = _computation(data, decode_type(encoded))
-        STATS['compiler'][key] = 'hit'
         return compiled
       except Exception as e:  # pylint: disable=broad-except
         _discard(path, e)
     compiled = compiler_fn(computation)
-    STATS['compiler'][key] = 'miss'
     try:
       encoded = encode_type(compiled.type_signature)
       data = _proto_bytes(compiled)
@@ -708,6 +706,13 @@ def build(build_fn, settings, *, model_fn, algorithm, client_input):
   base_key = _key(base)
   manifest_path = _manifest_path(base_key)
   names = {f.name for f in dataclasses.fields(settings)}
+  code = {}  # The code fingerprint of a module list, once per build.
+
+  def code_of(modules):
+    if tuple(modules) not in code:
+      code[tuple(modules)] = _code_fingerprint(modules)
+    return code[tuple(modules)]
+
   for entry in _read_manifest(manifest_path):
     try:
       fields, modules = entry['fields'], entry['modules']
@@ -715,8 +720,8 @@ def build(build_fn, settings, *, model_fn, algorithm, client_input):
           _json_value(getattr(settings, name)) == value
           for name, value in fields.items()):
         continue
-      key_material = dict(base, code=_code_fingerprint(modules),
-                          modules=modules, fields=fields)
+      key_material = dict(base, code=code_of(modules), modules=modules,
+                          fields=fields)
     except (TypeError, KeyError, ImportError):
       continue  # Not an entry of this version, or of code now gone.
     process = _load_process(_entry_path('process', _key(key_material)),
@@ -731,8 +736,8 @@ def build(build_fn, settings, *, model_fn, algorithm, client_input):
   fields = {name: _json_value(getattr(settings, name)) for name in sorted(read)}
   modules = _loaded_modules()
   try:
-    key_material = dict(base, code=_code_fingerprint(modules),
-                        modules=modules, fields=fields)
+    key_material = dict(base, code=code_of(modules), modules=modules,
+                        fields=fields)
     _store_process(process, _entry_path('process', _key(key_material)),
                    key_material)
     _add_to_manifest(manifest_path, dict(fields=fields, modules=modules))

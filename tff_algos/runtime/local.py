@@ -47,7 +47,6 @@ from tff_algos.runtime import loopback
 from tff_algos.runtime import prestart
 from tff_algos.runtime import stubs
 from tff_algos.runtime import parse_workers
-from tff_algos.runtime import processes
 from tff_algos.runtime import tracing
 from tff_algos.runtime import WorkerError
 
@@ -58,7 +57,6 @@ DEADLINE_FLOOR_S = float(os.environ.get('TFF_ALGOS_WORKER_DEADLINE_FLOOR_S',
                                         300))
 DEADLINE_FACTOR = 10.0
 _START_TIMEOUT_S = 60.0
-_WORKER_BINARY = loopback.worker_binary()
 
 
 class _Worker:
@@ -105,13 +103,7 @@ class _Worker:
     """The last lines of the worker's output, for error messages."""
     if self._tee is not None:
       return self._tee.tail(lines)
-    try:
-      self._log.flush()
-      self._log.seek(0)
-      text = self._log.read().decode(errors='replace').strip()
-    except (OSError, ValueError, AttributeError):
-      return ''
-    return ' | '.join(text.splitlines()[-lines:])
+    return prestart.tail(self._log, lines)
 
   def lost(self, error):
     code = self.process.poll() if self.process else None
@@ -144,12 +136,7 @@ class _Worker:
       port = portpicker.pick_unused_port()
       self._log = (open(self.log_path, 'a+b') if self.log_path else
                    tempfile.TemporaryFile(prefix='tff_worker_'))
-      self.process = subprocess.Popen(
-          [_WORKER_BINARY, f'--port={port}'] + self._args, env=env,
-          stdin=subprocess.DEVNULL, stdout=self._log,
-          stderr=subprocess.STDOUT,
-          preexec_fn=processes.die_with_parent(signal.SIGKILL),
-          close_fds=True)
+      self.process = prestart.popen_worker(port, self._args, self._log, env)
     self.failure, self._longest_call = None, 0.0
     self._channel = grpc.insecure_channel(f'127.0.0.1:{port}',
                                           stubs.GRPC_OPTIONS)

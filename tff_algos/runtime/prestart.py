@@ -71,13 +71,7 @@ class LogTee:
 
   def tail(self, lines=5):
     with self._lock:
-      try:
-        self._sink.flush()
-        self._sink.seek(0)
-        text = self._sink.read().decode(errors='replace').strip()
-      except (OSError, ValueError):
-        return ''
-    return ' | '.join(text.splitlines()[-lines:])
+      return tail(self._sink, lines)
 
   def close(self, timeout=5):
     """Once the worker has exited: the rest of its output, then the file."""
@@ -86,8 +80,25 @@ class LogTee:
       self._sink.close()
 
 
-def worker_binary():
-  return loopback.worker_binary()
+def tail(log, lines=5):
+  """The last `lines` lines of the worker's output in the file `log`, on
+  one line (for error messages); '' if it cannot be read."""
+  try:
+    log.flush()
+    log.seek(0)
+    text = log.read().decode(errors='replace').strip()
+  except (OSError, ValueError, AttributeError):
+    return ''
+  return ' | '.join(text.splitlines()[-lines:])
+
+
+def popen_worker(port, args, stdout, env):
+  """TFF's worker_binary on `port` with `args`, its output to `stdout`
+  (stderr with it), killed with this process."""
+  return subprocess.Popen(  # pylint: disable=consider-using-with
+      [loopback.worker_binary(), f'--port={port}', *args], env=env,
+      stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
+      preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
 
 
 def worker_env(warn=None):
@@ -135,10 +146,7 @@ def spawn() -> None:
   port = portpicker.pick_unused_port()
   read_fd, write_fd = os.pipe()
   try:
-    process = subprocess.Popen(  # pylint: disable=consider-using-with
-        [worker_binary(), f'--port={port}', *WORKER_ARGS], env=env,
-        stdin=subprocess.DEVNULL, stdout=write_fd, stderr=subprocess.STDOUT,
-        preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
+    process = popen_worker(port, WORKER_ARGS, write_fd, env)
   except OSError:
     os.close(read_fd)
     return

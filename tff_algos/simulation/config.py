@@ -7,12 +7,12 @@ import typing
 from typing import Any
 
 from tasks import partitions
+from tasks.validate import FLOAT32_MAX  # Rates and weights run in float32.
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
-FLOAT32_MAX = 3.4028234663852886e38  # Rates and weights run in float32.
 
 
 def _of_type(value, hint) -> bool:

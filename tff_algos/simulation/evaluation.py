@@ -26,11 +26,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.base import ALIGNMENT
+from tasks.base import aligned_empty
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
-
-
-_ALIGNMENT = 64  # Bytes; TensorFlow refuses external memory aligned less.
 
 
 def _root(array):
@@ -61,27 +60,9 @@ def _joined(arrays):
         if 0 <= offset and offset + (end - start) <= root.nbytes:
           return np.ndarray((sum(len(a) for a in arrays),) + first.shape[1:],
                             first.dtype, buffer=root, offset=offset)
-  return np.concatenate(arrays, out=_aligned_empty(
+  return np.concatenate(arrays, out=aligned_empty(
       (sum(len(a) for a in arrays),) + first.shape[1:],
       np.result_type(*arrays)))
-
-
-def _aligned_empty(shape, dtype):
-  dtype = np.dtype(dtype)
-  size = int(np.prod(shape)) * dtype.itemsize
-  buffer = np.empty(size + _ALIGNMENT, np.uint8)
-  start = -buffer.ctypes.data % _ALIGNMENT
-  return buffer[start:start + size].view(dtype).reshape(shape)
-
-
-def _aligned(array):
-  """`array`, or an aligned copy of it when it is not 64-byte aligned (a
-  copy either way: tf.constant would make one)."""
-  if array.ctypes.data % _ALIGNMENT == 0 or not array.size:
-    return array
-  copy = _aligned_empty(array.shape, array.dtype)
-  copy[...] = array
-  return copy
 
 
 def _tensor(array):
@@ -90,7 +71,7 @@ def _tensor(array):
   copy (tf.constant); the array must not change afterwards. Either way
   the same values: the evaluation's results do not depend on it."""
   if (array.flags.c_contiguous and array.size and
-      array.ctypes.data % _ALIGNMENT == 0 and
+      array.ctypes.data % ALIGNMENT == 0 and
       array.dtype in (np.float32, np.float64, np.int32, np.int64,
                       np.uint8)):
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
@@ -119,7 +100,7 @@ class _AllClients:
       self._entries[key] = (
           list(data),  # Keeps the ids in `key` from being reused.
           collections.OrderedDict(
-              (name, _tensor(_aligned(_joined([c[name] for c in data]))))
+              (name, _tensor(_joined([c[name] for c in data])))
               for name in data[0]),
           tf.constant(np.cumsum([0] + sizes), tf.int32))
     self._entries.move_to_end(key)

@@ -62,8 +62,7 @@ def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
   algorithm = config.algorithm
   hooks = list(algorithm.hooks(config) if algorithm.hooks else [])
   if config.client_lr_schedule not in (None, 'constant'):
-    hooks.append(optimizers.ClientLearningRateSchedule(config,
-                                                       config.client_lr))
+    hooks.append(optimizers.ClientLearningRateSchedule(config))
   measurements = []
   if evaluate:
     evaluated = train_arrays
@@ -199,10 +198,12 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
                   ) from None
   examples_per_client = float(np.mean(
       [len(next(iter(a.values()))) for a in train_arrays]))
-  summary = results.summarize(output_dir, target_accuracy, examples_per_client)
-  rows = folder.rows()
+  rows = results.read_rows(output_dir)
+  summary = results.summarize(output_dir, target_accuracy, examples_per_client,
+                              rows=rows)
+  typed = [results.typed(row) for row in rows]
   summary.update({f'final_{name}': next(
-      (r[name] for r in reversed(rows) if name in r), None)
+      (r[name] for r in reversed(typed) if name in r), None)
                   for name in loop.metrics})
   summary.update(
       finished=True, num_clients=len(train_arrays),

@@ -13,6 +13,7 @@ import asyncio
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import math
 import sys
 import time
@@ -147,20 +148,21 @@ class Loop:
   stop_when: Callable[[dict], bool] | None = None  # Ends the run early.
   _unreported: set = dataclasses.field(default_factory=set, init=False,
                                        repr=False)
-  _row_type: Any = dataclasses.field(default=None, init=False, repr=False)
 
   @property
   def column_names(self) -> tuple[str, ...]:
     """metrics.csv's columns: the built-in ones, then the algorithm's."""
     return COLUMNS + tuple(m for m in self.metrics if m not in COLUMNS)
 
+  @functools.cached_property
+  def _row_type(self):
+    return collections.namedtuple('RoundMetrics', self.column_names[1:])
+
   def release_value(self, row):
     """A round's row for the release managers: a namedtuple, which keeps
     the columns' order (a dict's keys would be sorted). A value a hook or
     `round_metrics` set without a column is reported once on stderr."""
-    names = self.column_names[1:]
-    if self._row_type is None:
-      self._row_type = collections.namedtuple('RoundMetrics', names)
+    names = self._row_type._fields
     for name in set(row) - set(names) - _KNOWN_METRICS:
       self._unrecorded(name, row[name])
     return self._row_type(**{c: row.get(c) for c in names})

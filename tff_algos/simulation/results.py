@@ -87,6 +87,15 @@ def has_rows(run_dir):
           bool(read_rows(run_dir)))
 
 
+def csv_text(columns, rows):
+  """`rows` (dicts) as CSV text with the header `columns`."""
+  text = io.StringIO()
+  writer = csv.DictWriter(text, list(columns))
+  writer.writeheader()
+  writer.writerows(rows)
+  return text.getvalue()
+
+
 def write_atomically(path, text):
   """path holds `text` in full, or keeps what it held: written to a
   temporary file, synced, then renamed over it."""
@@ -160,13 +169,15 @@ def updates_per_round(epochs, batch_size, examples_per_client):
   return epochs * examples_per_client / batch_size
 
 
-def summarize(run_dir, target_accuracy=None, examples_per_client=None):
+def summarize(run_dir, target_accuracy=None, examples_per_client=None,
+              rows=None):
   """The numbers a results table shows for one run (a dict).
 
   updates_per_round (FedAvg's u = E·n/(K·B), §3) needs the mean local
   dataset size: `examples_per_client`, else the one summary.json recorded.
+  `rows`: metrics.csv's `read_rows`, if the caller has read them.
   """
-  rows = read_rows(run_dir)
+  rows = read_rows(run_dir) if rows is None else rows
   config = read_json(run_dir, CONFIG_FILE) or {}
   summary = read_json(run_dir, SUMMARY_FILE) or {}
   rounds, accuracy = series(rows, 'test_accuracy')

@@ -20,11 +20,9 @@ that write TFF program state or releases.
 """
 
 import contextlib
-import csv
 import errno
 import fcntl
 import glob
-import io
 import json
 import os
 import shutil
@@ -131,7 +129,7 @@ class RunDir:
     cannot be read."""
     try:
       return results.read_json(self.path, CONFIG_FILE)
-    except (ValueError, UnicodeDecodeError) as e:
+    except results.DamagedFile as e:
       raise OutputDirError(
           f'{self._file(CONFIG_FILE)} is damaged ({e}), so the settings of '
           'the run in this folder are unknown: pass --overwrite to start it '
@@ -208,8 +206,9 @@ class RunDir:
     already holds are not written to TensorBoard again (a resumed run
     recomputes the rounds after its checkpoint, to the same values)."""
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    written = (int(results.read_rows(self.path)[-1]['round'])
-               if results.has_rows(self.path) else -1)
+    rows = (results.read_rows(self.path)
+            if os.path.exists(self.metrics_path) else [])
+    written = int(rows[-1]['round']) if rows else -1
 
     class AfterRound(tff.program.ReleaseManager):
       """Releases only keys (rounds) after `written`."""
@@ -271,11 +270,8 @@ class RunDir:
       rows[r] = {'round': r, **{
           c: (int(v) if c in results.INTEGER_COLUMNS else v)
           for c, v in logged[r].items()}}
-    text = io.StringIO()
-    writer = csv.DictWriter(text, list(columns))
-    writer.writeheader()
-    writer.writerows(rows[r] for r in sorted(rows))
-    results.write_atomically(self.metrics_path, text.getvalue())
+    results.write_atomically(self.metrics_path, results.csv_text(
+        columns, (rows[r] for r in sorted(rows))))
     return []
 
   def state_manager(self):
@@ -307,11 +303,8 @@ class RunDir:
   def write_label_histogram(self, rows):
     """label_histogram.csv: each client's training examples per label (a
     --partition run)."""
-    text = io.StringIO()
-    writer = csv.DictWriter(text, list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    results.write_atomically(self._file(LABEL_HISTOGRAM), text.getvalue())
+    results.write_atomically(self._file(LABEL_HISTOGRAM),
+                             results.csv_text(rows[0], rows))
 
   def finish(self, summary: dict):
     """Writes summary.json: the run is finished."""

@@ -198,12 +198,12 @@ def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
                   ) from None
   examples_per_client = float(np.mean(
       [len(next(iter(a.values()))) for a in train_arrays]))
-  rows = results.read_rows(output_dir)
+  written = results.read_rows(output_dir)
   summary = results.summarize(output_dir, target_accuracy, examples_per_client,
-                              rows=rows)
-  typed = [results.typed(row) for row in rows]
+                              rows=written)
+  rows = [results.typed(row) for row in written]
   summary.update({f'final_{name}': next(
-      (r[name] for r in reversed(typed) if name in r), None)
+      (r[name] for r in reversed(rows) if name in r), None)
                   for name in loop.metrics})
   summary.update(
       finished=True, num_clients=len(train_arrays),

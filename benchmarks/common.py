@@ -4,8 +4,10 @@ benchmarks/NAME.py`, so this folder is on their path)."""
 import os
 import sys
 
-import tasks
 from tff_algos import runtime
+
+runtime.prepare()  # As a run: before TensorFlow (worker, imports, malloc).
+import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 runtime.install()  # Our TFF context, before any exit path.
 

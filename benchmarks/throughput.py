@@ -42,10 +42,10 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging  # pylint: disable=g-import-not-at-top
+import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
-import common  # pylint: disable=g-import-not-at-top
 import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import learning  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top

@@ -6,8 +6,9 @@ Data under `<data_dir>/femnist/`, the first found of:
   four LEAF runs (niid_05, keep_0, each writer's samples split 90/10);
 - `train/` and `test/` folders of LEAF JSON (LEAF's `data/femnist/data/`
   output), read with `tasks.leaf.read_leaf_split`.
-Pixels are LEAF's k/255 (1.0 = white paper), x float32 [28, 28, 1] for the
-CNN, [784] for MLR; labels LEAF's 0-9 digits, 10-35 A-Z, 36-61 a-z.
+Pixels are LEAF's k/255 (1.0 = white paper), kept as the uint8 k, which the
+models scale (`image_models.scale_pixels`): x [28, 28, 1] for the CNN,
+[784] for MLR; labels LEAF's 0-9 digits, 10-35 A-Z, 36-61 a-z.
 
 - `femnist`: one client per writer, LEAF's own train/test split; model: the
   FedAvg CNN (`image_models.mnist_cnn`) with 62 outputs, 1,690,046
@@ -155,8 +156,7 @@ def load_writers(data_dir):
       f'{LEAF_SOURCE}')
 
 
-def _float(x, flat):
-  x = x.astype(np.float32) / 255.0
+def _pixels(x, flat):
   return x.reshape(-1, 784) if flat else x.reshape(-1, 28, 28, 1)
 
 
@@ -166,14 +166,14 @@ def load_femnist(data_dir, seed, name='femnist'):
   splits = [collections.OrderedDict(), collections.OrderedDict()]
   for writer, pair in writers.items():  # Each has both (checked on reading).
     for split, (x, y) in zip(splits, pair):
-      split[writer] = collections.OrderedDict(x=_float(x, False), y=y)
+      split[writer] = collections.OrderedDict(x=_pixels(x, False), y=y)
   n_train = sum(len(d['y']) for d in splits[0].values())
   n_test = sum(len(d['y']) for d in splits[1].values())
   return image_models.Splits(
       name=name,
       train=splits[0],
       test=splits[1],
-      model_fn=image_models.mnist_cnn(NUM_CLASSES),
+      model_fn=image_models.mnist_cnn(NUM_CLASSES, pixels=True),
       description=(f'FEMNIST by writer ({source}): {len(writers)} writers, '
                    f'{n_train} train / {n_test} test images, 62 classes; '
                    'FedAvg CNN with 62 outputs'))
@@ -220,7 +220,7 @@ def load_fedprox(data_dir, seed, name='femnist_fedprox',
       keep = (y >= LOWER_A) & (y < LOWER_A + 10)
       xs.append(x[keep])
       ys.append(y[keep] - LOWER_A)
-  x, y = _float(np.concatenate(xs), True), np.concatenate(ys).astype(np.int32)
+  x, y = _pixels(np.concatenate(xs), True), np.concatenate(ys).astype(np.int32)
   rng = np.random.default_rng(seed)
   devices = fedprox_split(y, num_devices, rng)
   train, test = base.split_devices(x, y, devices, train_fraction, rng,
@@ -230,7 +230,7 @@ def load_fedprox(data_dir, seed, name='femnist_fedprox',
       name=name,
       train=train,
       test=test,
-      model_fn=image_models.mlr(784, 10),
+      model_fn=image_models.mlr(784, 10, pixels=True),
       description=(f'FedProx FEMNIST (a-j, 5 classes per device) from '
                    f'{source}: {num_devices} devices, {total} of {len(y)} '
                    f'a-j images (FedProx Table 1: 200 devices, 18,345 '

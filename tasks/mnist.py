@@ -1,8 +1,9 @@
 """MNIST tasks: FedAvg's IID and pathological non-IID splits, FedProx's MNIST.
 
 Data: the four IDX files under `<data_dir>/mnist/` (gzip-compressed, official
-names). Images become float32 in [0, 1]: flattened [784] for the MLR and 2NN
-models, [28, 28, 1] for the CNN. Labels are int32.
+names). Images stay uint8 pixels (0-255), which the models scale to [0, 1]
+(`image_models.scale_pixels`): flattened [784] for the MLR and 2NN models,
+[28, 28, 1] for the CNN. Labels are int32.
 
 FedAvg (McMahan et al. 2017, §3):
 - `mnist_iid*`: the 60,000 training images shuffled and split into 100
@@ -24,8 +25,8 @@ FedProx (Li et al. 2020, Table 1; authors' `data/mnist/generate_niid.py`):
   left unused, as in their script). Each device's samples are shuffled and
   split 90% train / 10% test (int(0.9 n) train; `train_fraction` changes
   it: FedISGD §3.2 uses 80/20). Model: MLR.
-  Differences from their script: inputs are [0, 1] pixels, not per-pixel
-  standardized; randomness comes from `seed` (their script set none).
+  Differences from their script: inputs are pixels scaled to [0, 1], not
+  per-pixel standardized; randomness comes from `seed` (their script set none).
 """
 
 import collections
@@ -170,13 +171,13 @@ def powerlaw_split(labels, num_devices, rng, first=5):
 
 
 def _shape(x, model):
-  x = x.astype(np.float32) / 255.0
   return x.reshape(-1, 28, 28, 1) if model == 'cnn' else x.reshape(-1, 784)
 
 
 def _model_fn(model):
-  return dict(mlr=image_models.mlr(784, 10), nn2=image_models.mnist_2nn(),
-              cnn=image_models.mnist_cnn(10))[model]
+  return dict(mlr=image_models.mlr(784, 10, pixels=True),
+              nn2=image_models.mnist_2nn(pixels=True),
+              cnn=image_models.mnist_cnn(10, pixels=True))[model]
 
 
 def fedavg_task(name, data_dir, seed, split, model):

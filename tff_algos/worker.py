@@ -21,6 +21,7 @@ import socket
 import sys
 
 from tff_algos import cli
+from tff_algos.runtime import allocator
 from tff_algos.runtime import loopback
 
 _WARNING = (
@@ -66,7 +67,7 @@ def main(argv=None):
   command = [binary, f'--port={args.port}',
              f'--max_concurrent_computation_calls='
              f'{args.max_concurrent_computation_calls}']
-  env = dict(os.environ)
+  env = allocator.child_env(os.environ)  # Two malloc arenas per core.
   if args.listen_all:
     user = os.environ.get('USER') or str(os.getuid())
     print(_WARNING.format(port=args.port, user=user), file=sys.stderr)

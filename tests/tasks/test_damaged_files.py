@@ -344,7 +344,7 @@ class MnistImages(Reader):
     return mnist.SPLITS['mnist_iid_2nn'](str(root), 0)
 
   def check(self, result):
-    check_arrays(result, np.float32, (784,), (0, 1), 10)
+    check_arrays(result, np.uint8, (784,), None, 10)
 
   def structure(self):
     x, _ = self.arrays()['t10k']
@@ -753,7 +753,7 @@ class LeafFemnist(LeafNumeric):
     return femnist.SPLITS['femnist'](str(root), 0)
 
   def check(self, result):
-    check_arrays(result, np.float32, (28, 28, 1), (0, 1), 62)
+    check_arrays(result, np.uint8, (28, 28, 1), None, 62)
 
 
 TWEETS = ('I love this, so good!', 'so sad today', 'good good morning',
@@ -846,7 +846,7 @@ class FemnistNpz(Reader):
     return femnist.SPLITS['femnist'](str(root), 0)
 
   def check(self, result):
-    check_arrays(result, np.float32, (28, 28, 1), (0, 1), 62)
+    check_arrays(result, np.uint8, (28, 28, 1), None, 62)
 
   def structure(self):
     arrays = self.arrays()

@@ -76,6 +76,56 @@ def test_model_parameter_counts():
   assert _num_params(image_models.mnist_cnn(62)) == 1_690_046
   assert _num_params(image_models.cifar_cnn()) == 1_068_298
   assert _num_params(image_models.mlr(784, 10)) == 7_850
+  assert _num_params(image_models.mnist_cnn(62, pixels=True)) == 1_690_046
+  assert _num_params(image_models.mlr(784, 10, pixels=True)) == 7_850
+
+
+def test_scale_pixels_is_numpys_division_in_a_graph():
+  # In a graph TensorFlow rewrites x / 255.0 as x * (1 / 255), which
+  # differs from the division for some pixel values.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  pixels = np.arange(256, dtype=np.uint8)
+  expected = pixels.astype(np.float32) / 255.0
+  scaled = tf.function(image_models.scale_pixels, input_signature=[
+      tf.TensorSpec([None], tf.uint8)])(pixels).numpy()
+  assert scaled.dtype == np.float32
+  np.testing.assert_array_equal(scaled.view(np.uint32),
+                                expected.view(np.uint32))
+  divided = tf.function(lambda x: tf.cast(x, tf.float32) / 255.0)(pixels)
+  assert (divided.numpy() != expected).any()  # Why not a plain division.
+
+
+@pytest.mark.parametrize('builder, shape', [
+    (lambda pixels: image_models.mlr(784, 10, pixels=pixels), (784,)),
+    (lambda pixels: image_models.mnist_2nn(pixels=pixels), (784,)),
+    (lambda pixels: image_models.mnist_cnn(62, pixels=pixels), (28, 28, 1)),
+])
+def test_pixel_models_match_float_models(builder, shape):
+  """A model on uint8 pixels gives bit for bit the logits and gradients
+  of the float model on NumPy's pixels / 255, with the same initial
+  weights for a seed."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tff_algos.learning import composition  # pylint: disable=g-import-not-at-top
+  pixels = np.random.default_rng(0).integers(0, 256, (5,) + shape, np.uint8)
+  batch = {True: dict(x=pixels, y=np.arange(5, dtype=np.int32)),
+           False: dict(x=pixels.astype(np.float32) / 255.0,
+                       y=np.arange(5, dtype=np.int32))}
+  results = {}
+  for raw in (True, False):
+    model_fn = builder(raw)
+    weights = composition.initial_model_weights(model_fn, seed=3)
+    model = model_fn()
+    assert model.input_spec['x'].dtype == (tf.uint8 if raw else tf.float32)
+    for variable, value in zip(model.trainable_variables, weights.trainable):
+      variable.assign(value)
+    with tf.GradientTape() as tape:
+      output = model.forward_pass(batch[raw], training=True)
+    gradients = tape.gradient(output.loss, model.trainable_variables)
+    results[raw] = [w for w in weights.trainable] + [
+        output.predictions.numpy(), output.loss.numpy()] + [
+            g.numpy() for g in gradients]
+  for a, b in zip(results[True], results[False]):
+    np.testing.assert_array_equal(a, b)
 
 
 def test_cifar_preprocessing_random_in_training_centre_crop_in_eval():
@@ -100,8 +150,9 @@ def test_mnist_iid_statistics(shared_data):
   assert set(_sizes(train)) == {600} and set(_sizes(test)) == {100}
   counts = np.array([np.bincount(a['y'], minlength=10) for a in train])
   assert counts.min() >= 25 and counts.max() <= 100  # ≈ 60 each.
-  assert train[0]['x'].shape == (600, 784) and train[0]['x'].dtype == np.float32
-  assert 0 <= train[0]['x'].min() and train[0]['x'].max() <= 1
+  # Raw pixels: the model scales them (test_pixel_models_match_float_models).
+  assert train[0]['x'].shape == (600, 784) and train[0]['x'].dtype == np.uint8
+  assert train[0]['x'].max() > 200
 
 
 def test_mnist_pathological_statistics(shared_data):
@@ -272,7 +323,8 @@ def test_tiny_mnist_fedavg_tasks_and_one_run(tmp_path):
   task = mnist.TASKS['mnist_iid_2nn'](tiny_mnist, 3)
   train = tasks.client_arrays(task.train)
   assert len(train) == 100 and set(_sizes(train)) == {20}
-  np.testing.assert_allclose(train[0]['x'][:, 0] * 255 / 25, train[0]['y'])
+  # Pixels kept raw (uint8), the model scales them.
+  np.testing.assert_array_equal(train[0]['x'][:, 0], train[0]['y'] * 25)
   again = tasks.client_arrays(mnist.TASKS['mnist_iid_2nn'](tiny_mnist, 3).train)
   np.testing.assert_array_equal(train[5]['y'], again[5]['y'])
 
@@ -484,8 +536,8 @@ def test_tiny_femnist_npz(tmp_path):
   test = tasks.client_arrays(task.test)
   assert list(task.train.client_ids) == ['f0001_01', 'f0002_02', 'f0003_03']
   assert set(_sizes(train)) == {40} and set(_sizes(test)) == {10}
-  np.testing.assert_allclose(train[1]['x'][..., 0] * 255,
-                             arrays['train_x'][40:80], atol=1e-3)
+  np.testing.assert_array_equal(train[1]['x'][..., 0],
+                                arrays['train_x'][40:80])
   np.testing.assert_array_equal(train[1]['y'], arrays['train_y'][40:80])
 
 

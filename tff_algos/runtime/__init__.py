@@ -26,11 +26,14 @@ def prepare(start_worker: bool = True) -> None:
   """Call first in a command that will run TFF computations, before
   TensorFlow is imported (issue 22, docs/PERFORMANCE.md "Start-up"):
   imports only the parts of TFF's dependencies a run uses and pauses the
-  garbage collector while TFF is imported (`imports`), and, with
-  `start_worker`, starts the local worker now, so that it starts while
-  TensorFlow is imported and the data are loaded (`prestart`; `start()`
-  adopts it). Loads no TensorFlow. Idempotent."""
+  garbage collector while TFF is imported (`imports`), limits malloc to
+  two arenas per core (`allocator`), and, with `start_worker`, starts the
+  local worker now, so that it starts while TensorFlow is imported and the
+  data are loaded (`prestart`; `start()` adopts it). Loads no TensorFlow.
+  Idempotent."""
+  from tff_algos.runtime import allocator  # pylint: disable=g-import-not-at-top
   from tff_algos.runtime import imports  # pylint: disable=g-import-not-at-top
+  allocator.limit_arenas()  # First: before any other thread allocates.
   imports.defer_unused()
   if start_worker:
     from tff_algos.runtime import prestart  # pylint: disable=g-import-not-at-top

@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 
+from tff_algos.runtime import allocator
 from tff_algos.runtime import loopback
 from tff_algos.runtime import processes
 
@@ -102,18 +103,20 @@ def popen_worker(port, args, stdout, env):
 
 
 def worker_env(warn=None):
-  """The environment that confines a worker to loopback (the bind() shim);
+  """The environment that confines a worker to loopback (the bind() shim),
+  with two malloc arenas per core (`allocator`);
   `loopback.ShimUnavailable` unless $TFF_ALGOS_WORKER_LISTEN_ALL=1, in which
   case `warn(message)` is told and the plain environment returned."""
+  env = allocator.child_env(os.environ)
   try:
-    return loopback.preload_env(os.environ, loopback.loopback_shim())
+    return loopback.preload_env(env, loopback.loopback_shim())
   except loopback.ShimUnavailable as e:
     if os.environ.get('TFF_ALGOS_WORKER_LISTEN_ALL') != '1':
       raise
     if warn is not None:
       warn(f'{e}: the TFF worker listens on all interfaces '
            '(TFF_ALGOS_WORKER_LISTEN_ALL=1).')
-    return dict(os.environ)
+    return env
 
 
 class Prestarted:

@@ -8,7 +8,8 @@ Data under `<data_dir>/cifar10/`, either layout (the first found is used):
   re-encodings of CIFAR-10, in a different image order from the official
   batches: results are close to, not identical with, official-data results.
 Decoding the 60,000 JPEGs takes ~8 s; the decoded arrays are cached as an
-uncompressed .npz under `$TFF_ALGOS_CACHE` (default ~/.cache/tff_algos),
+uncompressed .npz under `$TFF_ALGOS_CACHE` (default
+$XDG_CACHE_HOME/tff_algos, else ~/.cache/tff_algos),
 keyed by the tars' size and mtime (a cache that cannot be written is skipped).
 
 x is stored as uint8 [32, 32, 3] (0-255); the model's first layer
@@ -35,6 +36,7 @@ import tasks
 from tasks import base
 from tasks import image_models
 from tasks import validate
+from tff_algos.runtime import cache_folder
 
 CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog',
            'horse', 'ship', 'truck')
@@ -49,8 +51,7 @@ NUM_CLIENTS = 100
 
 
 def cache_dir():
-  return os.environ.get('TFF_ALGOS_CACHE') or os.path.join(
-      os.path.expanduser('~'), '.cache', 'tff_algos')
+  return cache_folder()  # $XDG_CACHE_HOME honoured as elsewhere.
 
 
 def _same_count(arrays):

@@ -4,6 +4,7 @@ and never a stale or damaged one."""
 
 import collections
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -140,3 +141,26 @@ def test_compiled_computations_are_cached_by_their_content(cache):
       tff.framework.serialize_computation(first))
   computation_cache.compiler(compiler_fn, 'other')(process.next)
   assert sum(calls.values()) == 2  # Another compiler is another key.
+
+
+def test_every_cache_follows_the_same_environment(monkeypatch, tmp_path):
+  """The computation cache, decoded CIFAR-10 and the loopback shim agree
+  on the folder: $TFF_ALGOS_CACHE, else $XDG_CACHE_HOME/tff_algos (the
+  shim: always the latter)."""
+  from tasks import cifar10  # pylint: disable=g-import-not-at-top
+  from tff_algos.runtime import loopback  # pylint: disable=g-import-not-at-top
+  monkeypatch.delenv('TFF_ALGOS_CACHE', raising=False)
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
+  folder = str(tmp_path / 'xdg' / 'tff_algos')
+  assert cifar10.cache_dir() == folder
+  assert computation_cache.cache_dir() == f'{folder}/computations'
+  try:
+    shim = loopback.loopback_shim()
+  except loopback.ShimUnavailable:
+    pytest.skip('no C compiler')
+  assert os.path.dirname(shim) == folder
+  monkeypatch.setenv('TFF_ALGOS_CACHE', str(tmp_path / 'own'))
+  assert cifar10.cache_dir() == str(tmp_path / 'own')
+  assert computation_cache.cache_dir() == str(tmp_path / 'own' /
+                                              'computations')
+  assert os.path.dirname(loopback.loopback_shim()) == folder

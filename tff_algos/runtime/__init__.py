@@ -10,8 +10,22 @@ workers are given.
 
 import contextlib
 import importlib
+import os
 
 from tff_algos.runtime.addresses import parse_workers
+
+
+def user_cache_folder() -> str:
+  """This user's cache folder for the package: $XDG_CACHE_HOME/tff_algos,
+  else ~/.cache/tff_algos (the compiled loopback shim lives here)."""
+  return os.path.join(os.environ.get('XDG_CACHE_HOME') or
+                      os.path.expanduser('~/.cache'), 'tff_algos')
+
+
+def cache_folder() -> str:
+  """Where the package caches what it computed (the computation cache,
+  decoded CIFAR-10): $TFF_ALGOS_CACHE, else `user_cache_folder()`."""
+  return os.environ.get('TFF_ALGOS_CACHE') or user_cache_folder()
 
 
 class WorkerError(RuntimeError):

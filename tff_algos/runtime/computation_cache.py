@@ -4,7 +4,8 @@ Building a learning process traces its TensorFlow and federated
 computations (seconds), and the first call of each computation compiles it
 for the worker (`desugar_and_transform_to_native`: 1.5 s for FedProx's
 `next`). Both are pure functions of what goes in, so both are cached in
-$TFF_ALGOS_CACHE/computations (default ~/.cache/tff_algos/computations;
+$TFF_ALGOS_CACHE/computations (`runtime.cache_folder()`: without it
+$XDG_CACHE_HOME/tff_algos, else ~/.cache/tff_algos;
 $TFF_ALGOS_COMPUTATION_CACHE=0 turns the cache off):
 
 * **Compiled computations** (`compiler`): keyed by the SHA-256 of the
@@ -68,6 +69,8 @@ import types
 
 import numpy as np
 
+from tff_algos.runtime import cache_folder
+
 FORMAT = 3  # Bump when the entry format or the key's composition changes.
 _MAGIC = b'tff_algos computation cache\n'
 _MAX_ENTRIES = 400  # Least recently used entries beyond this are deleted.
@@ -85,10 +88,7 @@ class Uncacheable(Exception):
 
 
 def cache_dir() -> str:
-  root = os.environ.get('TFF_ALGOS_CACHE') or os.path.join(
-      os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-      'tff_algos')
-  return os.path.join(root, 'computations')
+  return os.path.join(cache_folder(), 'computations')
 
 
 def enabled() -> bool:

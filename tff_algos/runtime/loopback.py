@@ -12,6 +12,8 @@ import os
 import shutil
 import subprocess
 
+from tff_algos.runtime import user_cache_folder
+
 _SOURCE = os.path.join(os.path.dirname(__file__), 'loopback_bind.c')
 
 
@@ -36,8 +38,8 @@ def loopback_shim():
   """
   with open(_SOURCE, 'rb') as f:
     digest = hashlib.sha256(f.read()).hexdigest()[:16]
-  cache = os.path.join(os.environ.get('XDG_CACHE_HOME') or
-                       os.path.expanduser('~/.cache'), 'tff_algos')
+  cache = user_cache_folder()  # Not $TFF_ALGOS_CACHE: a new
+  # computation cache (a cold start-up benchmark) would rebuild it first.
   path = os.path.join(cache, f'loopback_bind-{digest}.so')
   if os.path.exists(path):
     return path

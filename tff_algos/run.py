@@ -388,18 +388,16 @@ def run_sweep(command: Command, program: str):
       # by --only but already in the folder keep their rows.
       plan = sweep.expand(command.variants, command.sweeps)
       rows = sweep.table(plan, output_dir, target)
-      lines = sweep.write_summary(rows, output_dir, target, plan)
-      if lines is None:
+      summary = sweep.write_summary(rows, output_dir, target, plan)
+      if summary is None:
         print(f'{program}: kept {output_dir}/summary.csv and its plots: they '
               'cover more runs than the '
               f'{sum(1 for r in rows if "rounds" in r)} of this command that '
               'have results', file=sys.stderr)
       else:
+        lines, written = summary  # Not an older sweep's summary_seeds.csv.
         print('\n'.join(lines))
-        plots = sweep.plot_runs(plan, rows, output_dir, target)
-        written = [os.path.join(output_dir, name) for name in
-                   sweep.SUMMARY_FILES if os.path.exists(
-                       os.path.join(output_dir, name))] + plots
+        written += sweep.plot_runs(plan, rows, output_dir, target)
         print(f'{program}: wrote {", ".join(written)}', file=sys.stderr)
   except run_dir.OutputDirError as e:
     cli.fail(program, e)

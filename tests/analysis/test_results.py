@@ -67,7 +67,11 @@ def test_sweep_expands_overrides_and_tables_speedups(tmp_path):
   assert rows[3]['speedup'] is None  # Its baseline never reached 80%.
   assert rows[1]['updates_per_round'] == 300
   assert rows[0]['updates_per_round'] == 60
-  sweep.write_summary(rows, str(tmp_path), 0.8)
+  (tmp_path / 'summary_seeds.csv').write_text('an older sweep\'s\n')
+  _, paths = sweep.write_summary(rows, str(tmp_path), 0.8)
+  # One seed: no summary_seeds.csv written, so none reported written.
+  assert paths == [str(tmp_path / 'summary.csv'),
+                   str(tmp_path / 'summary.md')]
   with open(tmp_path / 'summary.csv', newline='') as f:
     assert [r['run'] for r in csv.DictReader(f)] == [r.name for r in runs]
   assert '| slow__seed-0__task-b | slow | 0 | b |' in (

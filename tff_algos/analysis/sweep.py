@@ -55,7 +55,6 @@ SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
                 'last_half_test_accuracy', 'final_train_loss',
                 'rounds_to_target')
 METRICS_PLOTTED = ('train_loss', 'test_accuracy')
-SUMMARY_FILES = ('summary.md', 'summary.csv', 'summary_seeds.csv')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,8 +315,9 @@ def _seed_markdown(combined):
 def write_summary(rows, output_dir, target_accuracy=None, runs=None):
   """output_dir/summary.md and summary.csv (a row per run), and with
   several seeds summary_seeds.csv (mean and std over seeds), each written
-  atomically from the rows of runs that have results; the lines of
-  summary.md. A swept client_lr gets its best value marked per row.
+  atomically from the rows of runs that have results. Returns the lines of
+  summary.md and the paths written. A swept client_lr gets its best value
+  marked per row.
 
   Writes nothing and returns None when an existing summary.csv has more
   rows: a summary never shrinks because a re-run (with other flags, or
@@ -363,7 +363,7 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
     files['summary_seeds.csv'] = _csv(combined)
   for name, content in files.items():
     results.write_atomically(os.path.join(output_dir, name), content)
-  return lines
+  return lines, [os.path.join(output_dir, name) for name in files]
 
 
 def plot_runs(runs, rows, output_dir, target_accuracy=None):

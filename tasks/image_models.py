@@ -14,8 +14,8 @@ SparseCategoricalCrossentropy(from_logits=True) and an 'accuracy' metric).
 
 `mlr`, `mnist_2nn` and `mnist_cnn` take float32 images in [0, 1], or with
 `pixels=True` the raw uint8 pixels, scaled to [0, 1] inside the model
-(`scale_pixels`, bit for bit the same values): the MNIST and FEMNIST tasks
-keep their images as uint8 so, a quarter of the memory.
+(`scale_pixels`, bit for bit the same values), so that the MNIST and
+FEMNIST tasks keep their images as uint8: a quarter of float32's memory.
 """
 
 import collections

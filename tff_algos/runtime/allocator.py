@@ -27,18 +27,18 @@ def arenas() -> int:
   return 2 * len(os.sched_getaffinity(0))
 
 
-def limit_arenas() -> bool:
+def limit_arenas() -> None:
   """Limits this process to `arenas()` malloc arenas, unless $MALLOC_ARENA_MAX
   is set (glibc has read it). Takes effect only before a second thread
-  allocates (glibc fixes the limit then): call it first. True if set."""
+  allocates (glibc fixes the limit then): call it first."""
   if ENV in os.environ:
-    return False
+    return
   try:
     mallopt = ctypes.CDLL(None).mallopt  # glibc and musl (a no-op there).
   except (OSError, AttributeError):
-    return False
+    return
   mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-  return bool(mallopt(_M_ARENA_MAX, arenas()))
+  mallopt(_M_ARENA_MAX, arenas())
 
 
 def child_env(env) -> dict:

@@ -191,3 +191,165 @@ def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
   mixed = evaluation._joined([np.ones((2, 3), np.float32),  # pylint: disable=protected-access
                               np.zeros((1, 3), np.float64)])
   assert mixed.dtype == np.float64 and mixed.ctypes.data % 64 == 0
+
+
+def _mlr_task():
+  task, arrays = helpers.task_and_arrays()
+  return task.model_fn, arrays
+
+
+@pytest.mark.parametrize('which', ['mlr', 'char_lstm'])
+def test_per_client_accuracy_is_each_client_evaluated_alone(which):
+  """Across clients (the MLR: matches summed by client) and client by
+  client (the char-LSTM: each client's own metric state), the accuracy of
+  every client is the evaluation's accuracy of that client on its own;
+  the global metrics are those of the plain call, bit for bit."""
+  model_fn, arrays = _mlr_task() if which == 'mlr' else _char_lstm_task()
+  weights = _perturbed_weights(model_fn)
+  evaluate = evaluation.build_evaluation(model_fn)
+  assert evaluate.per_client_accuracy
+  clients = arrays[:12]
+  metrics, per_client = evaluate.with_clients(weights, clients)
+  plain = evaluate(weights, clients)
+  assert list(metrics) == list(plain)
+  for key in plain:
+    assert np.asarray(metrics[key]).tobytes() == np.asarray(
+        plain[key]).tobytes(), key
+  assert len(per_client.accuracy) == len(clients)
+  np.testing.assert_array_equal(
+      per_client.num_examples, [len(c['y']) for c in clients])
+  alone = [evaluate(weights, [c])['accuracy'] for c in clients]
+  np.testing.assert_allclose(per_client.accuracy, alone, rtol=1e-6)
+  assert len(set(per_client.accuracy.tolist())) > 1  # Not one number.
+  if which == 'mlr':  # And independently of TensorFlow: argmax(xW + b) = y.
+    kernel, bias = weights.trainable
+    correct = [np.sum(np.argmax(c['x'] @ kernel + bias, axis=1) == c['y'])
+               for c in clients]
+    np.testing.assert_array_equal(per_client.correct, correct)
+    np.testing.assert_array_equal(per_client.counted,
+                                  per_client.num_examples)
+  else:  # Accuracy over the non-pad target characters.
+    np.testing.assert_array_equal(
+        per_client.counted, [np.sum(c['y'] != 0) for c in clients])
+
+
+@pytest.mark.parametrize('which', ['mlr', 'char_lstm'])
+def test_pooled_accuracy_is_the_weighted_mean_of_client_accuracies(which):
+  model_fn, arrays = _mlr_task() if which == 'mlr' else _char_lstm_task()
+  weights = _perturbed_weights(model_fn)
+  metrics, per_client = evaluation.build_evaluation(model_fn).with_clients(
+      weights, arrays)
+  # Weighted by what each accuracy counts: n_k for the MLR (examples), the
+  # non-pad characters for the char-LSTM.
+  np.testing.assert_allclose(
+      metrics['accuracy'],
+      np.average(per_client.accuracy, weights=per_client.counted), rtol=1e-6)
+  if which == 'mlr':
+    np.testing.assert_allclose(
+        metrics['accuracy'],
+        np.average(per_client.accuracy, weights=per_client.num_examples),
+        rtol=1e-6)
+    assert per_client.counted.sum() == metrics['num_examples']
+  # The counts are whole numbers, exactly those behind the global accuracy.
+  assert np.all(per_client.correct == np.round(per_client.correct))
+  assert per_client.correct.sum() == round(
+      float(metrics['accuracy']) * per_client.counted.sum())
+
+
+def _no_examples(client):
+  return collections.OrderedDict(
+      (name, value[:0]) for name, value in client.items())
+
+
+def test_clients_without_test_data_are_excluded():
+  model_fn, arrays = _mlr_task()
+  weights = _perturbed_weights(model_fn)
+  evaluate = evaluation.build_evaluation(model_fn)
+  with_data = arrays[:5]
+  clients = [_no_examples(arrays[5])] + with_data[:3] + [
+      _no_examples(arrays[6])] + with_data[3:]
+  metrics, per_client = evaluate.with_clients(weights, clients)
+  want_metrics, want = evaluate.with_clients(weights, with_data)
+  for key in want_metrics:  # The empty clients change nothing...
+    assert np.asarray(metrics[key]).tobytes() == np.asarray(
+        want_metrics[key]).tobytes(), key
+  empty = np.array([True, False, False, False, True, False, False])
+  np.testing.assert_array_equal(per_client.num_examples == 0, empty)
+  np.testing.assert_array_equal(per_client.counted == 0, empty)
+  assert np.all(np.isnan(per_client.accuracy[empty]))
+  np.testing.assert_array_equal(per_client.accuracy[~empty], want.accuracy)
+  # ...and are left out of the spread across clients.
+  assert evaluation.client_accuracy_summary(
+      per_client.accuracy, per_client.counted) == (
+          evaluation.client_accuracy_summary(want.accuracy, want.counted))
+
+
+def _percentile_type7(values, q):
+  """Hyndman & Fan's type 7: linear between the order statistics at
+  h = (n − 1) q."""
+  x = sorted(values)
+  h = (len(x) - 1) * q
+  low = int(np.floor(h))
+  high = min(low + 1, len(x) - 1)
+  return x[low] + (h - low) * (x[high] - x[low])
+
+
+def test_client_accuracy_summary():
+  rng = np.random.default_rng(3)
+  for n in (1, 2, 7, 10, 101):
+    accuracy = rng.uniform(0.2, 1.0, n)
+    counted = rng.integers(1, 50, n)
+    accuracy_with_empty = np.append(accuracy, np.nan)
+    summary = evaluation.client_accuracy_summary(
+        accuracy_with_empty, np.append(counted, 0), prefix='client_acc')
+    mean = sum(accuracy) / n
+    want = {'client_acc_p10': _percentile_type7(accuracy, 0.1),
+            'client_acc_p50': _percentile_type7(accuracy, 0.5),
+            'client_acc_p90': _percentile_type7(accuracy, 0.9),
+            'client_acc_min': min(accuracy),
+            'client_acc_std': np.sqrt(sum((a - mean) ** 2 for a in accuracy)
+                                      / n)}
+    assert list(summary) == list(want)
+    for key, value in want.items():
+      assert summary[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    # Unweighted: the clients' sizes do not matter.
+    assert evaluation.client_accuracy_summary(
+        accuracy, np.ones(n)) == pytest.approx(
+            evaluation.client_accuracy_summary(accuracy, counted))
+  assert list(evaluation.client_accuracy_summary([0.5, 0.7], [3, 4])) == [
+      'client_test_accuracy_p10', 'client_test_accuracy_p50',
+      'client_test_accuracy_p90', 'client_test_accuracy_min',
+      'client_test_accuracy_std']
+  assert evaluation.client_accuracy_summary(
+      [0.5, 0.7], [3, 4])['client_test_accuracy_p50'] == pytest.approx(0.6)
+  nothing = evaluation.client_accuracy_summary([np.nan, np.nan], [0, 0])
+  assert all(np.isnan(v) for v in nothing.values())
+  with pytest.raises(ValueError, match='one value per client'):
+    evaluation.client_accuracy_summary([0.5, 0.7], [3])
+  with pytest.raises(ValueError, match='not finite'):
+    evaluation.client_accuracy_summary([0.5, np.nan], [3, 4])
+  with pytest.raises(ValueError, match='>= 0'):
+    evaluation.client_accuracy_summary([0.5, 0.7], [3, -4])
+
+
+def test_a_model_without_per_client_accuracy_says_so():
+  """Matches averaged otherwise than one per target (here: masked), in
+  forward passes across clients: the global metrics only."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  task, arrays = helpers.task_and_arrays()
+
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        tf.keras.Sequential([tf.keras.layers.Dense(10, input_shape=(60,))]),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        input_spec=task.model_fn().input_spec,
+        metrics=[text_models.MaskedSparseCategoricalAccuracy(
+            name='accuracy')])
+
+  evaluate = evaluation.build_evaluation(model_fn)
+  assert not evaluate.per_client_accuracy
+  weights = learning.initial_model_weights(model_fn, 0)
+  assert 0 <= evaluate(weights, arrays[:3])['accuracy'] <= 1
+  with pytest.raises(ValueError, match='per-client accuracy'):
+    evaluate.with_clients(weights, arrays[:3])

@@ -2,7 +2,9 @@
 
 `build_evaluation` gives the papers' global objective f(w) = Σ_k p_k F_k(w)
 (p_k = n_k / n) and accuracy over every example of every client, not the
-running loss of the sampled clients. `build_dissimilarity` gives FedProx's
+running loss of the sampled clients, and in the same pass each client's own
+accuracy (`ClientAccuracy`), which `client_accuracy_summary` turns into the
+spread of accuracy across clients. `build_dissimilarity` gives FedProx's
 gradient dissimilarity (Li et al. 2020, §4.1 Def. 3 and §5.3.3):
     grad_variance      = Σ_k p_k ‖∇F_k(w) − ∇f(w)‖²,
     grad_dissimilarity = B(w) = sqrt(Σ_k p_k ‖∇F_k(w)‖² / ‖∇f(w)‖²)
@@ -20,6 +22,8 @@ versions stay here as the reference the tests compare against.
 """
 
 import collections
+import collections.abc
+import dataclasses
 import functools
 
 import numpy as np
@@ -185,6 +189,132 @@ def _evaluate_client(model, weights, data):
   return _method(model, 'report_local_unfinalized_metrics')()
 
 
+def _accuracy_metric(model):
+  """The model's Keras metric named 'accuracy', or None.
+
+  Each client's accuracy can be taken from it when it is a plain Keras
+  SparseCategoricalAccuracy (its per-example matches are
+  `tf.keras.metrics.sparse_categorical_accuracy` of the labels and the
+  forward pass's predictions, which can be summed by client from one pass
+  over all clients' examples; a subclass may weigh them otherwise, as the
+  char-LSTM's masks padding), or, when clients are evaluated one by one,
+  any Keras mean (state [total, count], result total / count: a client's
+  accuracy from its own state)."""
+  get_metrics = getattr(model, 'get_metrics', None)
+  for metric in get_metrics() if get_metrics is not None else ():
+    if metric.name == 'accuracy':
+      return metric
+  return None
+
+
+def _labels(batch):
+  """The labels of a batch, where TFF's Keras model reads them."""
+  return batch['y'] if isinstance(batch, collections.abc.Mapping) else batch[1]
+
+
+def _evaluate_with_matches(model, weights, data, splits):
+  """`_evaluate_client` over all clients' concatenated `data`, with each
+  client's (correct, counted): its per-example accuracy matches from the
+  same forward passes, summed by client (`tf.math.unsorted_segment_sum`).
+
+  The forward passes and metric updates are `_evaluate_client`'s, in the
+  same order: only reads of their predictions are added."""
+  model_ops.assign_weights(model, weights)
+  forward_pass = _method(model, 'forward_pass')
+  size = model_ops.num_examples(data)
+  num_clients = tf.size(splits) - 1
+  client_of_row = tf.repeat(tf.range(num_clients), splits[1:] - splits[:-1])
+
+  def body(start, correct, counted):
+    batch = model_ops.chunk(data, start)
+    predictions = forward_pass(batch, training=False).predictions
+    matches = tf.keras.metrics.sparse_categorical_accuracy(
+        _labels(batch), predictions)
+    rows = tf.shape(matches)[0]
+    per_row = tf.reshape(matches, [rows, -1])  # Sequences: matches per row.
+    clients = client_of_row[start:start + rows]
+    correct += tf.math.unsorted_segment_sum(
+        tf.cast(tf.reduce_sum(per_row, axis=1), tf.int64), clients,
+        num_clients)
+    counted += tf.math.unsorted_segment_sum(
+        tf.fill([rows], tf.cast(tf.shape(per_row)[1], tf.int64)), clients,
+        num_clients)
+    return start + model_ops.CHUNK_SIZE, correct, counted
+
+  zeros = tf.zeros([num_clients], tf.int64)
+  _, correct, counted = tf.while_loop(
+      lambda start, *_: start < size, body, (tf.constant(0), zeros, zeros))
+  return (_method(model, 'report_local_unfinalized_metrics')(),
+          tf.cast(correct, tf.float64), tf.cast(counted, tf.float64))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientAccuracy:
+  """Each evaluated client's own accuracy under the model, by client index.
+
+  Attributes:
+    correct: float64[num_clients], the accuracy's numerator: the client's
+      correct predictions.
+    counted: float64[num_clients], what its accuracy averages over: the
+      client's examples, or for a model whose accuracy skips some targets
+      (the char-LSTM's padding) the targets it counts. The pooled accuracy
+      is Σ correct / Σ counted: the counted-weighted mean of the clients'.
+    num_examples: int64[num_clients], the client's examples (n_k).
+  """
+  correct: np.ndarray
+  counted: np.ndarray
+  num_examples: np.ndarray
+
+  @property
+  def accuracy(self) -> np.ndarray:
+    """correct / counted per client; NaN where nothing was counted."""
+    with np.errstate(invalid='ignore', divide='ignore'):
+      return np.where(self.counted > 0, self.correct / self.counted, np.nan)
+
+
+def client_accuracy_summary(accuracy, counted,
+                            prefix: str = 'client_test_accuracy'):
+  """The spread of accuracy across clients: OrderedDict of `prefix` +
+  '_p10', '_p50', '_p90', '_min', '_std' over the clients with data.
+
+  Args:
+    accuracy: each client's accuracy (`ClientAccuracy.accuracy`).
+    counted: what each accuracy averages over (`ClientAccuracy.counted`,
+      or the clients' numbers of examples): a client with 0 has no data and
+      is left out (its accuracy is undefined).
+    prefix: the statistics' names start with it.
+
+  Every client with data counts once (unweighted: each client is one
+  user of the model, whatever its number of examples). Percentiles are
+  numpy's default 'linear' method (type 7 of Hyndman & Fan, also R's and
+  pandas' default): continuous in the data, p50 is the usual median, and
+  anyone recomputes them from a list of accuracies with the default
+  `np.percentile`. The standard deviation is the population one (ddof = 0):
+  the clients evaluated are all the clients there are, not a sample of a
+  larger population whose spread is being estimated; it is also defined
+  (0) for a single client. With no client with data every statistic is NaN.
+  """
+  accuracy = np.asarray(accuracy, np.float64)
+  counted = np.asarray(counted)
+  if accuracy.ndim != 1 or accuracy.shape != counted.shape:
+    raise ValueError('accuracy and counted must be 1-D arrays of one value '
+                     f'per client, got shapes {accuracy.shape} and '
+                     f'{counted.shape}')
+  if np.any(counted < 0):
+    raise ValueError('counted must be >= 0 for every client')
+  with_data = accuracy[counted > 0]
+  if not np.all(np.isfinite(with_data)):
+    raise ValueError('a client with data has an accuracy that is not finite')
+  names = ('p10', 'p50', 'p90', 'min', 'std')
+  if not with_data.size:
+    return collections.OrderedDict((f'{prefix}_{n}', float('nan'))
+                                   for n in names)
+  p10, p50, p90 = np.percentile(with_data, [10, 50, 90], method='linear')
+  values = (p10, p50, p90, with_data.min(), with_data.std(ddof=0))
+  return collections.OrderedDict(
+      (f'{prefix}_{n}', float(v)) for n, v in zip(names, values))
+
+
 def _client_gradient(model, weights, data):
   """(∇F_k(w), ‖∇F_k(w)‖², n_k) of one client."""
   gradient = model_ops.client_gradient(model, weights, data)
@@ -192,10 +322,40 @@ def _client_gradient(model, weights, data):
           tf.cast(model_ops.num_examples(data), tf.float32))
 
 
-def build_evaluation(model_fn):
+class Evaluation:
+  """`evaluate(weights, [client data])` → OrderedDict of the model's metrics
+  over all clients' data; `evaluate.with_clients(weights, [client data])` →
+  (the same OrderedDict, `ClientAccuracy`), from the same single pass.
+  `per_client_accuracy` says whether the model allows the latter."""
+
+  def __init__(self, run, finalize, per_client_accuracy):
+    self._run = run
+    self._finalize = finalize
+    self.per_client_accuracy = per_client_accuracy
+
+  def __call__(self, weights, data):
+    total, _, _ = self._run(weights, data)
+    return self._finalize(total)
+
+  def with_clients(self, weights, data):
+    if not self.per_client_accuracy:
+      raise ValueError(
+          'this model\'s accuracy is not one per-client accuracy can be '
+          'taken from: it must be named \'accuracy\' and be a Keras '
+          'SparseCategoricalAccuracy, or a Keras mean for a model evaluated '
+          'client by client (per_client_metrics)')
+    total, correct, counted = self._run(weights, data)
+    num_examples = np.asarray(
+        [len(next(iter(client.values()))) for client in data], np.int64)
+    return self._finalize(total), ClientAccuracy(
+        correct.numpy(), counted.numpy(), num_examples)
+
+
+def build_evaluation(model_fn) -> Evaluation:
   """(weights, [client data]) → OrderedDict of the model's metrics over all
   clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
-  tasks here), computed in this process.
+  tasks here), computed in this process (an `Evaluation`, whose
+  `with_clients` also gives each client's accuracy from the same pass).
 
   The forward passes take up to `model_ops.CHUNK_SIZE` examples at a time
   across clients: the metrics are sums over examples, so they add up to
@@ -204,6 +364,12 @@ def build_evaluation(model_fn):
   metrics are not sums over examples says so with a `per_client_metrics`
   attribute on its model_fn (the char-LSTM: its loss is a mean over each
   batch's non-pad characters); it is evaluated client by client.
+
+  Each client's accuracy costs no extra pass: across clients, from the
+  per-example matches of the forward passes' predictions summed by client
+  (models whose accuracy is a Keras SparseCategoricalAccuracy); client by
+  client, from each client's own accuracy state (a Keras mean). Other
+  models get the global metrics only (`Evaluation.per_client_accuracy`).
   """
   local = _InProcess(model_fn)
   model = local.model
@@ -214,9 +380,15 @@ def build_evaluation(model_fn):
       (name, getattr(finalize, 'python_function', finalize))
       for name, finalize in model.metric_finalizers().items())
   per_client = getattr(model_fn, 'per_client_metrics', False)
+  accuracy = _accuracy_metric(model)
+  by_matches = (not per_client and
+                type(accuracy) is tf.keras.metrics.SparseCategoricalAccuracy)
+  by_state = per_client and isinstance(accuracy, tf.keras.metrics.Mean)
 
   def summed_metrics(flat_weights, data, splits):
-    """Σ_k client k's unfinalized metrics (what TFF's federated_sum gives).
+    """(Σ_k client k's unfinalized metrics (what TFF's federated_sum
+    gives), each client's correct, each client's counted); the last two
+    are zeros for a model without per-client accuracy.
 
     Traced without AutoGraph (its AST conversions of these functions and
     of TFF's Keras wrapper were most of the build's time): the loops are
@@ -224,35 +396,49 @@ def build_evaluation(model_fn):
     evaluate_client` (tests/simulation/test_evaluation.py compares the two
     bit for bit)."""
     weights = local.weights(flat_weights)
+    num_clients = tf.size(splits) - 1
+    zeros = tf.zeros([num_clients], tf.float64)
     if not per_client:
       local.reset_metrics()
-      return _evaluate_client(model, weights, data)
+      if by_matches:
+        return _evaluate_with_matches(model, weights, data, splits)
+      return _evaluate_client(model, weights, data), zeros, zeros
     total = tf.nest.map_structure(
         tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')())
+    accuracy_states = tf.TensorArray(tf.float64, size=num_clients,
+                                     element_shape=[2])
 
-    def body(k, total):
+    def body(k, total, accuracy_states):
       local.reset_metrics()
       metrics = _evaluate_client(model, weights, local.client(data, splits, k))
-      return k + 1, tf.nest.map_structure(tf.add, total, metrics)
+      if by_state:  # A Keras mean's state: [total, count].
+        accuracy_states = accuracy_states.write(k, tf.cast(
+            tf.stack(metrics['accuracy']), tf.float64))
+      return (k + 1, tf.nest.map_structure(tf.add, total, metrics),
+              accuracy_states)
 
-    _, total = tf.while_loop(lambda k, _: k < tf.size(splits) - 1, body,
-                             (tf.constant(0), total))
-    return total
+    _, total, accuracy_states = tf.while_loop(
+        lambda k, *_: k < num_clients, body,
+        (tf.constant(0), total, accuracy_states))
+    if not by_state:
+      return total, zeros, zeros
+    states = tf.reshape(accuracy_states.stack(), [-1, 2])
+    return total, states[:, 0], states[:, 1]
 
   summed_metrics = local.function(summed_metrics, autograph=False)
   finalize_all = _finalizing_function(
-      finalizers, summed_metrics.get_concrete_function().structured_outputs)
+      finalizers, summed_metrics.get_concrete_function().structured_outputs[0])
 
-  def evaluate(weights, data):
-    total = local(summed_metrics, weights, data)
+  def finalize(total):
     if finalize_all is None:
       return collections.OrderedDict(
-          (name, tf.convert_to_tensor(finalize(total[name])).numpy())
-          for name, finalize in finalizers.items())
+          (name, tf.convert_to_tensor(finalizer(total[name])).numpy())
+          for name, finalizer in finalizers.items())
     return collections.OrderedDict(
         (name, value.numpy()) for name, value in finalize_all(total).items())
 
-  return evaluate
+  return Evaluation(functools.partial(local, summed_metrics), finalize,
+                    by_matches or by_state)
 
 
 def _finalizing_function(finalizers, totals):

@@ -13,6 +13,7 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
+from tff_algos.learning import client_work
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
@@ -110,19 +111,21 @@ def test_a_functional_model_trains_as_the_variable_model_of_its_keras_model(
   assert metrics['local_steps'] == reference_metrics['local_steps'] > 0
 
 
-@pytest.mark.parametrize('build', [
-    lambda m: fedsgd.build_fed_sgd(m, 0.1,
-                                   client_input=learning.DatasetInput(1)),
-    lambda m: fedisgd.build_fed_isgd(m, 0.1, lam=0.5, server_learning_rate=1.0,
-                                     client_input=learning.ScheduledInput()),
+@pytest.mark.parametrize('build, client_input', [
+    (lambda m, i: fedsgd.build_fed_sgd(m, 0.1, client_input=i),
+     learning.DatasetInput(1)),
+    (lambda m, i: fedisgd.build_fed_isgd(m, 0.1, lam=0.5,
+                                         server_learning_rate=1.0,
+                                         client_input=i),
+     learning.ScheduledInput()),
 ], ids=['fedsgd_production', 'fedisgd_simulation'])
-def test_every_builder_takes_a_functional_model(build):
-  functional, variable_model_fn = _models()
-  process = build(functional)
-  client_data = process.next.type_signature.parameter[1]
-  assert client_data == build(variable_model_fn).next.type_signature.parameter[
-      1]
-  assert helpers.max_abs_diff(
+def test_every_builder_takes_a_functional_model(build, client_input):
+  functional, _ = _models()
+  process = build(functional, client_input)
+  # Its clients take the functional model's batches...
+  assert process.next.type_signature.parameter[1].member == (
+      client_work.client_data_type(functional.input_spec, client_input))
+  assert helpers.max_abs_diff(  # ...and it starts from its weights.
       learning.initial_model_weights(functional, seed=0),
       process.get_model_weights(process.initialize())) == 0
 

@@ -41,7 +41,6 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
-from tensorflow_federated.python.core.test import static_assert
 
 from tff_algos import learning
 from tff_algos.algorithms import fedavg
@@ -56,6 +55,7 @@ distributors = tff.learning.templates
 model_weights = tff.learning.models
 sgdm = tff.learning.optimizers
 loop_builder = tff.learning
+static_assert = tff.test
 
 
 def _linear_regression(feature_dim=2):

@@ -7,7 +7,7 @@ VariableModel, or a `tff.learning.models.FunctionalModel`
 (`variable_model_fn`).
 """
 
-import collections
+import collections.abc
 from typing import Callable
 
 import tensorflow as tf

@@ -77,7 +77,9 @@ def build_fed_isgd(
   uniform mean and the scheduled server step of eq. 6.
 
   Args:
-    model_fn: builds a `tff.learning.models.VariableModel`.
+    model_fn: a no-argument callable returning a `tff.learning.models.
+      VariableModel`, or a `tff.learning.models.FunctionalModel` (TFF's
+      model argument).
     client_learning_rate: η_c of the clients' SGD (Table 1); or
       `client_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
     lam: λ >= 0, the proximal weight of the local objective (eq. 2) and the

@@ -51,7 +51,9 @@ def build_fed_prox(
   (μ(w_t − w)): the same `proximal_strength` here is the paper's μ.
 
   Args:
-    model_fn: builds a `tff.learning.models.VariableModel`.
+    model_fn: a no-argument callable returning a `tff.learning.models.
+      VariableModel`, or a `tff.learning.models.FunctionalModel` (TFF's
+      model argument).
     client_learning_rate: η of the clients' SGD on h_k; or
       `client_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
     mu: the proximal weight μ >= 0 (μ = 0: FedAvg's local solver); or

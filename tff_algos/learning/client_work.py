@@ -37,7 +37,9 @@ import tensorflow_federated as tff
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
-ModelFn = Callable[[], tff.learning.models.VariableModel]
+# A no-argument callable returning a tff.learning.models.VariableModel, or a
+# tff.learning.models.FunctionalModel (model_ops.variable_model_fn).
+ModelFn = model_ops.ModelFn
 # TFF's metrics aggregator: (metric finalizers, unfinalized metrics type) →
 # a federated computation (e.g. tff.learning.metrics.sum_then_finalize).
 MetricsAggregator = Callable[..., tff.Computation]
@@ -66,10 +68,13 @@ def client_weighting(value) -> tff.learning.ClientWeighting:
   ('num_examples': n_k, the papers' default; 'uniform': 1/K)."""
   if isinstance(value, tff.learning.ClientWeighting):
     return value
+  if not isinstance(value, str):
+    raise TypeError('client_weighting must be a tff.learning.ClientWeighting '
+                    f'or its name, got {type(value).__name__}')
   try:
-    return tff.learning.ClientWeighting[str(value).upper()]
+    return tff.learning.ClientWeighting[value.upper()]
   except KeyError:
-    raise ValueError(f'client weighting must be num_examples or uniform, '
+    raise ValueError(f'client_weighting must be num_examples or uniform, '
                      f'got {value!r}') from None
 
 
@@ -168,6 +173,7 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
   metrics (`train`), and its local steps, 1 for `participants` and, with
   `report_update_squared_norm`, ‖u_k‖² (`update_squared_norm`), all summed.
   """
+  model_fn = model_ops.variable_model_fn(model_fn)
   weighting = client_weighting(weighting)
   metrics_aggregator = (metrics_aggregator or
                         tff.learning.metrics.sum_then_finalize)
@@ -257,7 +263,8 @@ def build_proximal_sgd_client_work(
   μ = 0 is FedAvg's local solver (McMahan et al. 2017, Algorithm 1).
 
   Args:
-    model_fn: builds the model (a `tff.learning.models.VariableModel`).
+    model_fn: builds the model (a `tff.learning.models.VariableModel`), or
+      a `tff.learning.models.FunctionalModel`.
     optimizer: the client optimizer.
     mu: the proximal weight μ (a hyper-parameter: `set_hparams`).
     client_weighting: 'num_examples' (n_k, the client's number of training

@@ -19,6 +19,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_algos.learning import measurements
+from tff_algos.learning import model_ops
 from tff_algos.learning.client_work import client_weighting as as_weighting
 from tff_algos.learning.client_work import ClientInput
 from tff_algos.learning.client_work import MetricsAggregator
@@ -46,7 +47,8 @@ def compose(
 ) -> tff.learning.templates.LearningProcess:
   """Distributor → client work → weighted aggregation → server optimizer
   step (`tff.learning.templates.compose_learning_process`)."""
-  initial_model_weights_fn = _initial_model_weights_fn(model_fn)
+  initial_model_weights_fn = _initial_model_weights_fn(
+      model_ops.variable_model_fn(model_fn))
   weights_type = initial_model_weights_fn.type_signature.result
   aggregator = aggregator or tff.aggregators.MeanFactory()
   return tff.learning.templates.compose_learning_process(
@@ -103,7 +105,10 @@ def build_process(
   """The learning process of one algorithm: the core all builders share.
 
   Args:
-    model_fn: builds a `tff.learning.models.VariableModel`.
+    model_fn: a no-argument callable returning a `tff.learning.models.
+      VariableModel`, or a `tff.learning.models.FunctionalModel` (as TFF's
+      builders take; it trains as the VariableModel of the same weights and
+      loss would); anything else is a TypeError.
     build_client_work: `build_client_work(model_fn, client_weighting=,
       client_input=, metrics_aggregator=, report_update_squared_norm=)` →
       the client work (e.g. `functools.partial(
@@ -130,6 +135,7 @@ def build_process(
   Returns:
     A `tff.learning.templates.LearningProcess`.
   """
+  model_fn = model_ops.variable_model_fn(model_fn)
   if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
     raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
                     f'Optimizer, got {type(server_optimizer).__name__}')
@@ -159,8 +165,9 @@ def build_process(
 
 
 def initial_model_weights(model_fn: ModelFn, seed: int):
-  """The model's freshly initialized weights, a function of `seed` only."""
+  """The model's freshly initialized weights, a function of `seed` only (a
+  `tff.learning.models.FunctionalModel`'s are its fixed initial weights)."""
   tf.keras.utils.set_random_seed(seed)
-  model = model_fn()
+  model = model_ops.variable_model_fn(model_fn)()
   return tf.nest.map_structure(
       lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model))

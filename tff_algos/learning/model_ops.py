@@ -1,14 +1,132 @@
 """What the client works and the evaluation do to a model and its data.
 
 Plain TensorFlow on a `tff.learning.models.VariableModel`, usable inside a
-TFF computation and outside one (the in-process evaluation).
+TFF computation and outside one (the in-process evaluation); and the model
+argument the builders take, TFF's: a no-argument callable returning a
+VariableModel, or a `tff.learning.models.FunctionalModel`
+(`variable_model_fn`).
 """
+
+import collections.abc
+from typing import Callable
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 CHUNK_SIZE = 4096  # Examples per forward pass when a client's whole data is
                    # processed "as one batch" (gradients, evaluation).
+
+VariableModelFn = Callable[[], tff.learning.models.VariableModel]
+# What the builders take as `model_fn`, as TFF 0.87's builders do.
+ModelFn = VariableModelFn | tff.learning.models.FunctionalModel
+
+
+class _FunctionalVariableModel(tff.learning.models.VariableModel):
+  """A `tff.learning.models.FunctionalModel` as a VariableModel, so that the
+  client works have one code path for both kinds of model.
+
+  Its weights are variables holding the functional model's initial weights;
+  a forward pass is the functional model's prediction and loss at their
+  values, as TFF's functional client work computes them. Its metrics are the
+  functional model's own (`tff.learning.models.model_from_functional` would
+  replace them with the mean loss): their state lives in local variables,
+  is updated by `update_metrics_state` and finalized whole by
+  `finalize_metrics`, which `metric_finalizers` returns, as TFF's builders
+  hand it to the metrics aggregator (TFF's aggregators take either form).
+  """
+
+  def __init__(self, functional_model: tff.learning.models.FunctionalModel):
+    self._model = functional_model
+    trainable, non_trainable = functional_model.initial_weights
+    self._trainable = tuple(tf.Variable(w) for w in trainable)
+    self._non_trainable = tuple(tf.Variable(w, trainable=False)
+                                for w in non_trainable)
+    self._metrics = tf.nest.map_structure(
+        lambda t: tf.Variable(t, trainable=False),
+        functional_model.initialize_metrics_state())
+
+  @property
+  def trainable_variables(self):
+    return self._trainable
+
+  @property
+  def non_trainable_variables(self):
+    return self._non_trainable
+
+  @property
+  def local_variables(self):
+    return tuple(tf.nest.flatten(self._metrics))
+
+  @property
+  def input_spec(self):
+    return self._model.input_spec
+
+  def _weights(self):
+    return (tuple(v.read_value() for v in self._trainable),
+            tuple(v.read_value() for v in self._non_trainable))
+
+  @tf.function
+  def forward_pass(self, batch_input, training=True):
+    if isinstance(batch_input, collections.abc.Mapping):
+      x, y = batch_input['x'], batch_input['y']
+    else:
+      x, y = batch_input
+    output = self._model.predict_on_batch(self._weights(), x, training)
+    batch_output = tff.learning.models.BatchOutput(
+        loss=self._model.loss(output=output, label=y), predictions=output,
+        num_examples=tf.shape(tf.nest.flatten(output)[0])[0])
+    state = self._model.update_metrics_state(
+        self.report_local_unfinalized_metrics(), labels=y,
+        batch_output=batch_output)
+    for variable, value in zip(tf.nest.flatten(self._metrics),
+                               tf.nest.flatten(state)):
+      variable.assign(value)
+    return batch_output
+
+  @tf.function
+  def predict_on_batch(self, x, training=True):
+    return self._model.predict_on_batch(self._weights(), x, training)
+
+  def report_local_unfinalized_metrics(self):
+    return tf.nest.map_structure(lambda v: v.read_value(), self._metrics)
+
+  def metric_finalizers(self):
+    return self._model.finalize_metrics
+
+  def reset_metrics(self):
+    for variable, value in zip(tf.nest.flatten(self._metrics), tf.nest.flatten(
+        self._model.initialize_metrics_state())):
+      variable.assign(value)
+
+
+def variable_model_fn(model_fn: ModelFn) -> VariableModelFn:
+  """`model_fn`, TFF's model argument, as a no-argument function that
+  returns a `tff.learning.models.VariableModel` or raises a TypeError
+  naming what it got.
+
+  A `tff.learning.models.FunctionalModel` becomes a VariableModel with the
+  same weights, loss and metrics (`_FunctionalVariableModel`); anything else
+  must be a callable returning a VariableModel, checked at each call (the
+  builders call it while building the process, so a wrong model_fn fails
+  there).
+  """
+  if isinstance(model_fn, tff.learning.models.FunctionalModel):
+    return lambda: _FunctionalVariableModel(model_fn)
+  if not callable(model_fn):
+    raise TypeError('model_fn is not a callable or a tff.learning.models.'
+                    f'FunctionalModel, got {type(model_fn).__name__}')
+
+  def checked_model_fn():
+    model = model_fn()
+    if not isinstance(model, tff.learning.models.VariableModel):
+      hint = (' (wrap a Keras model with tff.learning.models.'
+              'from_keras_model)' if isinstance(model, tf.keras.Model) else '')
+      raise TypeError('model_fn must return a tff.learning.models.'
+                      'VariableModel, but the callable returned type: '
+                      f'{type(model).__name__}{hint}')
+    return model
+
+  return checked_model_fn
 
 
 def batched_spec(input_spec):

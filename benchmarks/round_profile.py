@@ -33,8 +33,9 @@ from tff_algos import learning  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top
 from tff_algos.runtime import profiling  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('task', 'mnist_iid_2nn', 'Task name.')
@@ -53,10 +54,11 @@ def main(argv):
   runtime.start()
   train = tasks.client_arrays(task.train)
   test = tasks.client_arrays(task.test)
-  loop = experiment.build_loop(
-      Config(algo='fedavg', task=FLAGS.task,
-             clients_per_round=FLAGS.clients_per_round, epochs=FLAGS.epochs,
-             batch_size=FLAGS.batch_size, client_lr=FLAGS.client_lr),
+  loop = trainer.loop_for(
+      resolve(Config(algo='fedavg', task=FLAGS.task,
+                     clients_per_round=FLAGS.clients_per_round,
+                     epochs=FLAGS.epochs, batch_size=FLAGS.batch_size,
+                     client_lr=FLAGS.client_lr)),
       task.model_fn, train, evaluate=False)
   evaluations = collections.OrderedDict(
       (name, build(task.model_fn)) for name, build in (
@@ -77,8 +79,8 @@ def main(argv):
     return result
 
   for round_num in range(1, FLAGS.rounds + 2):
-    state, _ = measure('the training round (loop.train)',
-                       lambda: loop.train(state, round_num))  # pylint: disable=cell-var-from-loop
+    state, _, _ = measure('the training round (loop.train)',
+                          lambda: loop.train(state, round_num))  # pylint: disable=cell-var-from-loop
     weights = loop.process.get_model_weights(state)
     for name, evaluate in evaluations.items():
       measure(f'{name} (train + test)',

@@ -10,7 +10,8 @@ module is imported, the functions whose return ends a phase:
   import tensorflow / import tensorflow_federated   (the modules' first import)
   data loaded            tasks.load_task
   evaluation built       simulation.evaluation.build_evaluation
-  computations built     simulation.experiment.build_process
+  computations built     simulation.trainer.build_process (before: its
+                         namesake in simulation.experiment)
   first call             simulation.loop.Loop.initial_state (TFF calls)
   round N                simulation.loop.Loop.step
   worker spawned         runtime.local._Worker.spawn (or runtime.prestart.spawn,
@@ -101,8 +102,8 @@ def _wrap_return(owner, name, after):
 
   wrapped._probed = True
   wrapped.__wrapped__ = function
-  # Only observes: the computation cache's fingerprint of our code looks
-  # through it (it would otherwise key on the probe's marks).
+  # Only observes: an earlier version's computation cache fingerprinted our
+  # code through it (it would otherwise key on the probe's marks).
   wrapped.__tff_algos_observer__ = True
   setattr(owner, name, wrapped)
 
@@ -157,6 +158,8 @@ PATCHES = {
     'tff_algos.simulation.evaluation': lambda m: _wrap_return(
         m, 'build_evaluation', lambda *_: mark('evaluation built')),
     'tff_algos.simulation.experiment': lambda m: _wrap_return(
+        m, 'build_process', lambda *_: mark('computations built')),
+    'tff_algos.simulation.trainer': lambda m: _wrap_return(
         m, 'build_process', lambda *_: mark('computations built')),
     'tff_algos.simulation.loop': lambda m: (
         _wrap_return(m.Loop, 'initial_state', lambda *_: mark('first call')),

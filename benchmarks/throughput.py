@@ -50,8 +50,9 @@ import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import learning  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import client_inputs  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
 
 Workload = collections.namedtuple(
     'Workload', 'task clients_per_round epochs batch_size client_lr mu')
@@ -139,10 +140,11 @@ def main(argv):
   epochs = FLAGS.epochs or workload.epochs
   batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
   arrays = tasks.client_arrays(task.train)
-  config = Config(algo='fedprox' if mu else 'fedavg', task=workload.task,
-                  clients_per_round=k, epochs=epochs, batch_size=batch_size,
-                  client_lr=lr, **(dict(mu=mu) if mu else {}))
-  loop = experiment.build_loop(config, task.model_fn, arrays, evaluate=False)
+  settings = resolve(Config(
+      algo='fedprox' if mu else 'fedavg', task=workload.task,
+      clients_per_round=k, epochs=epochs, batch_size=batch_size, client_lr=lr,
+      **(dict(mu=mu) if mu else {})))
+  loop = trainer.loop_for(settings, task.model_fn, arrays, evaluate=False)
   sampler = loop.sampler
   rounds = range(1, FLAGS.warmup + FLAGS.rounds + 1)
   inputs = {r: client_inputs.round_inputs(sampler, sampler.round_plan(r),
@@ -168,7 +170,7 @@ def main(argv):
 
     def run_round(r):
       nonlocal state
-      state, _ = loop.step(state, r)
+      state = loop.step(state, r).state
     return run_round
 
   def federated(process, round_data):

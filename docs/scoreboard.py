@@ -190,8 +190,8 @@ class RunRecord:
     return dict(summary=self.summary, config={
         k: self.config.get(k) for k in (
             'algo', 'task', 'rounds', 'clients_per_round', 'epochs',
-            'batch_size', 'client_lr', 'mu', 'straggler_fraction', 'seed',
-            'eval_every') if k in self.config},
+            'batch_size', 'client_lr', 'mu', 'lam', 'straggler_fraction',
+            'seed', 'eval_every') if k in self.config},
                 metrics={c: [r.get(c, '') for r in rows] for c in columns})
 
   @classmethod

@@ -1,21 +1,22 @@
-"""What the command lines share: flags, one error style, --help, flag files
-and users' modules. Imports no TensorFlow.
+"""What the command lines share: absl flags, one error style, --help, flag
+files and users' modules. Imports no TensorFlow.
 
-Flags are specified once (`FLAGS_BY_GROUP`) and defined into a fresh
-`absl.flags.FlagValues` per parse (`flag_values`), so a sweep parses each
-run's flags without global state. `config_from_flags` turns parsed flags
-into a `Config`; a flag that was not given stays None there ("the
-algorithm's default"). Every entry point reports bad input as one line,
-`PROGRAM: error: …`, and exit code 2 (`fail`, and `ArgumentParser` for the
-argparse ones): the help is a flag away.
+Flags are specified once (`_groups`, and each program's own) and defined
+into a fresh `absl.flags.FlagValues` per parse (`flag_values`), so a sweep
+parses each run's flags without global state. `config_from_flags` turns
+parsed flags into a `Config`; a flag that was not given stays None there
+("the algorithm's default"). Every entry point reports bad input as one
+line, `PROGRAM: error: …`, and exit code 2 (`fail`): the help is a flag
+away.
 """
 
-import argparse
+import contextlib
 import dataclasses
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import io
 import os
 import sys
 import textwrap
@@ -44,13 +45,6 @@ def fail(program: str, message, code: int = 2) -> NoReturn:
   sys.exit(code)
 
 
-class ArgumentParser(argparse.ArgumentParser):
-  """argparse, but a usage error is one line (no usage block) and exit 2."""
-
-  def error(self, message):
-    fail(self.prog, message)
-
-
 # ----------------------------------------------------------------- flags
 @dataclasses.dataclass(frozen=True)
 class Flag:
@@ -66,7 +60,8 @@ def _algorithm_default(name):
   values = {}
   for algo in registry.names():
     entry = registry.get(algo)
-    value = entry.fixed.get(name, entry.defaults.get(name))
+    value = entry.fixed.get(name, entry.defaults.get(
+        name, entry.hparams.get(name)))
     if value is not None and not callable(value):
       values.setdefault(value, []).append(algo)
   if not values:
@@ -152,8 +147,11 @@ def _groups():
                 'averaging (FedAvg/FedProx); FedSGD\'s η; FedISGD\'s initial '
                 'η_gi; 0.01 for the Fed* optimizer presets.'),
           Flag('DEFINE_float', 'mu', None,
-                'FedProx\'s proximal weight μ, FedISGD\'s λ (default 1; '
-                'FedAvg and FedSGD have μ = 0).'),
+                'FedProx\'s proximal weight μ (default 1; FedAvg and FedSGD '
+                'have μ = 0).'),
+          Flag('DEFINE_float', 'lam', None,
+                'FedISGD\'s λ: the proximal weight of its local objective '
+                'and the scale of its server step (default 1).'),
           Flag('DEFINE_bool', 'adaptive_mu', None,
                 'FedProx: adapt μ by ±0.1 from the training loss (Li et al. '
                 '§5.3.2); --mu is the initial value.'),
@@ -208,6 +206,11 @@ def _groups():
                 'Replace the run in --output_dir only if it was run with '
                 'other settings (what a sweep\'s --overwrite passes to its '
                 'runs).'),
+          Flag('DEFINE_bool', 'accept_package_change', False,
+                'Let a run in --output_dir that this package\'s code of '
+                'another version started go on (resume) or stand (finished) '
+                'under this one; config.json records both versions. Your own '
+                'code, the data and the settings must be the same.'),
           Flag('DEFINE_bool', 'resume', False,
                 'Continue the unfinished run in --output_dir (an error if '
                 'there is none; the same command without --resume also '
@@ -276,31 +279,34 @@ def _define(holder, flag):
     define(flag.name, flag.default, flag.help, flag_values=holder)
 
 
-def usage(program, description, groups, extra=()):
-  """The help text: what the program does, the tasks and algorithms, then
-  the flags by group."""
+def usage(program, description, groups, extra=(), arguments=''):
+  """The help text: what the program does, the tasks and algorithms (for a
+  program with their flags), then the flags by group."""
   width = 79
-  lines = [f'usage: {program} [--flag=value ...]', '',
-           textwrap.fill(description, width), '', 'tasks (--task):']
+  lines = [f'usage: {program} [--flag=value ...]{arguments}', '',
+           textwrap.fill(description, width)]
 
   def item(name, text):
     return textwrap.wrap(f'{name:24s}{text}', width, initial_indent='  ',
                          subsequent_indent=' ' * 26)
 
-  for name, (_, text) in tasks.CATALOG.items():
-    lines += item(name, text)
-  for name, text in tasks.registered().items():
-    lines += item(name, text)
-  lines += ['', 'algorithms (--algo):']
-  for name in registry.names():
-    entry = registry.get(name)
-    lines += item(name, f'{entry.summary} ({entry.paper})')
+  if 'data' in groups:
+    lines += ['', 'tasks (--task):']
+    for name, (_, text) in tasks.CATALOG.items():
+      lines += item(name, text)
+    for name, text in tasks.registered().items():
+      lines += item(name, text)
+  if 'algorithm' in groups:
+    lines += ['', 'algorithms (--algo):']
+    for name in registry.names():
+      entry = registry.get(name)
+      lines += item(name, f'{entry.summary} ({entry.paper})')
   specs = _groups()
   sections = [(g, specs[g]) for g in groups]
   if extra:
     sections.append(('program', list(extra)))
   for group, group_flags in sections:
-    lines += ['', f'{group} flags:']
+    lines += ['', f'{group} flags:' if groups else 'flags:']
     for flag in group_flags:
       default = (f' [default: {flag.default}]'
                  if flag.default not in (None, '', []) else '')
@@ -318,96 +324,113 @@ def wants_help(argv):
   return any(a in ('-h', '--help', '-help', '--helpshort') for a in argv[1:])
 
 
-def parse(holder: flags.FlagValues, args) -> None:
-  """Parses `args` (flag files already expanded) into `holder`;
-  UsageError for a bad flag or a stray argument."""
+def parse(holder: flags.FlagValues, args, positional: bool = False):
+  """Parses `args` (flag files already expanded) into `holder`; returns
+  the arguments that are not flags (with `positional`; else they are a
+  UsageError, as a bad flag is)."""
   try:
-    rest = holder(['program', *args])
+    rest = holder(['program', *args])[1:]
   except flags.Error as e:
     raise UsageError(str(e).splitlines()[0]) from None
-  if len(rest) > 1:
-    raise UsageError(f'unexpected arguments: {" ".join(rest[1:])}')
+  if rest and not positional:
+    raise UsageError(f'unexpected arguments: {" ".join(rest)}')
+  return rest
 
 
 # ------------------------------------------------------------ flag files
-def expand_flagfiles(args, _reading=()) -> tuple[list[str], list[str]]:
-  """`args` with every --flagfile=FILE replaced by its flags (recursively),
-  and the names of the files read. Each file is read strictly: UTF-8, one
-  flag per line, taken whole as absl does (`--variant=A: --mu=1`; blank
-  lines and # comments skipped); a value in quotes has them removed.
-  UsageError (one line, naming the file) for a missing file, a folder,
-  undecodable bytes, an unterminated quote, a line that is not a flag, or
-  a file that includes itself."""
-  expanded, names = [], []
+def expand_flagfiles(args) -> tuple[list[str], list[str]]:
+  """`args` with every --flagfile=FILE replaced by its flags, by absl's own
+  expansion (recursively; blank lines and # or // comments skipped; each
+  line one flag, taken whole: `--variant=A: --mu=1`), and the names of the
+  flag files given. UsageError (one line, naming the file) for a file that
+  cannot be opened (missing, a folder), is not UTF-8 or includes itself
+  (absl only warns of that), or a line that is not a flag."""
+  names = []
   for arg in args:
-    if arg == '--flagfile':
+    if arg in ('--flagfile', '-flagfile'):
       raise UsageError('write --flagfile=FILE')
-    if not arg.startswith('--flagfile='):
-      expanded.append(arg)
-      continue
-    path = arg.split('=', 1)[1]
-    real = os.path.realpath(path)
-    if real in _reading:
-      raise UsageError(f'--flagfile={path} includes itself')
-    try:
-      with open(path, encoding='utf-8') as f:
-        text = f.read()
-    except IsADirectoryError:
-      raise UsageError(f'--flagfile={path} is a folder, not a flag file'
+    if arg.startswith('--flagfile='):
+      names.append(os.path.splitext(os.path.basename(arg.split('=', 1)[1]))[0])
+  if not names:
+    return list(args), []
+  warnings = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(warnings):
+      expanded = flags.FlagValues().read_flags_from_files(list(args))
+  except flags.CantOpenFlagFileError as e:
+    cause = e.__context__
+    if isinstance(cause, OSError):
+      raise UsageError(f'--flagfile={cause.filename}: {cause.strerror}'
                        ) from None
-    except UnicodeDecodeError as e:
-      raise UsageError(f'--flagfile={path}: not UTF-8 text (byte '
-                       f'{e.start})') from None
-    except OSError as e:
-      raise UsageError(f'--flagfile={path}: {e.strerror}') from None
-    lines = []
-    for number, line in enumerate(text.splitlines(), 1):
-      line = line.strip()
-      if not line or line.startswith(('#', '//')):
-        continue
-      if not line.startswith('--'):
-        raise UsageError(f'{path}:{number}: expected one --flag=value per '
-                         f'line, got {line!r}')
-      name, equals, value = line.partition('=')
-      if value[:1] in ('"', "'"):
-        if len(value) < 2 or value[-1] != value[0]:
-          raise UsageError(f'{path}:{number}: unterminated quote in '
-                           f'{line!r}')
-        value = value[1:-1]
-      lines.append(name + equals + value)
-    inner, inner_names = expand_flagfiles(lines, (*_reading, real))
-    expanded += inner
-    names += [os.path.splitext(os.path.basename(path))[0], *inner_names]
+    raise UsageError(str(e)) from None
+  except UnicodeDecodeError as e:
+    raise UsageError(f'a --flagfile is not UTF-8 text (byte {e.start}: '
+                     f'{" ".join(args)})') from None
+  if 'circular flagfile' in warnings.getvalue():
+    path = warnings.getvalue().rsplit(':', 1)[-1].strip()
+    raise UsageError(f'--flagfile={path} includes itself')
+  typed = set(args)
+  for line in expanded:
+    if line not in typed and not line.startswith('-'):
+      raise UsageError(f'a --flagfile holds {line!r}: expected one '
+                       '--flag=value per line')
   return expanded, names
 
 
 # ------------------------------------------------------- users' modules
 def import_modules(specs) -> tuple[str, ...]:
-  """Imports users' modules that register tasks or algorithms: dotted
-  module names (the current folder is searched first) or .py files.
-  Returns them as config.json records them (files as absolute paths);
-  UsageError, one line, if one cannot be imported."""
+  """Imports users' modules that register tasks or algorithms, as Python
+  imports them: a .py file with its folder importable for its siblings (a
+  file inside a package, under its dotted name with the package's root
+  importable), a module name from the working folder first. Returns them
+  as config.json records them, so that any command finds them again from
+  any folder: as absolute file paths, but for modules installed in Python
+  (by name). UsageError, one line, if one cannot be imported."""
   imported = []
   for spec in specs:
     if spec.endswith('.py') or os.sep in spec:
       path = os.path.abspath(spec)
-      name = 'tff_algos_user_' + hashlib.sha256(path.encode()).hexdigest()[:12]
-      if name not in sys.modules:
-        if not os.path.isfile(path):
-          raise UsageError(f'--import={spec}: no such file')
-        module_spec = importlib.util.spec_from_loader(
-            name, importlib.machinery.SourceFileLoader(name, path))
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        _exec(spec, lambda: module_spec.loader.exec_module(module),
-              lambda: sys.modules.pop(name, None))
+      if not os.path.isfile(path):
+        raise UsageError(f'--import={spec}: no such file')
+      _import_file(spec, path)
       imported.append(path)
     else:
       if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
       _exec(spec, lambda: importlib.import_module(spec))
-      imported.append(spec)
+      path = getattr(sys.modules[spec], '__file__', None)
+      installed = path is None or any(
+          os.path.realpath(path).startswith(os.path.realpath(p) + os.sep)
+          for p in (sys.prefix, sys.base_prefix))
+      imported.append(spec if installed else os.path.abspath(path))
   return tuple(imported)
+
+
+def _import_file(spec, path):
+  """Imports the file `path`: under its dotted name if it is in a package
+  (folders with __init__.py), its root then importable; else under a name
+  of its own, its folder importable."""
+  folder, name = os.path.split(os.path.splitext(path)[0])
+  parts = [name]
+  while os.path.isfile(os.path.join(folder, '__init__.py')):
+    folder, package = os.path.split(folder)
+    parts.insert(0, package)
+  if folder not in sys.path:
+    sys.path.insert(0, folder)
+  if len(parts) > 1:
+    _exec(spec, lambda: importlib.import_module('.'.join(parts)))
+    return
+  # A name of its own: a user's `tasks.py` must not shadow our `tasks`.
+  module_name = 'tff_algos_user_' + hashlib.sha256(
+      path.encode()).hexdigest()[:12]
+  if module_name in sys.modules:
+    return
+  module_spec = importlib.util.spec_from_loader(
+      module_name, importlib.machinery.SourceFileLoader(module_name, path))
+  module = importlib.util.module_from_spec(module_spec)
+  sys.modules[module_name] = module
+  _exec(spec, lambda: module_spec.loader.exec_module(module),
+        lambda: sys.modules.pop(module_name, None))
 
 
 def _exec(spec, load, undo=lambda: None):
@@ -446,7 +469,8 @@ def _value(holder, name, default=None):
   return holder[name].value if name in holder else default
 
 
-OPTIMIZER_FIELDS = optimizers.fields('client') + optimizers.fields('server')
+OPTIMIZER_FIELDS = (optimizers.flag_names('client') +
+                    optimizers.flag_names('server'))
 
 
 def config_from_flags(holder, imports=()) -> config_lib.Config:
@@ -456,8 +480,8 @@ def config_from_flags(holder, imports=()) -> config_lib.Config:
   clients are known (`with_clients`). Flags a program does not define
   (export has no run flags) take the Config's defaults.
   """
-  given = {name: holder[name].value for name in (*registry.ALGORITHM_FIELDS,
-                                                 *OPTIMIZER_FIELDS)}
+  given = {name: holder[name].value for name in (
+      *registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS, *OPTIMIZER_FIELDS)}
   clients_per_round = _value(holder, 'clients_per_round')
   client_fraction = _value(holder, 'client_fraction')
   if clients_per_round is not None and client_fraction is not None:
@@ -492,19 +516,10 @@ def config_from_flags(holder, imports=()) -> config_lib.Config:
     raise UsageError(f'unknown --task={config.task!r}; known: '
                      f'{", ".join(tasks.task_names())}')
   try:
-    config.validate()
+    config_lib.resolve(config)
   except config_lib.ConfigError as e:
     raise UsageError(str(e)) from None
   return config
-
-
-def with_clients(config, client_fraction, num_clients):
-  """`config` with K = max(⌊C·N⌋, 1) for --client_fraction C of the task's
-  N clients (FedAvg §3), or itself without one."""
-  if client_fraction is None:
-    return config
-  return dataclasses.replace(config, clients_per_round=max(
-      int(client_fraction * num_clients + 1e-9), 1))
 
 
 def task_options(holder):
@@ -524,7 +539,3 @@ def load_task(config, options):
   except tasks.DataError as e:
     raise UsageError(str(e)) from None
 
-
-def describe(config):
-  """The run's settings as a dict (for --dry_run)."""
-  return dataclasses.asdict(config.resolved())

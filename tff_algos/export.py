@@ -24,6 +24,7 @@ the model (its data are loaded for that). Bad flags: one line on stderr,
 exit code 2.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -32,6 +33,8 @@ import tempfile
 
 from tff_algos import cli  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import ConfigError  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
 
 PROGRAM = 'python -m tff_algos.export'
 GROUPS = ('algorithm', 'data')
@@ -171,17 +174,30 @@ def _batch_shapes(element_spec):
                    for name, spec in element_spec.items())
 
 
-def _settings(config, production):
+def _settings(settings, production):
   """The algorithm's hyper-parameters and optimizers (with their learning
   rate schedules) in the computation, and the batch size the pipeline is
   to use (B is not part of a production build)."""
   simulation_only = {'straggler_policy', 'adaptive_mu'}
   if production:
     simulation_only.add('batch_size')
-  values = config.to_json()
-  return {k: values[k] for k in (*config.algorithm.hparams, 'hparams',
+  values = settings.to_json()
+  entry = settings.entry
+  return {k: values[k] for k in (*entry.uses, *entry.hparams, 'hparams',
                                  *cli.OPTIMIZER_FIELDS, 'update_spread')
-          if k not in simulation_only and values.get(k) not in (None, {})}
+          if k in values and k not in simulation_only and
+          values.get(k) not in (None, {})}
+
+
+def _create(out):
+  """Creates --out (before the work, so that whatever the OS refuses is
+  one line now); whether it was created. UsageError on any OSError."""
+  created = not os.path.isdir(out)
+  try:
+    os.makedirs(out, exist_ok=True)
+  except OSError as e:
+    raise cli.UsageError(f'--out={out}: {e.strerror or e}') from None
+  return created
 
 
 def main(argv):
@@ -205,37 +221,45 @@ def main(argv):
       run_dir.check_usable(out, '--out')
     except run_dir.OutputDirError as e:
       raise cli.UsageError(str(e)) from None
-    config = cli.config_from_flags(holder, imports).resolved()
+    config = cli.config_from_flags(holder, imports)
     task = cli.load_task(config, cli.task_options(holder))
+    try:
+      settings = resolve(dataclasses.replace(config, task=task.name))
+    except ConfigError as e:
+      raise cli.UsageError(str(e)) from None
+    created = _create(out)
   except cli.UsageError as e:
     cli.fail(PROGRAM, e)
   from tff_algos import learning  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import provenance  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
   runtime.start()  # TFF's own default context would leave a worker behind.
   production = holder.build == 'production'
-  client_input = (learning.DatasetInput(epochs=config.epochs or 1)
+  algorithm = settings.algorithm
+  client_input = (learning.DatasetInput(epochs=algorithm.epochs or 1)
                   if production else learning.ScheduledInput())
   element = task.train.element_type_structure
   try:
-    process = config.algorithm.build(task.model_fn, config, client_input)
+    process = trainer.build_process(settings, task.model_fn, client_input)
     client_data = dict(
         type=str(process.next.type_signature.parameter[1].member),
         contract=(
             'per client a tf.data.Dataset of the model\'s batches ('
             f'{_batch_shapes(element)}); the pipeline batches (the '
             'computation takes any B; '
-            f'B = {config.batch_size} in these settings) and the client '
+            f'B = {algorithm.batch_size} in these settings) and the client '
             f'makes {client_input.epochs} passes over its dataset; '
             + ('the server averages the updates with equal weights'
-               if config.client_weighting == 'uniform' else
+               if algorithm.client_weighting == 'uniform' else
                'its update is weighted by its number of local examples '
                '(counted in its first pass)') if production else
             'per client [OrderedDict(data, example_order, batch_ends)]: '
             'the simulation\'s scheduled input (tff_algos.simulation)'))
     manifest = dict(
-        algorithm=config.algo, paper=config.algorithm.paper,
-        build=holder.build, task=config.task, model=task.description,
-        hyperparameters=_settings(config, production),
+        algorithm=settings.algo, paper=settings.entry.paper,
+        build=holder.build, task=settings.task, model=task.description,
+        hyperparameters=_settings(settings, production),
         client_data=client_data,
         initial_model_weights=dict(
             file=WEIGHTS, seed=holder.seed,
@@ -245,7 +269,8 @@ def main(argv):
                  '[trainable_0, ...], non_trainable=[...]) of the .npz'),
         hparams_note='get_hparams(state) / set_hparams(state, hparams) '
                      'read and change the hyper-parameters in the state '
-                     '(e.g. client_work/mu) between rounds')
+                     '(e.g. client_work/mu) between rounds',
+        provenance=provenance.code(process))
     manifest = export(process, out, manifest,
                       learning.initial_model_weights(task.model_fn,
                                                      holder.seed))
@@ -253,6 +278,8 @@ def main(argv):
     cli.fail(PROGRAM, f'cannot write --out={out}: {e.strerror or e}')
   finally:
     runtime.stop()
+    if created and os.path.isdir(out) and not os.listdir(out):
+      os.rmdir(out)  # Nothing exported: nothing left behind.
   width = max(len(name) for name in manifest['computations'])
   for name, part in manifest['computations'].items():
     print(f'{name:{width}s}  {part["type_signature"]}')

@@ -5,9 +5,10 @@
 One line per run folder, named by what sets it apart from the others
 (algorithm and settings), under a title naming what they share; runs that
 differ only in their seed are one line, their mean, with a band from their
-minimum to their maximum. Runs of different tasks are refused unless
---allow_mixed_tasks. Modules a run was started with (--import) are
-imported for its algorithm's name and metrics. Imports no TensorFlow.
+minimum to their maximum (runs of other code are never averaged with them).
+Runs of different tasks are refused unless --allow_mixed_tasks. Modules a
+run was started with (--import) are imported for its algorithm's name and
+metrics. Imports no TensorFlow.
 """
 
 import os
@@ -20,6 +21,24 @@ from tff_algos.simulation import results
 from tff_algos.simulation.columns import COLUMNS
 
 PROGRAM = 'python -m tff_algos.plot'
+DESCRIPTION = ('Plot a metric of run folders (RUN_DIR: a folder python -m '
+               'tff_algos wrote, holding metrics.csv) against rounds, one '
+               'line per run (runs differing only in the seed: their mean, '
+               'with a min-max band), labelled by what differs between '
+               'them.')
+_FLAGS = (
+    cli.Flag('DEFINE_string', 'metric', 'train_loss',
+             'The metrics.csv column to plot (train_loss: the global '
+             'objective f(w)), any column of the runs\' metrics.csv: '
+             + ', '.join(COLUMNS[1:]) + ' and the columns of the runs\' '
+             'algorithms and callbacks.'),
+    cli.Flag('DEFINE_string', 'out', None,
+             'The image to write (.png, .pdf, .svg).'),
+    cli.Flag('DEFINE_string', 'title', None,
+             'The figure\'s title (default: what the runs share).'),
+    cli.Flag('DEFINE_bool', 'allow_mixed_tasks', False,
+             'Plot runs of different tasks on one axis.'),
+)
 
 
 def _import_run_modules(run_dirs):
@@ -34,49 +53,47 @@ def _import_run_modules(run_dirs):
       print(f'{PROGRAM}: note: {run_dir}: {e}', file=sys.stderr)
 
 
+def _arguments(argv):
+  """(flags, run folders) of the command line; UsageError for bad ones."""
+  holder = cli.flag_values((), _FLAGS)
+  args, _ = cli.expand_flagfiles(argv)
+  run_dirs = cli.parse(holder, args, positional=True)
+  if not run_dirs:
+    raise cli.UsageError('give the run folders to plot (RUN_DIR ...)')
+  if not holder.out:
+    raise cli.UsageError('--out is required: the image to write')
+  return holder, run_dirs
+
+
 def main(argv=None):
-  parser = cli.ArgumentParser(
-      prog=PROGRAM,
-      description='Plot a metric of run folders against rounds, one line per '
-                  'run (runs differing only in the seed: their mean, with a '
-                  'min-max band), labelled by what differs between them.')
-  parser.add_argument('run_dirs', nargs='+', metavar='RUN_DIR',
-                      help='a run folder (holding metrics.csv), as '
-                           'python -m tff_algos --output_dir wrote it')
-  parser.add_argument('--metric', default='train_loss',
-                      help='the metrics.csv column to plot (default: '
-                           'train_loss, the global objective f(w)): '
-                           + ', '.join(COLUMNS[1:]) +
-                           ', and the metrics of the runs\' algorithms')
-  parser.add_argument('--out', required=True, metavar='FILE',
-                      help='the image to write (.png, .pdf, .svg)')
-  parser.add_argument('--title', default=None,
-                      help='the figure\'s title (default: what the runs '
-                           'share)')
-  parser.add_argument('--allow_mixed_tasks', action='store_true',
-                      help='plot runs of different tasks on one axis')
-  args = parser.parse_args(argv)
+  """The command line `argv` (the arguments after the program)."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if cli.wants_help(['', *argv]):
+    print(cli.usage(PROGRAM, DESCRIPTION, (), _FLAGS, ' RUN_DIR...'))
+    return 0
   try:
-    for run_dir in args.run_dirs:
+    holder, run_dirs = _arguments(argv)
+    for run_dir in run_dirs:
       if not os.path.isdir(run_dir):
         raise ValueError(f'no such run folder: {run_dir}')
       if not results.has_rows(run_dir):
         raise ValueError(f'no rounds in {run_dir}/{results.METRICS_FILE}')
       results.read_json(run_dir, results.CONFIG_FILE)  # Checked here.
-    _import_run_modules(args.run_dirs)
-    metrics = set(COLUMNS[1:]) | {m for name in registry.names()
-                                  for m in registry.get(name).metrics}
-    if args.metric not in metrics:
-      raise ValueError(f'--metric={args.metric}: not a metrics.csv column; '
-                       f'choose from {", ".join(sorted(metrics))}')
-    groups = plot.seed_groups(args.run_dirs)
-    if not args.allow_mixed_tasks:
+    _import_run_modules(run_dirs)
+    metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
+        'round'}
+    if holder.metric not in metrics:
+      raise ValueError(f'--metric={holder.metric}: not a column of these '
+                       f'runs\' metrics.csv; choose from '
+                       f'{", ".join(sorted(metrics))}')
+    groups = plot.seed_groups(run_dirs)
+    if not holder.allow_mixed_tasks:
       plot.check_one_task(groups)
-    plot.plot_bands(groups, args.metric, args.out, args.title,
-                    description=_description(args.metric))
-  except (ValueError, OSError) as e:
-    parser.error(str(e))
-  print(f'wrote {args.out} ({args.metric} of {len(args.run_dirs)} runs)',
+    plot.plot_bands(groups, holder.metric, holder.out, holder.title,
+                    description=_description(holder.metric))
+  except (ValueError, OSError, cli.UsageError) as e:
+    cli.fail(PROGRAM, e)
+  print(f'wrote {holder.out} ({holder.metric} of {len(run_dirs)} runs)',
         file=sys.stderr)
   return 0
 

@@ -22,6 +22,7 @@ worker, a full disk, a folder that cannot be written): one line, exit code
 import contextlib
 import dataclasses
 import errno
+import functools
 import json
 import os
 import signal
@@ -31,9 +32,11 @@ from typing import Any, Mapping
 from tff_algos import cli
 from tff_algos.analysis import sweep
 from tff_algos.runtime import addresses
-from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
 from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import ConfigError
+from tff_algos.simulation.config import resolve
+from tff_algos.simulation.config import Settings
 
 DESCRIPTION = ('Train a federated algorithm on a task in simulation and '
                'write a run folder; with --variant/--sweep, a sweep of runs '
@@ -51,6 +54,7 @@ class RunOptions:
   overwrite: bool = False
   replace_other_run: bool = False
   resume: bool = False
+  accept_package_change: bool = False
   checkpoint_every: int = 10
   target_accuracy: float | None = None
   progress: bool = True
@@ -63,22 +67,25 @@ class RunPlan:
   """One run as a command line asks for it, validated, nothing loaded.
 
   `config.clients_per_round` is None with --client_fraction until the
-  task's clients are known (`for_task`).
+  task's clients are known (`settings_for`).
   """
   config: Config
   task_options: Mapping[str, Any]
   client_fraction: float | None
   options: RunOptions
 
-  def for_task(self, num_clients: int) -> Config:
-    """The run's Config for a task of `num_clients` clients (K from
-    --client_fraction), validated against them."""
-    config = cli.with_clients(self.config, self.client_fraction, num_clients)
+  def settings_for(self, task) -> Settings:
+    """The run's settings, resolved once, for `task` (K from
+    --client_fraction of its N clients; checked against them)."""
+    num_clients = len(task.client_ids)
+    config = dataclasses.replace(self.config, task=task.name)
+    if self.client_fraction is not None:  # FedAvg §3: max(⌊C·N⌋, 1).
+      config = dataclasses.replace(config, clients_per_round=max(
+          int(self.client_fraction * num_clients + 1e-9), 1))
     try:
-      config.validate(num_clients=num_clients)
+      return resolve(config, num_clients=num_clients)
     except ValueError as e:
       raise cli.UsageError(str(e)) from None
-    return config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,35 +167,38 @@ def parse_command(args) -> Command:
 
 
 # ------------------------------------------------------------ one run
-def check_data_loads(plans) -> list[Config]:
+def check_data_loads(plans) -> list[Settings]:
   """Loads each distinct dataset of `plans` once (a dry run): one line per
-  dataset, or UsageError naming the first that does not load. Returns the
-  Configs with K as the runs will use it."""
+  dataset, or UsageError naming the first that does not load. Returns each
+  run's settings as it will use them."""
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
-  num_clients, configs = {}, []
+  loaded, settings = {}, []
   for plan in plans:
     config = plan.config
     key = (config.task, config.data_seed, config.data_dir,
            config.train_fraction, config.partition,
            tuple(sorted(plan.task_options.items())))
-    if key not in num_clients:
-      task = cli.load_task(config, plan.task_options)
-      num_clients[key] = len(task.client_ids)
-      print(f'data: {task.name}: {num_clients[key]} clients '
+    if key not in loaded:
+      loaded[key] = task = cli.load_task(config, plan.task_options)
+      print(f'data: {task.name}: {len(task.client_ids)} clients '
             f'({task.description})', file=sys.stderr)
-    configs.append(plan.for_task(num_clients[key]))
-  return configs
+    settings.append(plan.settings_for(loaded[key]))
+  return settings
 
 
-def default_output_dir(config):
+def default_output_dir(prepared, accept_package_change=False):
   """runs/ALGO_TASK_seedSEED, or -2, -3, …: the first folder that holds
   this run (to resume, or a finished one), else the first free one."""
-  base = os.path.join('runs', f'{config.algo}_{config.task}_seed{config.seed}')
+  settings = prepared.settings
+  base = os.path.join('runs', f'{settings.algo}_{settings.task}_seed'
+                              f'{settings.seed}')
   candidate, n = base, 1
   while os.path.exists(candidate):
     try:
-      run_dir.RunDir(candidate, config).status()
+      run_dir.RunDir(candidate).status(settings.to_json(),
+                                       prepared.provenance,
+                                       accept_package_change)
       return candidate  # This run: resume it, or leave it alone.
     except run_dir.OutputDirError:
       n += 1
@@ -196,32 +206,42 @@ def default_output_dir(config):
   return candidate
 
 
-def _stopped_writing(error, default):
-  """Why a run could not write its files, from `error`'s chain, or None:
-  'no space left on the device holding FILE' (ENOSPC, EDQUOT, or
-  TensorFlow's ResourceExhaustedError 'FILE; No space left on device' from
-  the file API that TFF's release managers use) or 'cannot write FILE
-  (permission denied / read-only file system)' (EACCES, EPERM, EROFS, or
-  TensorFlow's PermissionDeniedError)."""
+def _written_to(error, output_dir):
+  """What stopped the run from creating, locking or writing its folder, as
+  a phrase ('cannot write PATH (why)', or 'no space left on the device
+  holding PATH'), when `error` (or what it came from) is such a failure,
+  whatever its errno: an OSError on a path in `output_dir` (or on no path,
+  for what only writing does: a full disk, a quota, an I/O error), or
+  TensorFlow's file errors there, which the release and state managers
+  raise. None otherwise."""
+  folder = os.path.abspath(output_dir)
   while error is not None:
-    name = type(error).__name__
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC,
-                                                      errno.EDQUOT):
-      return f'no space left on the device holding {error.filename or default}'
-    if isinstance(error, OSError) and error.errno in (errno.EACCES,
-                                                      errno.EPERM,
-                                                      errno.EROFS):
-      return f'cannot write {error.filename or default} ({error.strerror})'
-    if name == 'ResourceExhaustedError' and 'No space left' in str(error):
-      where = str(error).split(';')[0].strip() or default
-      return f'no space left on the device holding {where}'
-    if name == 'PermissionDeniedError' or (
-        name in ('FailedPreconditionError', 'UnknownError') and
-        'Read-only file system' in str(error)):
-      where = str(error).split(';')[0].strip() or default
-      return f'cannot write {where} (permission denied or read-only)'
+    path = why = None
+    if isinstance(error, OSError):
+      names = [n for n in (error.filename, error.filename2) if n]
+      if any(_inside(str(n), folder) for n in names) or (
+          not names and error.errno in _WRITE_ERRNOS):
+        path, why = (names[0] if names else output_dir), (
+            error.strerror or str(error))
+    elif type(error).__module__.startswith('tensorflow') and (
+        folder in str(error) or output_dir in str(error)):
+      path, _, why = str(error).partition(';')
+      path, why = path.strip(), why.strip() or type(error).__name__
+    if path is not None:
+      if 'No space left' in why or 'quota' in why.lower():
+        return f'no space left on the device holding {path}'
+      return f'cannot write {path} ({why})'
     error = error.__cause__ or error.__context__
   return None
+
+
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS,
+                 errno.EFBIG)
+
+
+def _inside(path, folder):
+  path = os.path.abspath(path)
+  return path == folder or path.startswith(folder + os.sep)
 
 
 @contextlib.contextmanager
@@ -244,15 +264,107 @@ def _terminate_as_interrupt():
       signal.signal(s, handler)
 
 
+class _Stage:
+  """How far a run got: which folder, and whether it had started training
+  (its errors then say how to resume)."""
+  output_dir = None
+  training = False
+
+
+def _one_line(error, stage: _Stage):
+  """(exit code, line) for an error a run reports in one line, or None for
+  one that is a bug (its traceback is shown)."""
+  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  resume = '; run the same command to resume'
+  if isinstance(error, KeyboardInterrupt):
+    signum = getattr(error, 'signum', signal.SIGINT)
+    where = (f'at round {error.round_num}' if hasattr(error, 'round_num')
+             else 'before the first round')
+    name = 'interrupted' if signum == signal.SIGINT else 'terminated'
+    return 128 + signum, f'{name} {where}{resume}'
+  if isinstance(error, (ConfigError, cli.UsageError)):
+    return 2, str(error)
+  if isinstance(error, runtime.WorkerError):
+    return 1, f'stopped: {error}' + (resume if stage.training else '')
+  if isinstance(error, (experiment.Diverged, experiment.MetricsLost)):
+    return 1, f'stopped: {error}'
+  written = stage.output_dir and _written_to(error, stage.output_dir)
+  if not written:
+    return None
+  if not stage.training:
+    return 2, f'--output_dir={stage.output_dir}: {written}'
+  return 1, (f'stopped: {written}; the rows and checkpoints so far are '
+             'kept: fix it and run the same command to resume')
+
+
+def _finished(output_dir):
+  """What a finished run's command prints: its summary (stdout), and
+  where its results are (the last line, stderr)."""
+  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(output_dir, run_dir.SUMMARY_FILE)) as f:
+    print(f.read())
+  print(f'results in {output_dir}/: '
+        f'{", ".join(experiment.output_files(output_dir))}', file=sys.stderr)
+
+
+def _header(settings, task, output_dir, status):
+  """The run's first line: the algorithm and every setting that changes it,
+  the task and where the results go."""
+  algorithm = settings.algorithm
+  parts = [f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
+           f'E={algorithm.epochs}, B={algorithm.batch_size}']
+  for role, optimizer in (('client', algorithm.client_optimizer),
+                          ('server', algorithm.server_optimizer)):
+    if optimizer is not None:
+      schedule = optimizer.schedule
+      parts.append(f'{role} {optimizer.kind} η={optimizer.learning_rate:g}' +
+                   ('' if schedule.kind == 'constant' else
+                    f' {schedule.kind} ×{schedule.decay:g}/'
+                    f'{schedule.decay_every}'))
+  parts += [f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
+            for k, v in algorithm.hparams.items()]
+  parts.append(f'{algorithm.client_weighting} weights')
+  if settings.straggler_fraction:
+    parts.append(f'{settings.straggler_fraction:.0%} stragglers '
+                 f'({algorithm.straggler_policy})')
+  if settings.partition is not None:
+    parts.append(f'repartitioned {settings.partition}')
+  parts.append(f'{settings.rounds} rounds, seed {settings.seed} (data seed '
+               f'{settings.data_seed})')
+  if settings.eval_clients is not None:
+    parts.append(f'train metrics over {settings.eval_clients} clients')
+  return (f'{settings.algo} on {task.description}: {", ".join(parts)} → '
+          f'{output_dir}' + (' (resuming)' if status == 'resume' else ''))
+
+
+def _open_folder(folder, options, status_of):
+  """The folder's status (`status_of(folder)`, checked once), after
+  --overwrite or --replace_other_run cleared it; UsageError for --resume
+  without a run to resume."""
+  if options.overwrite:
+    folder.remove_outputs()
+  try:
+    status = status_of(folder)
+  except run_dir.OutputDirError:
+    if not options.replace_other_run:
+      raise
+    folder.remove_outputs()
+    status = status_of(folder)
+  if options.resume and status == 'new':
+    raise cli.UsageError(f'--resume: {folder.path} holds no run to resume')
+  return status
+
+
 def run_single(plan: RunPlan, program: str):
   """One run into its folder."""
   options = plan.options
   if options.dry_run:
     try:
-      config, = check_data_loads([plan])
+      settings, = check_data_loads([plan])
     except cli.UsageError as e:
       cli.fail(program, e)
-    print(json.dumps({**cli.describe(config), **plan.task_options}, indent=2,
+    print(json.dumps({**settings.to_json(), **plan.task_options}, indent=2,
                      sort_keys=True))
     return
   try:
@@ -264,90 +376,43 @@ def run_single(plan: RunPlan, program: str):
   # Before TensorFlow is imported: the local worker starts meanwhile, and
   # unused parts of TFF's dependencies are left out (docs/PERFORMANCE.md).
   runtime.prepare(start_worker=not options.workers)
-  from tff_algos.simulation import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
   runtime.install()
-  round_started = None  # The run's folder once training has started.
-  output_dir = options.output_dir
+  stage = _Stage()
+  stage.output_dir = options.output_dir or 'runs'
   with _terminate_as_interrupt():
     try:
       task = cli.load_task(plan.config, plan.task_options)
-      config = dataclasses.replace(plan.for_task(len(task.client_ids)),
-                                   task=task.name)
-      output_dir = output_dir or default_output_dir(config)
-      folder = run_dir.RunDir(output_dir, config)
+      prepared = experiment.prepare(plan.settings_for(task), task)
+      stage.output_dir = output_dir = options.output_dir or (
+          default_output_dir(prepared, options.accept_package_change))
+      folder = run_dir.RunDir(output_dir)
       with folder.hold():
-        if options.overwrite:
-          folder.remove_outputs()
-        try:
-          status = folder.status()
-        except run_dir.OutputDirError:
-          if not options.replace_other_run:
-            raise
-          folder.remove_outputs()
-          status = folder.status()
-        if options.resume and status == 'new':
-          raise cli.UsageError(f'--resume: {output_dir} holds no run to '
-                               'resume')
+        status = _open_folder(folder, options, functools.partial(
+            experiment.status, prepared,
+            accept_package_change=options.accept_package_change))
         if status == 'finished':
           print(f'{output_dir} already holds this finished run '
                 '(--overwrite runs it again)', file=sys.stderr)
-          print(open(os.path.join(output_dir, run_dir.SUMMARY_FILE)).read())
+          _finished(output_dir)
           return
         runtime.start(workers=options.workers, log_path=folder.worker_log,
-                      wait=False)  # It starts while the process is built.
-        resolved = config.resolved()
-        evaluated = ('' if config.eval_clients is None else
-                     f', train metrics over {config.eval_clients} clients')
-        print(f'{config.algo} on {task.description}: '
-              f'{len(task.client_ids)} clients, K={config.clients_per_round},'
-              f' E={resolved.epochs}, B={resolved.batch_size}, '
-              f'{config.rounds} rounds, seed {config.seed} (data seed '
-              f'{config.data_seed}){evaluated} → {output_dir}' +
-              (' (resuming)' if status == 'resume' else ''), file=sys.stderr)
-        round_started = output_dir
-        experiment.run(config, task, output_dir, show_progress=options.progress,
-                       checkpoint_every=options.checkpoint_every,
-                       target_accuracy=options.target_accuracy)
-    except (config_lib.ConfigError, cli.UsageError) as e:
-      cli.fail(program, e)
-    except (runtime.WorkerError, experiment.Diverged,
-            experiment.MetricsLost) as e:
-      resume = ('; run the same command to resume' if round_started and
-                isinstance(e, runtime.WorkerError) else '')
-      cli.fail(program, f'stopped: {e}{resume}', code=1)
-    except KeyboardInterrupt as e:
-      where = (f'at round {e.round_num}' if hasattr(e, 'round_num') else
-               'before the first round')
-      signum = getattr(e, 'signum', signal.SIGINT)
-      name = 'interrupted' if signum == signal.SIGINT else 'terminated'
-      cli.fail(program, f'{name} {where}; run the same command to resume',
-               code=128 + signum)
-    except Exception as e:  # pylint: disable=broad-except
-      why = _stopped_writing(e, output_dir)
-      if why is None:
+                      wait=False)  # It starts while the run is set up.
+        print(_header(prepared.settings, task, output_dir, status),
+              file=sys.stderr)
+        stage.training = True
+        experiment.train(prepared, folder, show_progress=options.progress,
+                         checkpoint_every=options.checkpoint_every,
+                         target_accuracy=options.target_accuracy)
+    except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+      reported = _one_line(e, stage)
+      if reported is None:
         raise
-      cli.fail(program, f'stopped: {why}; the rows and checkpoints so far '
-               'are kept: fix it and run the same command to resume',
-               code=1)
+      code, line = reported
+      cli.fail(program, line, code=code)
     finally:
       runtime.stop()
-  print(open(os.path.join(output_dir, run_dir.SUMMARY_FILE)).read())
-
-
-# -------------------------------------------------------------- sweeps
-def _holds_finished(path, plan: RunPlan):
-  """Whether the folder `path` holds the finished run of `plan`, so that a
-  sweep need not start its process to find out: the run's own check
-  (RunDir.status), with K from the client count the run recorded. Any
-  doubt is False: the run's process then decides."""
-  try:
-    summary = results.read_json(path, run_dir.SUMMARY_FILE)
-    config = plan.for_task(int(summary['num_clients']))
-    return run_dir.RunDir(path, config).status() == 'finished'
-  except (OSError, ValueError, TypeError, KeyError, cli.UsageError,
-          run_dir.OutputDirError):
-    return False
+  _finished(output_dir)
 
 
 def _child_command():
@@ -367,23 +432,21 @@ def run_sweep(command: Command, program: str):
   target = options.target_accuracy
   if options.dry_run:
     try:
-      configs = check_data_loads(command.run_plans)
+      resolved = check_data_loads(command.run_plans)
     except cli.UsageError as e:
       cli.fail(program, e)
-    for run, config, plan in zip(command.runs, configs, command.run_plans):
+    for run, settings, plan in zip(command.runs, resolved, command.run_plans):
       print(os.path.join(output_dir, run.name), json.dumps(
-          {**cli.describe(config), **plan.task_options}, sort_keys=True))
+          {**settings.to_json(), **plan.task_options}, sort_keys=True))
     return
   child, env = _child_command()
   try:
     run_dir.check_usable(output_dir)
-    with run_dir.RunDir(output_dir, None).hold():
-      planned = dict(zip([r.name for r in command.runs], command.run_plans))
+    with run_dir.RunDir(output_dir).hold():
       codes = sweep.run_all(
           command.runs, [*command.common, *(['--replace_other_run']
                                            if options.overwrite else [])],
-          output_dir, child, env=env,
-          finished=lambda run, path: _holds_finished(path, planned[run.name]))
+          output_dir, child, env=env)
       # The summary and plots cover the command's whole plan: runs left out
       # by --only but already in the folder keep their rows.
       plan = sweep.expand(command.variants, command.sweeps)
@@ -398,7 +461,9 @@ def run_sweep(command: Command, program: str):
         lines, written = summary  # Not an older sweep's summary_seeds.csv.
         print('\n'.join(lines))
         written += sweep.plot_runs(plan, rows, output_dir, target)
-        print(f'{program}: wrote {", ".join(written)}', file=sys.stderr)
+        print(f'{program}: results in {output_dir}/: the runs\' folders and '
+              f'{", ".join(os.path.basename(w) for w in written)}',
+              file=sys.stderr)
   except run_dir.OutputDirError as e:
     cli.fail(program, e)
   except sweep.SweepInterrupted as e:

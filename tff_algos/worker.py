@@ -15,7 +15,6 @@ user. `--listen_all` exposes it to every network this machine is on.
 Imports no TensorFlow: starts in well under a second.
 """
 
-import argparse
 import os
 import socket
 import sys
@@ -34,51 +33,68 @@ _WARNING = (
     '(loopback) and an SSH tunnel.')
 
 
-def _port(text):
-  if not text.isdigit() or not 0 < int(text) < 65536:
-    raise argparse.ArgumentTypeError(f'{text!r} is not a port (1-65535)')
-  return int(text)
+PROGRAM = 'python -m tff_algos.worker'
+DESCRIPTION = ('Start a TFF worker_binary for run_experiment.py --workers '
+               '(loopback only unless --listen_all).')
+_FLAGS = (
+    cli.Flag('DEFINE_integer', 'port', None, 'TCP port to serve on (1-65535).'),
+    cli.Flag('DEFINE_bool', 'listen_all', False,
+             'Listen on all network interfaces (the protocol is '
+             'unauthenticated and unencrypted; prints a warning).'),
+    cli.Flag('DEFINE_integer', 'max_concurrent_computation_calls', -1,
+             'Passed to worker_binary: parallel client computations at most '
+             '(<= 0: no limit).'),
+)
 
 
-def main(argv=None):
-  parser = cli.ArgumentParser(
-      prog='python -m tff_algos.worker',
-      description='Start a TFF worker_binary for run_experiment.py '
-      '--workers (loopback only unless --listen_all).')
-  parser.add_argument('--port', type=_port, required=True,
-                      help='TCP port to serve on.')
-  parser.add_argument('--listen_all', action='store_true',
-                      help='Listen on all network interfaces (the protocol '
-                      'is unauthenticated and unencrypted; prints a warning).')
-  parser.add_argument('--max_concurrent_computation_calls', type=int,
-                      default=-1, help='Passed to worker_binary: parallel '
-                      'client computations at most (<= 0: no limit).')
-  args = parser.parse_args(argv)
+def _port(holder):
+  """The --port to serve on; UsageError unless it is a free port."""
+  port = holder.port
+  if port is None:
+    raise cli.UsageError('--port is required: the TCP port to serve on')
+  if not 0 < port < 65536:
+    raise cli.UsageError(f'--port must be in 1-65535, got {port}')
   try:  # worker_binary would keep running without serving on a busy port.
     probe, wildcard = socket.socket(socket.AF_INET6), '::'  # v4 and v6.
   except OSError:  # No IPv6 here.
     probe, wildcard = socket.socket(), ''
   with probe:
     try:
-      probe.bind((wildcard, args.port))
+      probe.bind((wildcard, port))
     except OSError as e:
-      parser.error(f'port {args.port} is not free: {e.strerror}')
-  binary = loopback.worker_binary()
-  command = [binary, f'--port={args.port}',
+      raise cli.UsageError(f'port {port} is not free: {e.strerror}') from None
+  return port
+
+
+def main(argv=None):
+  """The command line `argv` (the arguments after the program)."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if cli.wants_help(['', *argv]):
+    print(cli.usage(PROGRAM, DESCRIPTION, (), _FLAGS))
+    return
+  holder = cli.flag_values((), _FLAGS)
+  try:
+    args, _ = cli.expand_flagfiles(argv)
+    cli.parse(holder, args)
+    port = _port(holder)
+    binary = loopback.worker_binary()
+    env = allocator.child_env(os.environ)  # Two malloc arenas per core.
+    if holder.listen_all:
+      user = os.environ.get('USER') or str(os.getuid())
+      print(_WARNING.format(port=port, user=user), file=sys.stderr)
+      where = f'all interfaces, port {port}'
+    else:
+      try:
+        env = loopback.preload_env(env, loopback.loopback_shim())
+      except loopback.ShimUnavailable as e:
+        raise cli.UsageError(f'{e}; refusing to listen on all interfaces '
+                             'without --listen_all') from None
+      where = f'127.0.0.1:{port} (loopback only)'
+  except cli.UsageError as e:
+    cli.fail(PROGRAM, e)
+  command = [binary, f'--port={port}',
              f'--max_concurrent_computation_calls='
-             f'{args.max_concurrent_computation_calls}']
-  env = allocator.child_env(os.environ)  # Two malloc arenas per core.
-  if args.listen_all:
-    user = os.environ.get('USER') or str(os.getuid())
-    print(_WARNING.format(port=args.port, user=user), file=sys.stderr)
-    where = f'all interfaces, port {args.port}'
-  else:
-    try:
-      env = loopback.preload_env(env, loopback.loopback_shim())
-    except loopback.ShimUnavailable as e:
-      parser.error(f'{e}; refusing to listen on all interfaces without '
-                   '--listen_all')
-    where = f'127.0.0.1:{args.port} (loopback only)'
+             f'{holder.max_concurrent_computation_calls}']
   print(f'TFF worker (pid {os.getpid()}) on {where}', file=sys.stderr,
         flush=True)
   env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')

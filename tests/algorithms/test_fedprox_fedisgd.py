@@ -152,7 +152,7 @@ def test_fed_isgd_server_learning_rate_decays_by_schedule():
 
 def test_fed_isgd_logs_vlg(tmp_path):
   _, rows = helpers.run(tmp_path, 'isgd', algo='fedisgd', server_lr=0.75,
-                        mu=2.0)
+                        lam=2.0)
   vlg = [float(r['vlg']) for r in rows[1:]]
   assert rows[0]['vlg'] == ''
   assert all(v > 0 for v in vlg)

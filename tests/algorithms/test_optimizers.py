@@ -1,6 +1,6 @@
-"""Optimizers by name, their parameters and learning-rate schedules
-(issue 20): resolution without TensorFlow, compatibility with configs that
-predate them, and what they do to a run."""
+"""Optimizers by name, their parameters and learning-rate schedules:
+resolution without TensorFlow, compatibility with configs that predate
+them, and what they do to a run."""
 
 import json
 
@@ -12,30 +12,31 @@ import helpers
 from tff_algos.algorithms import optimizers
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
+from tff_algos.simulation.config import resolve
 
 
 def test_the_default_is_todays_plain_sgd_at_a_constant_rate():
-  fedavg = Config(algo='fedavg').resolved()
+  fedavg = resolve(Config(algo='fedavg')).config
   assert (fedavg.client_optimizer, fedavg.server_optimizer) == ('sgd', 'sgd')
   assert (fedavg.client_lr_schedule, fedavg.server_lr_schedule) == (
       'constant', 'constant')
   assert fedavg.client_momentum is None and fedavg.server_lr_decay is None
-  fedisgd = Config(algo='fedisgd').resolved()  # η_g decays in steps (×1).
+  fedisgd = resolve(Config(algo='fedisgd')).config  # η_g decays in steps (×1).
   assert (fedisgd.server_lr_schedule, fedisgd.server_lr_decay,
           fedisgd.server_lr_decay_every) == ('step', 1.0, 1)
-  assert Config(algo='fedsgd').resolved().client_optimizer is None
+  assert resolve(Config(algo='fedsgd')).config.client_optimizer is None
 
 
 def test_presets_and_parameters_resolve_with_their_defaults():
-  adam = Config(algo='fedprox', client_optimizer='adam',
-                client_beta2=0.99).resolved()
+  adam = resolve(Config(algo='fedprox', client_optimizer='adam',
+                client_beta2=0.99)).config
   assert (adam.client_beta1, adam.client_beta2, adam.client_epsilon) == (
       0.9, 0.99, 1e-7)
-  fedyogi = Config(algo='fedavg', server_optimizer='fedyogi').resolved()
+  fedyogi = resolve(Config(algo='fedavg', server_optimizer='fedyogi')).config
   assert (fedyogi.server_beta1, fedyogi.server_beta2, fedyogi.server_epsilon,
           fedyogi.server_lr) == (0.9, 0.99, 1e-3, 1e-2)
-  given = Config(algo='fedavg', server_optimizer='fedadam',
-                 server_lr=0.1).resolved()
+  given = resolve(Config(algo='fedavg', server_optimizer='fedadam',
+                 server_lr=0.1)).config
   assert given.server_lr == 0.1  # A given rate wins over the preset's.
 
 
@@ -54,7 +55,7 @@ def test_presets_and_parameters_resolve_with_their_defaults():
 ])
 def test_bad_optimizer_settings_are_config_errors(settings, message):
   with pytest.raises(ConfigError, match=message):
-    Config(**settings).validate()
+    resolve(Config(**settings))
 
 
 def test_configs_written_before_optimizers_mean_what_they_meant():
@@ -79,7 +80,7 @@ def test_schedules_in_python_and_tensorflow_agree():
       ('step', 0.5, 2, [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]),
       ('inverse_time', 1.0, 2, [1.0, 1.0, 0.5, 0.5, 1 / 3, 1 / 3]),
       ('constant', None, None, [1.0] * 6)):
-    python = [optimizers.learning_rate(kind, 1.0, decay, every, t)
+    python = [optimizers.Schedule(kind, decay, every).rate(1.0, t)
               for t in range(6)]
     assert python == pytest.approx(expected)
     if kind != 'constant':

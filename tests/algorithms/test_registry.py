@@ -1,6 +1,6 @@
 """Adding an algorithm is adding one file: this test file registers FedAvg
 with server momentum (FedAvgM) and runs it through the command line's code
-path; the registry's rules for settings (issue 12)."""
+path; the registry's rules for settings."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tff_algos.analysis import plot
 from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
+from tff_algos.simulation.config import resolve
 
 
 def build_fed_avg_m(model_fn, client_learning_rate: float,
@@ -35,14 +36,15 @@ def build_fed_avg_m(model_fn, client_learning_rate: float,
 def fedavgm():
   entry = registry.register(registry.Algorithm(
       name='fedavgm_test', label='FedAvgM', summary='FedAvg, server momentum',
-      paper='Hsu et al. 2019', hparams=(
+      paper='Hsu et al. 2019', uses=(
           'epochs', 'batch_size', 'client_lr', 'server_lr',
           'client_weighting', 'straggler_policy'),
       defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
-      fixed=dict(mu=0.0), extra_hparams=dict(server_momentum=0.9),
-      build=lambda model_fn, config, client_input: build_fed_avg_m(
-          model_fn, config.client_lr, config.server_lr,
-          config.hparams['server_momentum'], client_input)))
+      fixed=dict(mu=0.0), hparams=dict(server_momentum=0.9),
+      build=lambda model_fn, settings, client_input: build_fed_avg_m(
+          model_fn, settings.client_optimizer.learning_rate,
+          settings.server_optimizer.learning_rate,
+          settings.hparams['server_momentum'], client_input)))
   yield entry
   registry.unregister(entry.name)
 
@@ -94,17 +96,17 @@ def test_unknown_or_foreign_settings_are_usage_errors(fedavgm, tmp_path,
 
 
 def test_resolution_fills_in_each_algorithms_own_settings():
-  fedsgd = Config(algo='fedsgd', client_lr=0.3).resolved()
+  fedsgd = resolve(Config(algo='fedsgd', client_lr=0.3)).config
   assert (fedsgd.epochs, fedsgd.batch_size, fedsgd.server_lr) == (1, -1, 0.3)
   assert fedsgd.mu == 0 and fedsgd.server_lr_decay is None
-  fedisgd = Config(algo='fedisgd').resolved()
+  fedisgd = resolve(Config(algo='fedisgd')).config
   assert (fedisgd.client_weighting, fedisgd.straggler_policy) == (
       'uniform', 'partial')
   # A setting the algorithm does not have does not tell runs apart.
   assert (Config(algo='fedavg', mu=0.0).to_json() ==
           Config(algo='fedavg').to_json())
   with pytest.raises(ConfigError, match='fedsgd has epochs=1'):
-    Config(algo='fedsgd', epochs=5).validate()
-  with pytest.raises(ValueError, match='not settings an algorithm can own'):
+    resolve(Config(algo='fedsgd', epochs=5))
+  with pytest.raises(ValueError, match='not settings an algorithm can use'):
     registry.Algorithm(name='x', label='x', summary='', paper='',
-                       build=None, hparams=('momentum',), defaults={})
+                       build=None, uses=('momentum',), defaults={})

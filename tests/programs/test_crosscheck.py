@@ -16,6 +16,7 @@ import pytest
 
 from conftest import REPO
 from conftest import SHARED_DATA
+from tff_algos.simulation.config import resolve
 
 PATH = REPO / 'docs' / 'crosscheck' / 'numpy_fedavg.py'
 
@@ -80,13 +81,13 @@ def _ours_and_reference(config, model_fn, reference_model, train_arrays):
   run's loop, as run_experiment.py builds it) and the reference's, fed our
   initial weights and our sampler's draws. Returns [(ours, reference)]."""
   from tff_algos import learning  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
 
-  loop = experiment.build_loop(config, model_fn, train_arrays,
-                               evaluate=False)
+  settings = resolve(config)
+  loop = trainer.loop_for(settings, model_fn, train_arrays, evaluate=False)
   initial = learning.initial_model_weights(model_fn, config.seed)
   state = loop.initial_state(initial)
-  sampler, policy = loop.sampler, config.policy
+  sampler, policy = loop.sampler, settings.policy
 
   def schedule(round_num):  # Our sampler's draws, as the reference's input.
     work = []
@@ -100,10 +101,11 @@ def _ours_and_reference(config, model_fn, reference_model, train_arrays):
 
   clients = [(a['x'], a['y'].astype(np.int64)) for a in train_arrays]
   params = [np.asarray(w, np.float32) for w in initial.trainable]
-  resolved = config.resolved()
+  resolved = settings.config
   pairs = []
   for round_num in range(1, config.rounds + 1):
-    state, row = loop.step(state, round_num)
+    end = loop.step(state, round_num)
+    state, row = end.state, end.row
     assert row['participants'] >= 1
     ours = loop.process.get_model_weights(state).trainable
     history = REFERENCE.train(
@@ -166,7 +168,7 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
   config = Config(algo='fedprox', task='synthetic_1_1', rounds=3,
                   clients_per_round=4, epochs=3, batch_size=10,
                   client_lr=0.05, mu=1.0, straggler_fraction=0.5, seed=1)
-  assert config.policy.value == 'partial'
+  assert resolve(config).policy.value == 'partial'
   pairs = _ours_and_reference(
       config, models.multinomial_logistic_regression(60, 10),
       REFERENCE.mlr(60, 10), train_arrays)

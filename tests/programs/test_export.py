@@ -74,13 +74,13 @@ def test_an_export_runs_in_a_process_without_this_package(tmp_path):
   in-package process reaches."""
   out = tmp_path / 'fedisgd'
   result = _export('--algo=fedisgd', '--task=synthetic_1_1', '--epochs=2',
-                   '--client_lr=0.05', '--mu=0.5', '--server_lr=0.75',
+                   '--client_lr=0.05', '--lam=0.5', '--server_lr=0.75',
                    '--seed=5', f'--out={out}')
   assert result.returncode == 0, result.stderr
   manifest = json.loads((out / 'manifest.json').read_text())
   assert manifest['versions']['tensorflow_federated'] == tff.__version__
   assert manifest['hyperparameters'] == dict(
-      epochs=2, client_lr=0.05, mu=0.5, server_lr=0.75,
+      epochs=2, client_lr=0.05, lam=0.5, server_lr=0.75,
       client_weighting='uniform', client_optimizer='sgd',
       client_lr_schedule='constant', server_optimizer='sgd',
       server_lr_schedule='step', server_lr_decay=1.0, server_lr_decay_every=1,

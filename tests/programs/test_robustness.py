@@ -100,11 +100,11 @@ def test_a_second_process_on_a_held_folder_is_refused_naming_the_holder(
 
 
 def test_the_lock_names_its_holder_and_ends_with_it(tmp_path):
-  folder = run_dir.RunDir(str(tmp_path / 'run'), None)
+  folder = run_dir.RunDir(str(tmp_path / 'run'))
   with folder.hold():
     with pytest.raises(run_dir.OutputDirError,
                        match=f'in use by process {os.getpid()}'):
-      with run_dir.RunDir(str(tmp_path / 'run'), None).hold():
+      with run_dir.RunDir(str(tmp_path / 'run')).hold():
         pass
   with folder.hold():  # Released.
     pass
@@ -231,7 +231,7 @@ def _main(*args):
                                      marks=pytest.mark.slow)])
 def test_a_full_or_read_only_disk_is_one_line_saying_rerunning_resumes(
     raised_by, tmp_path, monkeypatch, capsys):
-  """A full disk, or a folder made read-only mid-run (issue 21): one line,
+  """A full disk, or a folder made read-only mid-run: one line,
   exit 1, the rows so far kept; the same command resumes (below)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   release_manager = run_dir.RunDir.release_manager

@@ -36,13 +36,14 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
   assert (out / 'summary.md').exists()
   assert (out / 'train_loss.png').stat().st_size > 0  # Seeds share a plot.
 
-  # Issue 13: the whole sweep again starts no run and rewrites the same
+  # The whole sweep again trains no run (each run's process finds its
+  # finished run, of the same settings and code) and rewrites the same
   # summary; a run whose folder holds other settings stops the sweep with a
   # hint; --overwrite replaces just those runs.
   again = cli(f'--flagfile={flagfile}', '--sweep=seed=3',
               f'--output_dir={out}')
   assert again.returncode == 0, again.stderr
-  assert again.stderr.count(': finished') == 2
+  assert again.stderr.count('already holds this finished run') == 2
   assert (out / 'summary.csv').read_text() == summary
   other = cli(f'--flagfile={flagfile}', '--sweep=seed=3', '--rounds=1',
               f'--output_dir={out}')

@@ -1,25 +1,28 @@
-"""The on-disk cache of built and compiled computations (issue 22): a hit
-is the very computation a build gives, keyed by everything that shapes it,
-and never a stale or damaged one."""
+"""The on-disk cache of compiled computations: keyed by the content of the
+computation it replaces, a hit is the very computation compiling gives,
+never a damaged one; and builds are deterministic, so that the same code
+finds its compiled form again (and a run's computation fingerprint is a
+function of its content)."""
 
 import collections
-import dataclasses
 import os
+import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow_federated as tff
 
+from conftest import REPO
 import helpers
-from tff_algos.learning import client_work
 from tff_algos.runtime import computation_cache
+from tff_algos.runtime import fingerprint
 from tff_algos.simulation import client_inputs
-from tff_algos.simulation import experiment
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import resolve
 from tff_algos.simulation.sampling import ClientSampler
 from tff_algos.simulation.sampling import StragglerPolicy
-
-_PARTS = ('initialize', 'next', 'get_model_weights', 'set_model_weights',
-          'get_hparams', 'set_hparams')
 
 
 @pytest.fixture
@@ -32,14 +35,7 @@ def cache(tmp_path, monkeypatch):
 def _build(config=None):
   task, _ = helpers.task_and_arrays()
   config = config or helpers.quick_config(algo='fedprox', mu=0.5)
-  process = experiment.build_process(config, task.model_fn)
-  return process, computation_cache.STATS['build']
-
-
-def _protos(process):
-  return {name: tff.framework.serialize_computation(
-      getattr(process, name)).SerializeToString(deterministic=True)
-          for name in _PARTS}
+  return trainer.build_process(resolve(config), task.model_fn)
 
 
 def _rounds(process, rounds=2):
@@ -53,94 +49,103 @@ def _rounds(process, rounds=2):
   return b''.join(np.asarray(w).tobytes() for w in weights.trainable)
 
 
-def test_a_cached_process_is_the_built_one(cache):
-  built, how = _build()
-  assert how == 'miss'
-  assert len(list(cache.glob('process-*.tffc'))) == 1
-  cached, how = _build()
-  assert how == 'hit'
-  assert type(cached) is type(built)
-  for name in _PARTS:  # Python containers included (ModelWeights, ...).
-    assert getattr(cached, name).type_signature == getattr(
-        built, name).type_signature, name
-  assert _protos(cached) == _protos(built)
-  assert _rounds(cached) == _rounds(built)
-  state = cached.initialize()
-  assert isinstance(cached.get_model_weights(state),
-                    tff.learning.models.ModelWeights)
-
-
-def test_the_key_is_what_shapes_the_build(cache, monkeypatch):
-  config = helpers.quick_config(algo='fedprox', mu=0.5)
-  assert _build(config)[1] == 'miss'
-  # Settings the build does not read do not split the cache ...
-  assert _build(dataclasses.replace(config, seed=7, rounds=50,
-                                    clients_per_round=3))[1] == 'hit'
-  # ... those it reads (a graph constant: μ's initial value) do.
-  assert _build(dataclasses.replace(config, mu=0.25))[1] == 'miss'
-  # So does the code: a function of ours replaced (here by an equivalent).
-  statistics = client_work._client_statistics  # pylint: disable=protected-access
-  with monkeypatch.context() as patch:
-    patch.setattr(client_work, '_client_statistics',
-                  lambda *args: statistics(*args))
-    assert _build(config)[1] == 'miss'
-  assert _build(config)[1] == 'hit'
-
-
-def test_a_damaged_entry_is_rebuilt(cache):
-  _build()
-  entry, = cache.glob('process-*.tffc')
-  data = bytearray(entry.read_bytes())
-  data[-100] ^= 0xFF  # A flipped bit in a serialized computation.
-  entry.write_bytes(bytes(data))
-  assert _build()[1] == 'miss'  # Detected, discarded and rebuilt.
-  assert _build()[1] == 'hit'
-  entry.write_bytes(entry.read_bytes()[:1000])  # Truncated.
-  assert _build()[1] == 'miss'
-
-
-def test_an_unknown_object_in_a_model_makes_the_build_uncacheable(cache):
-  task, _ = helpers.task_and_arrays()
-
-  class Opaque:  # Not a dataclass, holds nothing the cache can key on ...
-    __slots__ = ()
-
-  opaque = Opaque()
-  inner = task.model_fn  # Cacheable alone (the tests above): only `opaque`
-  # can make this model function uncacheable.
-
-  def model_fn():
-    assert opaque is not None  # ... but the model function closes over it.
-    return inner()
-
-  config = helpers.quick_config(algo='fedavg')
-  experiment.build_process(config, model_fn)
-  assert computation_cache.STATS['build'] == 'uncacheable'
-  assert not list(cache.glob('process-*.tffc'))
-
-
-def test_the_cache_can_be_turned_off(cache, monkeypatch):
-  monkeypatch.setenv('TFF_ALGOS_COMPUTATION_CACHE', '0')
-  assert _build()[1] == 'off'
-  assert not cache.exists()
-
-
-def test_compiled_computations_are_cached_by_their_content(cache):
+def _counting_compiler():
   calls = collections.Counter()
 
   def compiler_fn(computation):
     calls[computation] += 1
     return tff.backends.native.desugar_and_transform_to_native(computation)
 
-  process, _ = _build()
-  compile_fn = computation_cache.compiler(compiler_fn, 'test')
-  first = compile_fn(process.next)
+  return compiler_fn, calls
+
+
+def _serialized(computation):
+  return tff.framework.serialize_computation(computation).SerializeToString(
+      deterministic=True)
+
+
+def test_compiled_computations_are_cached_by_their_content(cache):
+  compiler_fn, calls = _counting_compiler()
+  process = _build()
+  first = computation_cache.compiler(compiler_fn, 'test')(process.next)
   again = computation_cache.compiler(compiler_fn, 'test')(process.next)
   assert sum(calls.values()) == 1  # The second came from the cache,
-  assert tff.framework.serialize_computation(again) == (  # the same one.
-      tff.framework.serialize_computation(first))
+  assert _serialized(again) == _serialized(first)  # the same one.
   computation_cache.compiler(compiler_fn, 'other')(process.next)
   assert sum(calls.values()) == 2  # Another compiler is another key.
+  other = _build(helpers.quick_config(algo='fedprox', mu=0.25))
+  computation_cache.compiler(compiler_fn, 'test')(other.next)
+  assert sum(calls.values()) == 3  # Another computation: another key.
+
+
+def test_a_damaged_entry_is_compiled_again(cache):
+  compiler_fn, calls = _counting_compiler()
+  process = _build()
+  compile_fn = computation_cache.compiler(compiler_fn, 'test')
+  compiled = compile_fn(process.next)
+  entry, = cache.glob('compiled-*.tffc')
+  for damage in (lambda data: data[:-100] + bytes([data[-100] ^ 0xFF]) +
+                 data[-99:],  # A flipped bit in the computation.
+                 lambda data: data[:1000]):  # Truncated.
+    entry.write_bytes(damage(entry.read_bytes()))
+    before = sum(calls.values())
+    again = compile_fn(process.next)  # Detected, discarded, compiled.
+    assert sum(calls.values()) == before + 1
+    assert again.type_signature == compiled.type_signature
+    assert _serialized(compile_fn(process.next)) == _serialized(again)
+    assert sum(calls.values()) == before + 1  # The new entry is whole.
+
+
+def test_the_cache_can_be_turned_off(cache, monkeypatch):
+  monkeypatch.setenv('TFF_ALGOS_COMPUTATION_CACHE', '0')
+  compiler_fn, calls = _counting_compiler()
+  process = _build()
+  for _ in range(2):
+    computation_cache.compiler(compiler_fn, 'test')(process.next)
+  assert sum(calls.values()) == 2
+  assert not cache.exists()
+
+
+def test_rounds_are_the_same_with_a_compiled_form_from_the_cache(
+    cache, monkeypatch):
+  process = _build()
+  cold = _rounds(process)  # Compiled and stored...
+  warm = _rounds(process)  # ... then served from the cache.
+  monkeypatch.setenv('TFF_ALGOS_COMPUTATION_CACHE', '0')
+  assert cold == warm == _rounds(process)
+
+
+_BUILD = """
+import hashlib, sys
+import tensorflow_federated as tff
+import tasks
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config, resolve
+process = trainer.build_process(resolve(Config(algo='fedprox')),
+                                tasks.load_task('synthetic_1_1').model_fn)
+print(hashlib.sha256(tff.framework.serialize_computation(
+    process.next).SerializeToString(deterministic=True)).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_a_build_serializes_the_same_in_every_process():
+  """The same code gives the same serialized computation in a new process
+  (Keras's initializer seeds fixed while tracing), so a second run finds
+  the compiled form of the first; within one process, the fingerprint
+  ignores the names TensorFlow's counters give functions. The caller's
+  random state is left as it was."""
+  digests = {subprocess.run(
+      [sys.executable, '-c', _BUILD], cwd=REPO, capture_output=True,
+      text=True, check=True).stdout.split()[-1] for _ in range(2)}
+  assert len(digests) == 1
+  state = (random.getstate(), np.random.get_state()[1].tobytes())
+  first, second = _build(), _build()
+  assert (random.getstate(), np.random.get_state()[1].tobytes()) == state
+  whole = lambda p: fingerprint.sha256(p.initialize, p.next)  # pylint: disable=unnecessary-lambda-assignment
+  assert whole(first) == whole(second)
+  assert whole(first) != whole(  # μ's initial value is in `initialize`.
+      _build(helpers.quick_config(algo='fedprox', mu=0.25)))
 
 
 def test_every_cache_follows_the_same_environment(monkeypatch, tmp_path):

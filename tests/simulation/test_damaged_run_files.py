@@ -1,4 +1,4 @@
-"""A damaged-file corpus for every file of ours that is read back (issue 21):
+"""A damaged-file corpus for every file of ours that is read back:
 config.json, metrics.csv, summary.json, a sweep's summary.csv, an
 export's manifest.json, and checkpoints. Each is cut at several offsets,
 has bytes flipped, or holds the right format with the wrong structure or
@@ -21,6 +21,7 @@ from tff_algos.analysis import sweep
 from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
 from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 CONFIG = Config(rounds=3, clients_per_round=5, epochs=2, batch_size=10,
                 client_lr=0.01)
@@ -59,6 +60,16 @@ def finished_run(tmp_path_factory):
   return folder
 
 
+def _status(folder, finished_run, config):
+  """The status of `folder` for the run `finished_run` holds (its settings
+  `config`, its code as config.json recorded it)."""
+  record, = json.loads((finished_run / 'config.json').read_text())[
+      'provenance']
+  record.pop('from_round')
+  return run_dir.RunDir(str(folder)).status(resolve(config).to_json(),
+                                            record)
+
+
 def _copy(folder, tmp_path):
   import shutil  # pylint: disable=g-import-not-at-top
   copy = tmp_path / 'copy'
@@ -78,7 +89,7 @@ def test_a_damaged_config_json_is_one_message_naming_it(finished_run,
     folder = _copy(finished_run, tmp_path / name.replace(' ', '_'))
     (folder / 'config.json').write_bytes(variant)
     try:
-      status = run_dir.RunDir(str(folder), config).status()
+      status = _status(folder, finished_run, config)
     except run_dir.OutputDirError as e:  # One line, naming it.
       assert str(folder) in str(e) and '\n' not in str(e), name
       assert '--overwrite' in str(e), name
@@ -141,7 +152,7 @@ def test_a_damaged_summary_json_makes_its_run_write_it_again(finished_run,
     except results.DamagedFile as e:
       assert 'summary.json' in str(e), name
       readable = False
-    status = run_dir.RunDir(str(folder), config).status()
+    status = _status(folder, finished_run, config)
     assert status == ('finished' if readable else 'resume'), name
 
 
@@ -167,11 +178,11 @@ def test_a_damaged_summary_json_is_written_again_by_its_run(finished_run,
 
 def test_a_damaged_checkpoint_falls_back_to_the_one_before(finished_run,
                                                            tmp_path, capsys):
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import outputs  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
   from tff_algos import learning  # pylint: disable=g-import-not-at-top
   task, arrays = helpers.task_and_arrays()
-  loop = experiment.build_loop(CONFIG, task.model_fn, arrays)
+  loop = trainer.loop_for(resolve(CONFIG), task.model_fn, arrays)
   structure = loop.program_state(loop.initial_state(
       learning.initial_model_weights(task.model_fn, 0)))
   newest = sorted((finished_run / 'checkpoints').iterdir())[-1]
@@ -182,9 +193,9 @@ def test_a_damaged_checkpoint_falls_back_to_the_one_before(finished_run,
       folder = _copy(finished_run, tmp_path / f'{target.name}_{name}'.replace(
           ' ', '_'))
       (folder / target.relative_to(finished_run)).write_bytes(variant)
-      copy = run_dir.RunDir(str(folder), CONFIG)
-      _, version = loop_lib.wait(copy.load_checkpoint(copy.state_manager(),
-                                                      structure))
+      copy = run_dir.RunDir(str(folder))
+      _, version = outputs.wait(copy.load_checkpoint(copy.state_manager(),
+                                                     structure))
       assert version in (2, 3), (target, name)  # The newest, or before it.
   assert 'is damaged' in capsys.readouterr().err
 

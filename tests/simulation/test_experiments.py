@@ -18,6 +18,7 @@ from conftest import USER_ENV
 from conftest import cli
 import helpers
 from tff_algos.simulation import experiment
+from tff_algos.simulation import trainer
 from tff_algos.simulation import results
 
 # A short FedProx run with stragglers and adaptive μ: its checkpoints must
@@ -131,7 +132,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
   # TFF's apply-optimizer finalizer rejects non-finite updates, so a huge
   # learning rate leaves the model as it was: a divergence is simulated
   # instead, the global loss turning NaN from round 2 on.
-  build_evaluation = experiment.evaluation.build_evaluation
+  build_evaluation = trainer.evaluation.build_evaluation
 
   def diverging_at_round_2(model_fn):
     evaluate, calls = build_evaluation(model_fn), []
@@ -144,7 +145,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
       return metrics
     return patched
 
-  monkeypatch.setattr(experiment.evaluation, 'build_evaluation',
+  monkeypatch.setattr(trainer.evaluation, 'build_evaluation',
                       diverging_at_round_2)
   task, _ = helpers.task_and_arrays()
   out = tmp_path / 'run'
@@ -163,7 +164,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
   # SIGTERM handler's KeyboardInterrupt can vanish. The request it recorded
   # still stops the loop at the end of that round, resumably.
   from tff_algos.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  build_evaluation = experiment.evaluation.build_evaluation
+  build_evaluation = trainer.evaluation.build_evaluation
   calls = []  # Over both runs below: the request comes once.
 
   def swallowed_at_round_2(model_fn):
@@ -176,7 +177,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
       return evaluate(weights, arrays)
     return patched
 
-  monkeypatch.setattr(experiment.evaluation, 'build_evaluation',
+  monkeypatch.setattr(trainer.evaluation, 'build_evaluation',
                       swallowed_at_round_2)
   task, _ = helpers.task_and_arrays()
   out = tmp_path / 'run'

@@ -156,7 +156,7 @@ def test_poisson_rounds_without_clients_train_nothing():
                        policy=StragglerPolicy.PARTIAL, batch_size=2,
                        train_arrays=arrays)
   state = object()
-  new_state, row = loop.train(state, empty[0])
+  new_state, row, _ = loop.train(state, empty[0])
   assert new_state is state
   assert row['participants'] == 0 and row['local_steps'] == 0
   process.next.assert_not_called()

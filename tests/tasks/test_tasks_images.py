@@ -26,7 +26,9 @@ from tasks import mnist
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation import experiment
+from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 from tff_algos.simulation.sampling import ClientSampler
 
 from conftest import SHARED_DATA  # pylint: disable=g-bad-import-order
@@ -257,9 +259,10 @@ def _one_round(name):
   arrays = shared_arrays(name)
   config = Config(algo='fedavg', rounds=1, clients_per_round=2, epochs=1,
                   batch_size=50, client_lr=LEARNING_RATES.get(name, 0.05))
-  process = experiment.build_process(config, task.model_fn)
+  settings = resolve(config)
+  process = trainer.build_process(settings, task.model_fn)
   sampler = ClientSampler(len(arrays), 2, 1, 0, 0.0)
-  plans = sampler.participants(1, config.policy)
+  plans = sampler.participants(1, settings.policy)
   evaluate = evaluation.build_evaluation(task.model_fn)
   chosen = [arrays[p.client] for p in plans]
   state = process.initialize()

@@ -103,18 +103,17 @@ def local_sgd_process(model_fn, *, mu: float, client_learning_rate,
       server_optimizer, **production)
 
 
-def config_arguments(config, client_input, *, client: bool = True,
-                     server_scale: float = 1.0) -> dict:
-  """A builder's keyword arguments from a resolved Config (a registry
-  entry's `build`): the optimizers of its settings (`client`: the builder
-  takes a client optimizer; `server_scale`, e.g. FedISGD's λ), the client
-  weighting, the client input and whether to report the update spread."""
-  arguments = dict(
-      server_optimizer_fn=optimizers.build(config, 'server', config.server_lr,
-                                           scale=server_scale),
-      client_weighting=config.client_weighting, client_input=client_input,
-      report_update_spread=config.update_spread)
-  if client:
-    arguments['client_optimizer_fn'] = optimizers.build(
-        config, 'client', config.client_lr)
-  return arguments
+def arguments(settings, client_input, server_scale: float = 1.0) -> dict:
+  """A builder's keyword arguments from an algorithm's resolved settings
+  (`registry.AlgorithmSettings`, in a registry entry's `build`): its
+  optimizers (the server's times `server_scale`, e.g. FedISGD's λ), the
+  client weighting, the client input and whether to report the update
+  spread."""
+  built = dict(
+      server_optimizer_fn=optimizers.build(settings.server_optimizer,
+                                           scale=server_scale, server=True),
+      client_weighting=settings.client_weighting, client_input=client_input,
+      report_update_spread=settings.report_update_spread)
+  if settings.client_optimizer is not None:
+    built['client_optimizer_fn'] = optimizers.build(settings.client_optimizer)
+  return built

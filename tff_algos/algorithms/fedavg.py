@@ -73,9 +73,8 @@ def build_fed_avg(
       report_update_spread=report_update_spread)
 
 
-def _build(model_fn, config, client_input):
-  return build_fed_avg(model_fn,
-                       **core.config_arguments(config, client_input))
+def _build(model_fn, settings, client_input):
+  return build_fed_avg(model_fn, **core.arguments(settings, client_input))
 
 
 ALGORITHM = registry.register(registry.Algorithm(
@@ -85,7 +84,7 @@ ALGORITHM = registry.register(registry.Algorithm(
             'dropped',
     paper='McMahan et al., AISTATS 2017, Algorithm 1',
     build=_build,
-    hparams=('epochs', 'batch_size', 'client_lr', 'server_lr',
-             'client_weighting', 'straggler_policy'),
+    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
+          'client_weighting', 'straggler_policy'),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
     fixed=dict(mu=0.0)))

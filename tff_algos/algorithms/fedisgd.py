@@ -20,9 +20,8 @@ updates u_k = w_t − w_k; the paper's VLG (eq. 8) is λ² · update_spread.
 
 from __future__ import annotations
 
-import types
-
 from tff_algos import lazy
+from tff_algos.algorithms import callbacks
 from tff_algos.algorithms import core
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
@@ -40,18 +39,15 @@ def build_server_optimizer(
   """FedISGD's server step (eq. 6) as a TFF optimizer: SGD at η_g(t)·λ on
   the mean update w_t − w̄, η_g(t) = η_gi · decay^⌊t / decay_every⌋ (the
   `step` schedule of `algorithms.optimizers`)."""
-  settings = types.SimpleNamespace(
-      server_optimizer='sgd', server_lr_schedule='step',
-      server_lr_decay=server_lr_decay,
-      server_lr_decay_every=server_lr_decay_every)
-  optimizers.check(vars(settings), 'server')
-  if not isinstance(server_lr_decay_every, int):
-    raise ValueError('server_lr_decay_every must be an integer >= 1, got '
-                     f'{server_lr_decay_every!r}')
-  return optimizers.build(
-      settings, 'server', core.positive('server_learning_rate',
-                                        server_learning_rate),
-      scale=core.non_negative('lam', lam))
+  try:
+    settings = optimizers.OptimizerSettings(
+        'sgd', core.positive('server_learning_rate', server_learning_rate),
+        schedule=optimizers.Schedule('step', server_lr_decay,
+                                     server_lr_decay_every))
+  except optimizers.SettingsError as e:
+    raise ValueError(str(e).replace('--lr_', 'server_lr_')) from None
+  return optimizers.build(settings, scale=core.non_negative('lam', lam),
+                          server=True)
 
 
 def build_fed_isgd(
@@ -131,22 +127,27 @@ def build_fed_isgd(
       report_update_spread=report_update_spread)
 
 
-def _build(model_fn, config, client_input):
+def _build(model_fn, settings, client_input):
   # The simulation always measures the VLG (Figure 2); a production build
   # only when asked (--update_spread).
-  arguments = core.config_arguments(config, client_input,
-                                    server_scale=config.mu)
+  lam = settings.hparams['lam']
+  arguments = core.arguments(settings, client_input, server_scale=lam)
   arguments['report_update_spread'] |= isinstance(client_input,
                                                   learning.ScheduledInput)
-  return build_fed_isgd(model_fn, lam=config.mu, **arguments)
+  return build_fed_isgd(model_fn, lam=lam, **arguments)
 
 
-def _vlg(row):
+class VarianceOfLocalGradients(callbacks.RoundCallback):
   """VLG = (1/K)Σ_k‖∇G(w_t) − ∇G_k‖² (eq. 8) with ∇G_k = λ(w_t − w_k):
-  λ² times the spread of the updates."""
-  if row.get('update_spread') is None:
-    return {}
-  return dict(vlg=row['mu']**2 * row['update_spread'])
+  λ² times the spread of the updates, on every round that trained."""
+  columns = {'vlg': 'VLG = λ²·update spread (FedISGD eq. 8)'}
+
+  def __init__(self, lam: float):
+    self._lam = lam
+
+  def after_round(self, end):
+    if end.row.get('update_spread') is not None:
+      end.row['vlg'] = self._lam**2 * end.row['update_spread']
 
 
 ALGORITHM = registry.register(registry.Algorithm(
@@ -156,10 +157,13 @@ ALGORITHM = registry.register(registry.Algorithm(
             'w − η_g·λ·(w − mean of client models), η_g decaying',
     paper='Dou & Yuan, CAAI TIS 2022, eq. 6',
     build=_build,
-    hparams=('epochs', 'batch_size', 'client_lr', 'server_lr', 'mu',
-             'client_weighting', 'straggler_policy'),
-    defaults=dict(registry.LOCAL_SGD_DEFAULTS, mu=1.0,
-                  client_weighting='uniform', straggler_policy='partial'),
-    describe=lambda config: f'FedISGD λ={config.mu:g}',
-    round_metrics=_vlg,
+    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
+          'client_weighting', 'straggler_policy'),
+    defaults=dict(registry.LOCAL_SGD_DEFAULTS, client_weighting='uniform',
+                  straggler_policy='partial'),
+    hparams=dict(lam=1.0),
+    hparam_column='lam',
+    describe=lambda settings: f'FedISGD λ={settings.hparams["lam"]:g}',
+    callbacks=lambda settings: [VarianceOfLocalGradients(
+        settings.hparams['lam'])],
     server_lr_schedule='step'))

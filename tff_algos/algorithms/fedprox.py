@@ -15,6 +15,7 @@ import dataclasses
 import math
 
 from tff_algos import lazy
+from tff_algos.algorithms import callbacks
 from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
@@ -120,13 +121,12 @@ class AdaptiveMu:
     return self.mu
 
 
-class AdaptiveMuHook:
-  """A round-loop hook (`simulation.loop.Hook`) that sets the client work's
-  μ after each round from the global training loss, by `rule`
-  (`AdaptiveMu`); needs that loss every round. The row's `mu` is the μ the
-  round used."""
+class AdaptiveMuCallback(callbacks.RoundCallback):
+  """Sets the client work's μ after each round from the global training
+  loss, by `rule` (`AdaptiveMu`); it reads that loss every round. The
+  row's `mu` is the μ the round used."""
   name = 'adaptive_mu'
-  needs_evaluation = True  # The rule reads the training loss every round.
+  needs_evaluation = True
 
   def __init__(self, rule: AdaptiveMu):
     self.rule = rule
@@ -141,29 +141,31 @@ class AdaptiveMuHook:
       setattr(self.rule, field.name,
               type(getattr(self.rule, field.name))(state[field.name]))
 
-  def after_round(self, round_num, row, process, state):
-    row['mu'] = self.rule.mu
-    if round_num == 0:
-      return state
-    mu = self.rule.update(row['train_loss'])
-    hparams = process.get_hparams(state)
+  def after_round(self, end):
+    end.row['mu'] = self.rule.mu
+    if end.round_num == 0:
+      return
+    mu = self.rule.update(end.row['train_loss'])
+    hparams = end.process.get_hparams(end.state)
     hparams['client_work']['mu'] = np.float32(mu)
-    return process.set_hparams(state, hparams)
+    end.state = end.process.set_hparams(end.state, hparams)
 
 
-def _build(model_fn, config, client_input):
-  return build_fed_prox(model_fn, mu=config.mu,
-                        **core.config_arguments(config, client_input))
+def _build(model_fn, settings, client_input):
+  return build_fed_prox(model_fn, mu=settings.hparams['mu'],
+                        **core.arguments(settings, client_input))
 
 
-def _hooks(config):
+def _callbacks(settings):
   """Adaptive μ (§5.3.2) when the run asks for it."""
-  return [AdaptiveMuHook(AdaptiveMu(config.mu))] if config.adaptive_mu else []
+  if settings.hparams['adaptive_mu']:
+    return [AdaptiveMuCallback(AdaptiveMu(settings.hparams['mu']))]
+  return []
 
 
-def _describe(config):
-  return f'FedProx μ={config.mu:g}' + (' adaptive' if config.adaptive_mu
-                                       else '')
+def _describe(settings):
+  return f'FedProx μ={settings.hparams["mu"]:g}' + (
+      ' adaptive' if settings.hparams['adaptive_mu'] else '')
 
 
 ALGORITHM = registry.register(registry.Algorithm(
@@ -173,9 +175,9 @@ ALGORITHM = registry.register(registry.Algorithm(
             'objective; stragglers\' partial work kept',
     paper='Li et al., MLSys 2020, Algorithm 2',
     build=_build,
-    hparams=('epochs', 'batch_size', 'client_lr', 'server_lr', 'mu',
-             'adaptive_mu', 'client_weighting', 'straggler_policy'),
-    defaults=dict(registry.LOCAL_SGD_DEFAULTS, mu=1.0, adaptive_mu=False,
-                  straggler_policy='partial'),
+    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
+          'client_weighting', 'straggler_policy'),
+    defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
+    hparams=dict(mu=1.0, adaptive_mu=False),
     describe=_describe,
-    hooks=_hooks))
+    callbacks=_callbacks))

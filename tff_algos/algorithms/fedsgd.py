@@ -62,9 +62,8 @@ def build_fed_sgd(
       report_update_spread=report_update_spread)
 
 
-def _build(model_fn, config, client_input):
-  return build_fed_sgd(model_fn, **core.config_arguments(
-      config, client_input, client=False))
+def _build(model_fn, settings, client_input):
+  return build_fed_sgd(model_fn, **core.arguments(settings, client_input))
 
 
 ALGORITHM = registry.register(registry.Algorithm(
@@ -74,10 +73,10 @@ ALGORITHM = registry.register(registry.Algorithm(
             'step with η',
     paper='McMahan et al., AISTATS 2017, §2',
     build=_build,
-    hparams=('client_lr', 'server_lr', 'client_weighting'),
+    uses=('client_lr', 'server_lr', 'client_weighting'),
     # η: --server_lr, else --client_lr (the paper calls both η).
     defaults=dict(client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr'],
-                  server_lr=lambda config: config.client_lr,
+                  server_lr=lambda settings: settings['client_lr'],
                   client_weighting='num_examples'),
     fixed=dict(epochs=1, batch_size=-1, mu=0.0, straggler_policy='drop'),
     client_optimizer=False))

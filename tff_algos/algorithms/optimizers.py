@@ -16,20 +16,20 @@ learning rate of round t (t = 0 for the first step) from the initial η:
   inverse_time  η / (1 + decay · ⌊t / decay_every⌋)
 The server's is TFF's `schedule_learning_rate` in the process; the
 client's is set in the process state before each round
-(`ClientLearningRateSchedule`, a hook of the round loop).
+(`ClientLearningRateSchedule`, a round callback).
 
-Settings resolve without TensorFlow (`resolve`); `build` makes the
-optimizer.
+A run's optimizers are `OptimizerSettings`, resolved from its flags without
+TensorFlow (`resolve`); `build` makes the TFF optimizer.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Any, Mapping
 
 from tasks.validate import FLOAT32_MAX  # The optimizers run in float32.
 from tff_algos import lazy
+from tff_algos.algorithms import callbacks
 
 np = lazy.module('numpy')
 tf = lazy.module('tensorflow')
@@ -75,9 +75,40 @@ CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad', 'yogi')
 SERVER_OPTIMIZERS = tuple(OPTIMIZERS)
 
 
-def fields(role: str) -> tuple[str, ...]:
-  """The Config fields of `role`'s ('client' or 'server') optimizer and
-  schedule (the learning rate aside)."""
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """A learning-rate schedule (see the module docstring)."""
+  kind: str = 'constant'
+  decay: float | None = None         # None for a constant rate
+  decay_every: int | None = None
+
+  def rate(self, initial: float, t: int) -> float:
+    """η(t) in Python (the client's schedule, set between rounds)."""
+    if self.kind == 'constant':
+      return initial
+    return _rate(self.kind, initial, self.decay, t // self.decay_every)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+  """One optimizer, fully resolved: its kind (a key of OPTIMIZERS), its
+  learning rate, the parameters its kind takes (None for those it does
+  not) and its learning-rate schedule."""
+  kind: str
+  learning_rate: float
+  momentum: float | None = None
+  beta1: float | None = None
+  beta2: float | None = None
+  epsilon: float | None = None
+  schedule: Schedule = Schedule()
+
+  def __post_init__(self):
+    check(self)
+
+
+def flag_names(role: str) -> tuple[str, ...]:
+  """The flags (and flat config.json keys) of `role`'s ('client' or
+  'server') optimizer and schedule, its learning rate aside."""
   return (f'{role}_optimizer', *(f'{role}_{p}' for p in PARAMETERS),
           f'{role}_lr_schedule', f'{role}_lr_decay', f'{role}_lr_decay_every')
 
@@ -86,79 +117,93 @@ class SettingsError(ValueError):
   """Optimizer settings that do not fit together."""
 
 
-def resolve(values: Mapping[str, Any], role: str, used: bool,
-            default_schedule: str = 'constant') -> dict[str, Any]:
-  """`role`'s optimizer fields with defaults filled in: the optimizer's
-  parameters (None for those it does not take), the schedule and its
-  decay (None for a constant rate). All None when the algorithm has no
-  such optimizer (`used` False). SettingsError for a parameter the
-  optimizer does not take, or one given for an unused optimizer."""
-  names = fields(role)
-  if not used:
-    given = [n for n in names if values.get(n) is not None]
-    if given:
-      raise SettingsError(f'--{given[0]}: the algorithm has no {role} '
-                          'optimizer')
-    return dict.fromkeys(names)
+def resolve(values: Mapping[str, Any], role: str, learning_rate,
+            default_schedule: str = 'constant') -> OptimizerSettings:
+  """`role`'s optimizer from flat flag values (`flag_names(role)`; None:
+  not given) at `learning_rate` (None: the optimizer's preset rate, which
+  only the Fed* presets have): the kind's parameters with their defaults
+  filled in. SettingsError for a parameter the kind does not take, a bad
+  value, or no learning rate."""
   kind = values.get(f'{role}_optimizer') or 'sgd'
   choices = CLIENT_OPTIMIZERS if role == 'client' else SERVER_OPTIMIZERS
   if kind not in choices:
     raise SettingsError(f'--{role}_optimizer must be one of '
                         f'{", ".join(choices)}, got {kind!r}')
   spec = OPTIMIZERS[kind]
-  resolved = {f'{role}_optimizer': kind}
+  parameters = {}
   for parameter in PARAMETERS:
     name, given = f'{role}_{parameter}', values.get(f'{role}_{parameter}')
     if given is not None and parameter not in spec.defaults:
       raise SettingsError(f'--{name}: {kind} has no {parameter} (it takes '
                           f'{", ".join(spec.defaults) or "no parameters"})')
-    resolved[name] = (given if given is not None else
-                      spec.defaults.get(parameter))
-  schedule = values.get(f'{role}_lr_schedule') or default_schedule
-  if schedule not in SCHEDULES:
+    parameters[parameter] = (given if given is not None else
+                             spec.defaults.get(parameter))
+  kind_of_schedule = values.get(f'{role}_lr_schedule') or default_schedule
+  if kind_of_schedule not in SCHEDULES:
     raise SettingsError(f'--{role}_lr_schedule must be one of '
-                        f'{", ".join(SCHEDULES)}, got {schedule!r}')
-  resolved[f'{role}_lr_schedule'] = schedule
-  for name, default in ((f'{role}_lr_decay', 1.0),
-                        (f'{role}_lr_decay_every', 1)):
-    given = values.get(name)
-    if schedule == 'constant':
+                        f'{", ".join(SCHEDULES)}, got {kind_of_schedule!r}')
+  decay = values.get(f'{role}_lr_decay')
+  every = values.get(f'{role}_lr_decay_every')
+  if kind_of_schedule == 'constant':
+    for name, given in ((f'{role}_lr_decay', decay),
+                        (f'{role}_lr_decay_every', every)):
       if given is not None:
         raise SettingsError(f'--{name} needs --{role}_lr_schedule=step or '
                             'inverse_time')
-      resolved[name] = None
-    else:
-      resolved[name] = given if given is not None else default
-  return resolved
+    schedule = Schedule()
+  else:
+    schedule = Schedule(kind_of_schedule, 1.0 if decay is None else decay,
+                        1 if every is None else every)
+  if learning_rate is None:
+    learning_rate = spec.learning_rate
+  try:
+    return OptimizerSettings(kind, learning_rate, schedule=schedule,
+                             **parameters)
+  except SettingsError as e:
+    raise SettingsError(str(e).replace('--', f'--{role}_')) from None
 
 
-def check(values: Mapping[str, Any], role: str) -> None:
-  """SettingsError for parameter values no optimizer can use."""
+def flags_of(settings: OptimizerSettings | None, role: str) -> dict:
+  """`settings` as the flat flag values `resolve` takes (all None for an
+  algorithm without that optimizer)."""
+  if settings is None:
+    return dict.fromkeys(flag_names(role))
+  return {f'{role}_optimizer': settings.kind,
+          **{f'{role}_{p}': getattr(settings, p) for p in PARAMETERS},
+          f'{role}_lr_schedule': settings.schedule.kind,
+          f'{role}_lr_decay': settings.schedule.decay,
+          f'{role}_lr_decay_every': settings.schedule.decay_every}
+
+
+def check(settings: OptimizerSettings) -> None:
+  """SettingsError for parameter values no optimizer can use (the flag
+  named without its role: `resolve` adds it)."""
+  if settings.learning_rate is None or not (
+      0 <= settings.learning_rate < FLOAT32_MAX):
+    raise SettingsError(f'--lr must be a number >= 0 (below 3.4e38, '
+                        f'float32\'s largest), got {settings.learning_rate}')
   for parameter in ('beta1', 'beta2', 'momentum'):
-    value = values.get(f'{role}_{parameter}')
+    value = getattr(settings, parameter)
     if value is not None and not 0 <= value < 1:
-      raise SettingsError(f'--{role}_{parameter} must be in [0, 1), got '
-                          f'{value}')
-  epsilon = values.get(f'{role}_epsilon')
-  if epsilon is not None and not 0 < epsilon < FLOAT32_MAX:
-    raise SettingsError(f'--{role}_epsilon must be a positive number, got '
-                        f'{epsilon}')
-  decay = values.get(f'{role}_lr_decay')
-  if decay is not None and not 0 < decay < FLOAT32_MAX:
-    raise SettingsError(f'--{role}_lr_decay must be a positive number, got '
-                        f'{decay}')
-  if values.get(f'{role}_lr_schedule') == 'step' and decay is not None and (
-      decay > 1):
-    raise SettingsError(f'--{role}_lr_decay must be in (0, 1] for a step '
-                        f'schedule, got {decay}')
-  every = values.get(f'{role}_lr_decay_every')
-  if every is not None and every < 1:
-    raise SettingsError(f'--{role}_lr_decay_every must be >= 1, got {every}')
-
-
-def default_learning_rate(values: Mapping[str, Any], role: str):
-  """The learning rate the optimizer takes when a run gives none."""
-  return OPTIMIZERS[values.get(f'{role}_optimizer') or 'sgd'].learning_rate
+      raise SettingsError(f'--{parameter} must be in [0, 1), got {value}')
+  if settings.epsilon is not None and not 0 < settings.epsilon < FLOAT32_MAX:
+    raise SettingsError(f'--epsilon must be a positive number, got '
+                        f'{settings.epsilon}')
+  schedule = settings.schedule
+  if schedule.kind not in SCHEDULES:
+    raise SettingsError(f'--lr_schedule must be one of {", ".join(SCHEDULES)}'
+                        f', got {schedule.kind!r}')
+  if schedule.decay is not None and not 0 < schedule.decay < FLOAT32_MAX:
+    raise SettingsError(f'--lr_decay must be a positive number, got '
+                        f'{schedule.decay}')
+  if schedule.kind == 'step' and schedule.decay is not None and (
+      schedule.decay > 1):
+    raise SettingsError(f'--lr_decay must be in (0, 1] for a step '
+                        f'schedule, got {schedule.decay}')
+  if schedule.decay_every is not None and not (
+      isinstance(schedule.decay_every, int) and schedule.decay_every >= 1):
+    raise SettingsError(f'--lr_decay_every must be an integer >= 1, got '
+                        f'{schedule.decay_every!r}')
 
 
 def _rate(kind: str, initial, decay, steps):
@@ -180,56 +225,37 @@ def schedule_fn(kind: str, initial: float, decay: float | None,
   return schedule
 
 
-def learning_rate(kind: str, initial: float, decay, decay_every, t: int):
-  """η(t) in Python (the client's schedule, set between rounds)."""
-  if kind == 'constant':
-    return initial
-  return _rate(kind, initial, decay, t // decay_every)
-
-
-def build(settings, role: str, learning_rate: float, scale: float = 1.0):
-  """The `tff.learning.optimizers.Optimizer` of resolved `settings` (a
-  resolved Config, or any object with its optimizer fields) for `role`,
-  at `learning_rate` (times `scale`, e.g. FedISGD's λ; 0 allowed), with the
-  server's schedule for role 'server' (the client's is applied between
-  rounds)."""
-  def setting(name):
-    return getattr(settings, f'{role}_{name}')
-
-  spec = OPTIMIZERS[setting('optimizer')]
-  arguments = {PARAMETERS[p]: setting(p) for p in spec.defaults}
+def build(settings: OptimizerSettings, scale: float = 1.0,
+          server: bool = False):
+  """The `tff.learning.optimizers.Optimizer` of `settings`, at its
+  learning rate times `scale` (e.g. FedISGD's λ; 0 allowed); with `server`,
+  its schedule is TFF's `schedule_learning_rate` in the process (a client
+  schedule is set between rounds, `ClientLearningRateSchedule`)."""
+  spec = OPTIMIZERS[settings.kind]
+  arguments = {PARAMETERS[p]: getattr(settings, p) for p in spec.defaults}
   arguments.update(spec.fixed)
   builder = getattr(tff.learning.optimizers, spec.builder)
-  optimizer = builder(learning_rate * scale, **arguments)
-  kind = setting('lr_schedule')
-  if role == 'server' and kind != 'constant':
-    rate = schedule_fn(kind, learning_rate, setting('lr_decay'),
-                       setting('lr_decay_every'))
+  optimizer = builder(settings.learning_rate * scale, **arguments)
+  schedule = settings.schedule
+  if server and schedule.kind != 'constant':
+    rate = schedule_fn(schedule.kind, settings.learning_rate, schedule.decay,
+                       schedule.decay_every)
     optimizer = tff.learning.optimizers.schedule_learning_rate(
         optimizer, lambda t: scale * rate(t))
   return optimizer
 
 
-class ClientLearningRateSchedule:
-  """A round-loop hook: sets the client optimizer's learning rate of round
-  t + 1 (in the process state) after round t, by the run's client
-  schedule. Stateless: the rate is a function of the round."""
-  name = 'client_lr_schedule'
+class ClientLearningRateSchedule(callbacks.RoundCallback):
+  """Sets the client optimizer's learning rate of round t + 1 (in the
+  process state) after round t, by the run's client schedule. Stateless:
+  the rate is a function of the round."""
 
-  def __init__(self, settings):
-    self._settings = settings  # A resolved Config.
+  def __init__(self, settings: OptimizerSettings):
+    self._settings = settings
 
-  def state(self):
-    return collections.OrderedDict()
-
-  def restore(self, state):
-    del state
-
-  def after_round(self, round_num, row, process, state):
-    del row
-    s = self._settings
-    hparams = process.get_hparams(state)
-    hparams['client_work']['learning_rate'] = np.float32(learning_rate(
-        s.client_lr_schedule, s.client_lr, s.client_lr_decay,
-        s.client_lr_decay_every, round_num))
-    return process.set_hparams(state, hparams)
+  def after_round(self, end):
+    hparams = end.process.get_hparams(end.state)
+    hparams['client_work']['learning_rate'] = np.float32(
+        self._settings.schedule.rate(self._settings.learning_rate,
+                                     end.round_num))
+    end.state = end.process.set_hparams(end.state, hparams)

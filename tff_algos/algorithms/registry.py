@@ -10,20 +10,57 @@ Imports no TensorFlow: `run_experiment.py --help` lists the algorithms and
 configs are validated before anything heavy loads.
 """
 
+from __future__ import annotations
+
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
-# Run settings whose meaning or default depends on the algorithm. A Config
-# leaves them None ("the algorithm's default"); `Config.resolved()` fills
-# them in from the algorithm's entry.
-ALGORITHM_FIELDS = ('epochs', 'batch_size', 'client_lr', 'server_lr', 'mu',
-                    'adaptive_mu', 'straggler_policy', 'client_weighting')
+from tff_algos.algorithms import callbacks as callbacks_lib
+from tff_algos.algorithms import optimizers
+
+# Run settings whose meaning or default depends on the algorithm. A run
+# that does not give one gets the algorithm's default (its entry).
+ALGORITHM_FIELDS = ('epochs', 'batch_size', 'client_lr', 'server_lr',
+                    'straggler_policy', 'client_weighting')
+# Hyper-parameters of the papers' algorithms that have a flag of their own
+# (--mu, --lam, --adaptive_mu); any other is --hparam NAME=VALUE.
+HPARAM_FLAGS = ('mu', 'lam', 'adaptive_mu')
 
 # FedProx's settings for its synthetic data (Li et al. 2020, §5.2 and
 # Appendix C.2), the default run: E = 20, B = 10, learning rate 0.01, and
 # FedAvg's n_k-weighted mean with a server step of 1 (model averaging).
 LOCAL_SGD_DEFAULTS = dict(epochs=20, batch_size=10, client_lr=0.01,
                           server_lr=1.0, client_weighting='num_examples')
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmSettings:
+  """An algorithm's settings in a run, resolved: what its builder and its
+  callbacks take.
+
+  Attributes:
+    name: the algorithm (its `--algo`).
+    epochs: local epochs E.
+    batch_size: local minibatch size B (-1: the whole local dataset).
+    client_optimizer: the clients' optimizer, or None (FedSGD's clients
+      compute one gradient).
+    server_optimizer: the server's optimizer on the mean update.
+    client_weighting: 'num_examples' (n_k) or 'uniform' (1/K).
+    straggler_policy: 'drop' or 'partial'.
+    hparams: its own hyper-parameters (FedProx's mu and adaptive_mu,
+      FedISGD's lam, an algorithm's --hparam values), defaults filled in.
+    report_update_spread: whether the process reports the spread of the
+      client updates.
+  """
+  name: str
+  epochs: int
+  batch_size: int
+  client_optimizer: optimizers.OptimizerSettings | None
+  server_optimizer: optimizers.OptimizerSettings
+  client_weighting: str
+  straggler_policy: str
+  hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  report_update_spread: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,28 +72,27 @@ class Algorithm:
     label: its name in tables and plot legends.
     summary: one line for `--help`.
     paper: where it is defined (paper, algorithm or equation).
-    build: `build(model_fn, config, client_input)` -> a
-      `tff.learning.templates.LearningProcess`, given a resolved Config and
-      a `tff_algos.learning` client input (simulation or production).
-    hparams: the ALGORITHM_FIELDS it reads; giving it another one is an
-      error.
-    defaults: its values for those fields when a run does not give them
-      (a value, or a function of the Config for a derived default).
-    fixed: fields whose value the algorithm implies (FedSGD: E = 1, B = ∞;
-      FedAvg: μ = 0); giving another value is an error.
-    extra_hparams: hyper-parameters of its own (`--hparam NAME=VALUE`)
-      with their defaults.
-    describe: its legend entry for a run's resolved Config (default: the
-      label and its extra hyper-parameters).
-    round_metrics: columns of a round's row it derives from the others
-      (FedISGD's VLG), or None.
-    metrics: the columns it adds to metrics.csv, name → what it holds:
-      the metrics its process reports (found by name in a round's
-      metrics, e.g. metrics['client_work'][name]) and those `round_metrics`
-      derives. They reach metrics.csv, TensorBoard, summary.json (their
-      final values) and plots, described like the built-in columns.
-    hooks: `hooks(resolved Config)` → the round-loop hooks of a run
-      (`simulation.loop.Hook`: e.g. FedProx's adaptive μ), or None.
+    build: `build(model_fn, settings, client_input)` -> a
+      `tff.learning.templates.LearningProcess`, given its
+      `AlgorithmSettings` and a `tff_algos.learning` client input
+      (simulation or production).
+    uses: the ALGORITHM_FIELDS it reads; giving it another one is an error.
+    defaults: its values for those when a run does not give them (a value,
+      or a function of the other resolved settings, by name).
+    hparams: its own hyper-parameters and their defaults (`--mu`, `--lam`,
+      `--adaptive_mu`, else `--hparam NAME=VALUE`).
+    fixed: settings or hyper-parameters the algorithm implies (FedSGD:
+      E = 1, B = ∞; FedAvg: μ = 0); giving another value is an error.
+    hparam_column: the hyper-parameter metrics.csv reports each round
+      (`mu`: FedProx's μ, 0 for FedAvg; `lam`: FedISGD's λ).
+    describe: its legend entry for a run's `AlgorithmSettings` (default: the
+      label and its own hyper-parameters).
+    callbacks: `callbacks(settings)` → the round callbacks of a run
+      (`callbacks.RoundCallback`: e.g. FedProx's adaptive μ), or None.
+    metrics: the columns its process reports, name → what it holds (found
+      by name in a round's metrics, e.g. metrics['client_work'][name]);
+      its callbacks declare theirs. They reach metrics.csv, TensorBoard,
+      summary.json (their final values) and plots.
     client_optimizer: whether its clients run an optimizer (a
       `--client_optimizer`); FedSGD's compute a gradient.
     server_lr_schedule: the server learning rate's default schedule
@@ -67,41 +103,45 @@ class Algorithm:
   summary: str
   paper: str
   build: Callable[..., Any]
-  hparams: tuple[str, ...]
+  uses: tuple[str, ...]
   defaults: Mapping[str, Any]
+  hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  extra_hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
-  describe: Callable[[Any], str] | None = None
-  round_metrics: Callable[[dict], dict] | None = None
+  hparam_column: str = 'mu'
+  describe: Callable[[AlgorithmSettings], str] | None = None
+  callbacks: Callable[[AlgorithmSettings],
+                      Sequence[callbacks_lib.RoundCallback]] | None = None
   metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  hooks: Callable[[Any], Sequence[Any]] | None = None
   client_optimizer: bool = True
   server_lr_schedule: str = 'constant'
 
   def __post_init__(self):
-    unknown = (set(self.hparams) | set(self.defaults) | set(self.fixed)) - set(
-        ALGORITHM_FIELDS)
+    unknown = set(self.uses) - set(ALGORITHM_FIELDS)
     if unknown:
       raise ValueError(f'{self.name}: {sorted(unknown)} are not settings an '
-                       f'algorithm can own ({", ".join(ALGORITHM_FIELDS)}); '
-                       'declare its own in extra_hparams')
-    if set(self.hparams) & set(self.fixed):
-      raise ValueError(f'{self.name}: a setting is either a hyper-parameter '
-                       'or fixed')
-    missing = set(self.hparams) - set(self.defaults)
+                       f'algorithm can use ({", ".join(ALGORITHM_FIELDS)}); '
+                       'declare its own in hparams')
+    if set(self.uses) & set(self.fixed) or set(self.hparams) & set(
+        self.fixed):
+      raise ValueError(f'{self.name}: a setting is either used or fixed')
+    missing = set(self.uses) - set(self.defaults)
     if missing:
       raise ValueError(f'{self.name}: no default for {sorted(missing)}')
-    bad = [m for m in self.metrics if not m.isidentifier()]
+    bad = [m for m in (*self.metrics, *self.hparams) if not m.isidentifier()]
     if bad:
-      raise ValueError(f'{self.name}: metric names must be identifiers '
-                       f'(letters, digits, _), got {bad}')
+      raise ValueError(f'{self.name}: metric and hyper-parameter names must '
+                       f'be identifiers (letters, digits, _), got {bad}')
 
-  def legend(self, config) -> str:
+  def legend(self, settings: AlgorithmSettings) -> str:
     """The line's name in a plot: label and hyper-parameters that vary."""
     if self.describe is not None:
-      return self.describe(config)
-    extras = ' '.join(f'{k}={v:g}' for k, v in (config.hparams or {}).items())
+      return self.describe(settings)
+    extras = ' '.join(f'{k}={v:g}' for k, v in settings.hparams.items())
     return f'{self.label} {extras}'.strip()
+
+  def round_callbacks(self, settings: AlgorithmSettings):
+    """Its round callbacks for a run of `settings`."""
+    return list(self.callbacks(settings)) if self.callbacks else []
 
 
 _ALGORITHMS: dict[str, Algorithm] = {}

@@ -15,11 +15,13 @@ import textwrap
 from tff_algos.simulation import results
 from tff_algos.simulation.columns import DESCRIPTIONS
 from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 
 def _pyplot():
-  """matplotlib.pyplot, imported when a plot is drawn (issue 22: a run's
-  command line imports this module; pyplot costs it 0.3–0.9 s and 57 MB)."""
+  """matplotlib.pyplot, imported when a plot is drawn (a run's command line
+  imports this module; pyplot would cost it 0.3–0.9 s and 57 MB,
+  docs/PERFORMANCE.md "Start-up and memory")."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -63,22 +65,23 @@ class MixedTasksError(ValueError):
 
 
 def _settings(run_dir):
-  """The run's resolved settings (config.json), without the seed."""
+  """The run's resolved settings (config.json), and their flat values
+  without the seed."""
   saved = {}
   try:
-    saved = results.read_json(run_dir, results.CONFIG_FILE) or {}
-    config = Config.from_json(saved).resolved()
+    saved, _ = results.read_config(run_dir)
+    settings = resolve(Config.from_json(saved))
   except (TypeError, ValueError):  # No or a damaged config.json (named by
     return None, dict(saved)       # the folder), or an unknown algorithm.
-  values = config.to_json()
+  values = settings.to_json()
   values.pop('seed', None)
-  return config, values
+  return settings, values
 
 
-def _legend(config, run_dir):
-  if config is None:
+def _legend(settings, run_dir):
+  if settings is None:
     return os.path.basename(os.path.normpath(run_dir))
-  return config.algorithm.legend(config)
+  return settings.entry.legend(settings.algorithm)
 
 
 def _text(key, value):
@@ -105,7 +108,10 @@ def describe(groups):
     label = ', '.join([_legend(config, dirs[0])] + parts)
     labels.append(f'{label} (mean of {len(dirs)})' if len(dirs) > 1 else
                   label)
-  if len({l for l in labels}) < len(labels):  # Still alike: name folders.
+  if len(set(labels)) < len(labels):  # Alike but their code: say which.
+    labels = [f'{l} [code {results.code_id(d[0]) or "unrecorded"}]'
+              for l, d in zip(labels, groups)]
+  if len(set(labels)) < len(labels):  # Still alike: name folders.
     labels = [f'{l} [{os.path.basename(os.path.normpath(d[0]))}]'
               for l, d in zip(labels, groups)]
   shared = described[0][1] if described else {}
@@ -113,17 +119,19 @@ def describe(groups):
                     if k not in differ and k not in _NOT_IN_TITLE and
                     shared.get(k) is not None and
                     shared[k] != _DEFAULTS.get(k))
-  return textwrap.fill(title, 70), labels
+  return title, labels
 
 
 def seed_groups(run_dirs):
-  """[run folders] per setting: runs whose config.json differ only in the
-  seed form one group (in the order first seen)."""
+  """[run folders] per setting: runs whose settings differ only in the seed
+  and whose code, computation and data are the same (`results.code_id`)
+  form one group (in the order first seen)."""
   groups = {}
   for run_dir in run_dirs:
-    saved = dict(results.read_json(run_dir, results.CONFIG_FILE) or {})
+    saved, _ = results.read_config(run_dir)
     saved.pop('seed', None)
-    key = repr(sorted(saved.items())) if saved else run_dir
+    key = (repr(sorted(saved.items())), results.code_id(run_dir)
+           ) if saved else run_dir
     groups.setdefault(key, []).append(run_dir)
   return list(groups.values())
 
@@ -172,7 +180,8 @@ def plot_bands(groups, metric, out, title=None, target=None,
                  label=f'target {target:g}')
   axes.set_xlabel('# rounds')
   axes.set_ylabel(metric, fontsize=9)
-  axes.set_title(title, fontsize=9)
+  # Wrapped to the axes' width (about 60 characters at this size).
+  axes.set_title(textwrap.fill(title, 60), fontsize=9)
   axes.legend(fontsize=7)
   description = description or MATH_DESCRIPTIONS.get(
       metric, DESCRIPTIONS.get(metric, '').replace('$', r'\$'))

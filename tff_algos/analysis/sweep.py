@@ -20,6 +20,7 @@ import csv
 import dataclasses
 import itertools
 import os
+import re
 import shlex
 import signal
 import statistics
@@ -48,6 +49,9 @@ SUMMARY_COLUMNS = {
                         'rounds (FedAvg §3; — = not reached)',
     'speedup': 'rounds to target of the first variant with the same swept '
                'values / this one',
+    'code': 'the run\'s code, computation and data (config.json\'s '
+            'provenance), by a short id: runs of other ids are never '
+            'averaged',
 }
 # Compared across seeds (mean ± std); rounds to target over those that
 # reached it.
@@ -69,7 +73,7 @@ def parse_variant(text):
   """'NAME: --a=1 --b=2' -> ('NAME', ['--a=1', '--b=2'])."""
   name, sep, flags = text.partition(':')
   name = name.strip()
-  if not sep or not name or '/' in name or not all(
+  if not sep or not re.fullmatch(r'[\w.+=-]+', name) or not all(
       a.startswith('--') for a in shlex.split(flags)):
     raise ValueError(f'--variant={text!r}: expected "NAME: --flag=value ..."')
   return name, shlex.split(flags)
@@ -189,6 +193,7 @@ def table(runs, output_dir, target_accuracy=None):
     try:
       if results.has_rows(run_dir):
         row.update(results.summarize(run_dir, target_accuracy))
+        row['code'] = results.code_id(run_dir)
     except (ValueError, KeyError, TypeError) as e:  # results.DamagedFile...
       print(f'summary: {run.name} left out: {e}', file=sys.stderr)
     baseline.setdefault(run.swept, row.get('rounds_to_target'))
@@ -210,13 +215,13 @@ def seed_table(runs, rows):
     return []
   groups = {}
   for run, row in zip(runs, rows):
-    if 'rounds' in row:
-      key = (run.variant,) + tuple((f, v) for f, v in run.swept
-                                   if f != 'seed')
+    if 'rounds' in row:  # Runs of other code are never pooled as seeds.
+      key = (run.variant, row.get('code')) + tuple(
+          (f, v) for f, v in run.swept if f != 'seed')
       groups.setdefault(key, []).append(row)
   combined = []
-  for (variant, *swept), group in groups.items():
-    entry = dict(variant=variant, **dict(swept),
+  for (variant, code, *swept), group in groups.items():
+    entry = dict(variant=variant, **dict(swept), code=code,
                  seeds=' '.join(str(r.get('seed')) for r in group))
     for metric in SEED_METRICS:
       values = [r[metric] for r in group if r.get(metric) is not None]
@@ -370,23 +375,29 @@ def plot_runs(runs, rows, output_dir, target_accuracy=None):
   """One figure per metric and swept setting: a line per variant (over
   several seeds, their mean with a band from min to max), titled with the
   settings they share and the swept values, of the runs whose `table` row
-  (`rows`, aligned with `runs`) has results. Returns the files written."""
+  (`rows`, aligned with `runs`) has results (runs of other code: another
+  line). Returns the files written."""
   by_swept = {}
   for run, row in zip(runs, rows):
     if 'rounds' in row:
       others = tuple((f, v) for f, v in run.swept if f != 'seed')
-      by_swept.setdefault(others, {}).setdefault(run.variant, []).append(
-          os.path.join(output_dir, run.name))
+      by_swept.setdefault(others, {}).setdefault(
+          (run.variant, row.get('code')), []).append(
+              os.path.join(output_dir, run.name))
   written = []
-  for swept, variants in by_swept.items():
+  for swept, lines in by_swept.items():
     suffix = ''.join(f'__{flag}-{value}' for flag, value in swept)
-    groups = list(variants.values())
+    groups = list(lines.values())
+    names = [variant for variant, _ in lines]
+    labels = [variant if names.count(variant) == 1 else
+              f'{variant} [code {code or "unrecorded"}]'
+              for variant, code in lines]
     shared, _ = plot.describe(groups)
     title = '; '.join(filter(None, [shared, ', '.join(
         f'{flag}={value}' for flag, value in swept)]))
     for metric in METRICS_PLOTTED:
       written.append(os.path.join(output_dir, f'{metric}{suffix}.png'))
       plot.plot_bands(
-          groups, metric, written[-1], title=title, labels=list(variants),
+          groups, metric, written[-1], title=title, labels=labels,
           target=target_accuracy if metric == 'test_accuracy' else None)
   return written

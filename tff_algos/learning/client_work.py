@@ -305,7 +305,7 @@ def build_proximal_sgd_client_work(
       # (docs/PERFORMANCE.md). Same values: g + 0·(w − w_t) = g.
       proximal_gradients = tf.cond(
           tf.equal(state['mu'], 0.0), lambda: gradients,
-          lambda: tuple(g + state['mu'] * (w - w0)  # pylint: disable=g-long-lambda
+          lambda: tuple(g + tf.cast(state['mu'], g.dtype) * (w - w0)  # pylint: disable=g-long-lambda
                         for g, w, w0 in zip(gradients, weights, anchor)))
       optimizer_state, weights = optimizer.next(optimizer_state, weights,
                                                 proximal_gradients)

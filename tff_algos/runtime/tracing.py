@@ -1,5 +1,6 @@
-"""Faster tracing: AutoGraph leaves alone library code that needs no
-conversion.
+"""Tracing that is faster (`install`) and deterministic (`deterministic`).
+
+`install`: AutoGraph leaves alone library code that needs no conversion.
 
 Building a learning process traces `tf.function`s, and AutoGraph rewrites
 the source of every Python function they call (parsing it, transforming
@@ -21,6 +22,11 @@ this list. The modules below were read for tensor-dependent control flow
 apply-optimizer finalizer (`if should_reject:` on a tensor) and training
 loops over datasets, and all of ours.
 """
+
+import contextlib
+import random
+
+import numpy as np
 
 DO_NOT_CONVERT = (
     'attr',
@@ -46,3 +52,36 @@ def install() -> None:
   for rule in rules:
     rule._tff_algos = True  # pylint: disable=protected-access
   config.CONVERSION_RULES = rules + tuple(config.CONVERSION_RULES)
+
+
+@contextlib.contextmanager
+def deterministic(seed: int = 0):
+  """Traces with Python's, NumPy's and Keras's global random generators
+  seeded with `seed`, and restores them afterwards.
+
+  Keras draws the seed of every unseeded initializer from those generators
+  and freezes it into the traced graph, so without this two builds of the
+  same code serialize to different computations (measured: every build of
+  FedProx's `initialize` and `next` differed, in the initializers' seed
+  constants alone). The values those initializers draw never reach a run,
+  whose initial model is set from `--seed`; fixing the seeds makes the
+  serialized computation a function of the code, the settings and the
+  files the model reads, which is what a run's record of its computation
+  and the compiled-computation cache rely on. The caller's random state is
+  left as it was.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from keras.src import backend as keras_backend  # pylint: disable=g-import-not-at-top
+  del tf  # Imported first: Keras's backend needs TensorFlow loaded.
+  generator = keras_backend._SEED_GENERATOR  # pylint: disable=protected-access
+  python_state, numpy_state = random.getstate(), np.random.get_state()
+  keras_generator = getattr(generator, 'generator', None)
+  random.seed(seed)
+  np.random.seed(seed)
+  generator.generator = random.Random(seed)
+  try:
+    yield
+  finally:
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)
+    generator.generator = keras_generator

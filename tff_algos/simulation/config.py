@@ -1,4 +1,18 @@
-"""The settings of one simulated run, validated without importing TensorFlow."""
+"""A run's settings: what the flags say (`Config`) and, resolved once,
+what every layer takes (`Settings`). Imports no TensorFlow.
+
+`Config` holds the flags' values; a flag not given is None there ("the
+algorithm's default"). `resolve(config)`, called once where a run starts,
+checks them and fills in the algorithm's defaults, giving the frozen
+`Settings` of the run: its algorithm's own settings
+(`registry.AlgorithmSettings`, with nested optimizer settings) and the
+run's. config.json records `Settings.to_json()`, flat as the flags are
+(`--client_beta2` is "client_beta2"), with every default filled in and
+None for the settings the algorithm does not use, so that two runs of the
+same settings have the same config.json however their flags were written.
+"""
+
+from __future__ import annotations
 
 import dataclasses
 import json
@@ -13,6 +27,8 @@ from tff_algos.algorithms import registry
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
+_OPTIMIZER_FLAGS = (optimizers.flag_names('client') +
+                    optimizers.flag_names('server'))
 
 
 def _of_type(value, hint) -> bool:
@@ -46,10 +62,11 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  """Everything that defines a run; saved, resolved, as config.json.
+  """What a run's flags say; None: the algorithm's default.
 
-  The settings of `registry.ALGORITHM_FIELDS` default to None, "the
-  algorithm's own" (its registry entry); `resolved()` fills them in.
+  The settings of `registry.ALGORITHM_FIELDS`, the hyper-parameters
+  (`mu`, `lam`, `adaptive_mu`, `hparams`) and the optimizers' are the
+  algorithm's; `resolve` fills them in.
   """
   algo: str = 'fedprox'
   task: str = 'synthetic_1_1'     # a name for tasks.load_task, or any
@@ -58,18 +75,19 @@ class Config:
   clients_per_round: int | None = 10  # None: from --client_fraction, set
                                       # once the task's clients are known
   straggler_fraction: float = 0.0
-  # The algorithm's settings (None: its default, see `resolved`).
+  # The algorithm's settings.
   epochs: int | None = None
   batch_size: int | None = None     # -1: the whole local dataset (B = ∞)
   client_lr: float | None = None
   server_lr: float | None = None    # FedSGD's η; FedISGD's η_gi
-  mu: float | None = None           # FedProx μ / FedISGD λ
-  adaptive_mu: bool | None = None
   straggler_policy: str | None = None  # 'drop' or 'partial'
   client_weighting: str | None = None  # 'num_examples' or 'uniform'
+  mu: float | None = None           # FedProx's μ
+  lam: float | None = None          # FedISGD's λ
+  adaptive_mu: bool | None = None
   hparams: dict[str, float] = dataclasses.field(default_factory=dict)
-  # Optimizers (algorithms.optimizers; None: the default, plain SGD at a
-  # constant rate; the parameters of the optimizer chosen).
+  # Optimizers (algorithms.optimizers; None: plain SGD at a constant rate,
+  # and the parameters of the optimizer chosen).
   client_optimizer: str | None = None
   client_momentum: float | None = None
   client_beta1: float | None = None
@@ -101,65 +119,18 @@ class Config:
   partition: str | None = None  # e.g. 'dirichlet:0.5' (None: the task's)
   imports: tuple[str, ...] = ()  # modules registering the task/algorithm
 
-  @property
-  def algorithm(self) -> registry.Algorithm:
-    return registry.get(self.algo)
-
-  @property
-  def policy(self) -> StragglerPolicy:
-    return StragglerPolicy(self.resolved().straggler_policy)
-
-  @property
-  def effective_mu(self) -> float:
-    """μ of the local objective (0 for algorithms without one)."""
-    return self.resolved().mu or 0.0
-
-  def resolved(self) -> 'Config':
-    """This config with the algorithm's settings filled in: its fixed
-    values, the values given, its defaults for the rest, and None for the
-    settings it does not use (their values do not matter to the run).
-    ConfigError for optimizer settings that do not fit together."""
-    algorithm = self.algorithm
-    given = dataclasses.asdict(self)
-    try:
-      values = {
-          **optimizers.resolve(given, 'client', algorithm.client_optimizer),
-          **optimizers.resolve(given, 'server', True,
-                               algorithm.server_lr_schedule)}
-    except optimizers.SettingsError as e:
-      raise ConfigError(str(e)) from None
-    if self.server_lr is None and optimizers.default_learning_rate(
-        values, 'server') is not None and 'server_lr' in algorithm.hparams:
-      values['server_lr'] = optimizers.default_learning_rate(values,
-                                                              'server')
-    for name in registry.ALGORITHM_FIELDS:
-      if name in algorithm.fixed:
-        values[name] = algorithm.fixed[name]
-      elif name in algorithm.hparams:
-        if name not in values:
-          value = getattr(self, name)
-          values[name] = value if value is not None else algorithm.defaults[
-              name]
-      else:
-        values[name] = None
-    hparams = {**algorithm.extra_hparams, **self.hparams}
-    config = dataclasses.replace(self, hparams=hparams, **{
-        k: v for k, v in values.items() if not callable(v)})
-    return dataclasses.replace(config, **{
-        k: v(config) for k, v in values.items() if callable(v)})
-
-  def to_json(self) -> dict[str, Any]:
-    """The resolved settings as config.json holds them."""
-    return json.loads(json.dumps(dataclasses.asdict(self.resolved())))
-
   @classmethod
-  def from_json(cls, values: dict[str, Any]) -> 'Config':
-    """A Config from config.json (settings it lacks take their defaults);
-    ConfigError for settings this version does not know or values of the
-    wrong type (checked against the fields' annotations, in one place)."""
+  def from_json(cls, values: dict[str, Any]) -> Config:
+    """A Config from config.json (settings it lacks take their defaults;
+    its record of the code, `provenance`, is not a setting); ConfigError
+    for settings this version does not know or values of the wrong type
+    (checked against the fields' annotations, in one place)."""
     if not isinstance(values, dict):
       raise ConfigError(f'expected an object of settings, got '
                         f'{type(values).__name__}')
+    values = {k: v for k, v in values.items() if k != 'provenance'}
+    if values.get('algo') == 'fedisgd' and 'lam' not in values:
+      values['lam'] = values.pop('mu', None)  # Older files: λ was "mu".
     unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
       raise ConfigError(f'unknown settings {sorted(unknown)}')
@@ -171,89 +142,235 @@ class Config:
       values = dict(values, imports=tuple(values['imports']))
     return cls(**values)
 
-  def validate(self, num_clients: int | None = None):
-    """Raises ConfigError for values no run can use (before anything runs).
+  def to_json(self) -> dict[str, Any]:
+    """config.json's settings of this Config (`resolve(self).to_json()`)."""
+    return resolve(self).to_json()
 
-    With `num_clients` (the task's N), also checks K <= N.
-    """
-    try:
-      algorithm = self.algorithm
-    except ValueError as e:
-      raise ConfigError(f'--algo: {e}') from None
-    for name in registry.ALGORITHM_FIELDS:
-      value = getattr(self, name)
-      if value is None:
-        continue
-      if name in algorithm.fixed and value != algorithm.fixed[name]:
-        raise ConfigError(
-            f'--{name}={value}: {self.algo} has {name}='
-            f'{algorithm.fixed[name]} ({algorithm.paper})')
-      if name not in algorithm.fixed and name not in algorithm.hparams:
-        raise ConfigError(f'--{name} is not a {self.algo} hyper-parameter '
-                          f'(it has {", ".join(algorithm.hparams)})')
-    unknown = set(self.hparams) - set(algorithm.extra_hparams)
-    if unknown:
-      raise ConfigError(
-          f'--hparam {", ".join(sorted(unknown))}: {self.algo} has '
-          + (f'only {", ".join(algorithm.extra_hparams)}'
-             if algorithm.extra_hparams else 'no hyper-parameters of its own'))
-    c = self.resolved()
-    try:
-      for role in ('client', 'server'):
-        optimizers.check(dataclasses.asdict(c), role)
-      partitions.parse(self.partition)
-    except ValueError as e:
-      raise ConfigError(str(e)) from None
-    k = self.clients_per_round
-    checks = [
-        (num_clients is None or k is None or k <= num_clients,
-         f'--clients_per_round={k} is more than the {num_clients} clients '
-         f'of {self.task}'),
-        (self.rounds >= 1, f'--rounds must be >= 1, got {self.rounds}'),
-        (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
-        (c.epochs is None or c.epochs >= 1,
-         f'--epochs must be >= 1, got {c.epochs}'),
-        (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
-         f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}'),
-        (c.client_lr is None or 0 < c.client_lr < FLOAT32_MAX,
-         f'--client_lr must be a positive number (below 3.4e38, float32\'s '
-         f'largest), got {c.client_lr}'),
-        (c.server_lr is None or 0 < c.server_lr < FLOAT32_MAX,
-         f'--server_lr must be a positive number (below 3.4e38, float32\'s '
-         f'largest), got {c.server_lr}'),
-        (c.mu is None or 0 <= c.mu < FLOAT32_MAX,
-         f'--mu must be a number >= 0 (below 3.4e38, float32\'s largest), '
-         f'got {c.mu}'),
-        (all(abs(v) < FLOAT32_MAX for v in self.hparams.values()),
-         f'--hparam values must be numbers (finite in float32), got '
-         f'{self.hparams}'),
-        (0 <= self.straggler_fraction <= 1,
-         f'--straggler_fraction must be in [0, 1], '
-         f'got {self.straggler_fraction}'),
-        (c.straggler_policy in (None, 'drop', 'partial'),
-         f'--straggler_policy must be drop or partial, '
-         f'got {c.straggler_policy!r}'),
-        (c.client_weighting in (None, 'uniform', 'num_examples'),
-         f'--client_weighting must be uniform or num_examples, '
-         f'got {c.client_weighting!r}'),
-        (self.eval_every >= 1, '--eval_every must be >= 1'),
-        (self.eval_clients is None or self.eval_clients >= 1,
-         f'--eval_clients must be >= 1, got {self.eval_clients}'),
-        (self.eval_clients is None or num_clients is None or
-         self.eval_clients <= num_clients,
-         f'--eval_clients={self.eval_clients} is more than the '
-         f'{num_clients} clients of {self.task}'),
-        (self.train_fraction is None or 0 < self.train_fraction < 1,
-         f'--train_fraction must be in (0, 1), got {self.train_fraction}'),
-        (self.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),
-        (self.stop_at_accuracy is None or 0 < self.stop_at_accuracy <= 1,
-         f'--stop_at_target needs a --target_accuracy in (0, 1], got '
-         f'{self.stop_at_accuracy}'),
-        (0 <= self.seed <= MAX_SEED,
-         f'--seed must be in 0..{MAX_SEED}, got {self.seed}'),
-        (0 <= self.data_seed <= MAX_SEED,
-         f'--data_seed must be in 0..{MAX_SEED}, got {self.data_seed}'),
-    ]
-    for ok, message in checks:
-      if not ok:
-        raise ConfigError(message)
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """A run's settings, resolved once (`resolve`), as every layer takes
+  them. `algorithm` is what the algorithm's builder and callbacks take;
+  the rest is the run's (see `Config` for each field)."""
+  algorithm: registry.AlgorithmSettings
+  task: str
+  rounds: int
+  clients_per_round: int
+  straggler_fraction: float
+  seed: int
+  data_seed: int
+  data_dir: str | None
+  train_fraction: float | None
+  partition: str | None
+  imports: tuple[str, ...]
+  update_spread: bool
+  dissimilarity_every: int
+  eval_every: int
+  eval_clients: int | None
+  stop_at_accuracy: float | None
+  config: Config  # The resolved flags: config.json's settings.
+
+  @property
+  def algo(self) -> str:
+    return self.algorithm.name
+
+  @property
+  def entry(self) -> registry.Algorithm:
+    """The algorithm's registry entry."""
+    return registry.get(self.algorithm.name)
+
+  @property
+  def policy(self) -> StragglerPolicy:
+    return StragglerPolicy(self.algorithm.straggler_policy)
+
+  @property
+  def hparam_column(self) -> tuple[str, float]:
+    """(name, value) of the hyper-parameter metrics.csv reports each round
+    (μ of the local objective, 0 without one; FedISGD's λ)."""
+    name = self.entry.hparam_column
+    value = (getattr(self.config, name) if name in registry.HPARAM_FLAGS
+             else self.algorithm.hparams.get(name))
+    return name, float(value or 0.0)
+
+  def to_json(self) -> dict[str, Any]:
+    """The settings as config.json holds them (flat, defaults filled in)."""
+    return json.loads(json.dumps(dataclasses.asdict(self.config)))
+
+  def replace(self, **changes) -> Settings:
+    """These settings with flag values changed, resolved again."""
+    return resolve(dataclasses.replace(self.config, **changes))
+
+
+def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
+  """The ALGORITHM_FIELDS and hyper-parameter flags of `config` resolved for
+  `algorithm` (None for those it has not); ConfigError for a value given
+  for a setting it does not have, or other than one it fixes."""
+  given = dataclasses.asdict(config)
+  for name in (*registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS):
+    value = given[name]
+    if value is None:
+      continue
+    if name in algorithm.fixed and value != algorithm.fixed[name]:
+      raise ConfigError(f'--{name}={value}: {algorithm.name} has {name}='
+                        f'{algorithm.fixed[name]} ({algorithm.paper})')
+    if name not in (*algorithm.fixed, *algorithm.uses, *algorithm.hparams):
+      owned = ", ".join((*algorithm.uses, *algorithm.hparams))
+      raise ConfigError(f'--{name} is not a {algorithm.name} hyper-parameter '
+                        f'(it has {owned})')
+  unknown = set(config.hparams) - (set(algorithm.hparams) -
+                                   set(registry.HPARAM_FLAGS))
+  if unknown:
+    own = [h for h in algorithm.hparams if h not in registry.HPARAM_FLAGS]
+    raise ConfigError(
+        f'--hparam {", ".join(sorted(unknown))}: {algorithm.name} has '
+        + (f'only {", ".join(own)}' if own else
+           'no hyper-parameters of its own'))
+  values = {}
+  for name in (*registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS):
+    if name in algorithm.fixed:
+      values[name] = algorithm.fixed[name]
+    elif name in algorithm.uses:
+      values[name] = (given[name] if given[name] is not None else
+                      algorithm.defaults[name])
+    elif name in algorithm.hparams:
+      values[name] = (given[name] if given[name] is not None else
+                      algorithm.hparams[name])
+    else:
+      values[name] = None
+  for name, value in list(values.items()):
+    if callable(value):  # A default derived from other settings.
+      values[name] = value(values)
+  return values
+
+
+def _optimizers(config, algorithm, values):
+  """(client, server) `OptimizerSettings` of `config` (client None for an
+  algorithm without a client optimizer); ConfigError for settings that do
+  not fit together."""
+  given = dataclasses.asdict(config)
+  try:
+    client = None
+    if algorithm.client_optimizer:
+      client = optimizers.resolve(given, 'client', values['client_lr'])
+    else:
+      named = [n for n in optimizers.flag_names('client')
+               if given[n] is not None]
+      if named:
+        raise optimizers.SettingsError(f'--{named[0]}: the algorithm has no '
+                                       'client optimizer')
+    server_lr = values['server_lr']
+    preset = optimizers.OPTIMIZERS.get(given['server_optimizer'] or 'sgd')
+    if (config.server_lr is None and preset is not None and
+        preset.learning_rate is not None and
+        'server_lr' in algorithm.uses):
+      server_lr = preset.learning_rate
+    server = optimizers.resolve(given, 'server', server_lr,
+                                algorithm.server_lr_schedule)
+  except optimizers.SettingsError as e:
+    raise ConfigError(str(e)) from None
+  return client, server
+
+
+def resolve(config: Config, num_clients: int | None = None) -> Settings:
+  """The run's `Settings`: `config` checked, the algorithm's defaults filled
+  in. ConfigError for values no run can use (before anything runs); with
+  `num_clients` (the task's N), also for K or --eval_clients above N."""
+  try:
+    algorithm = registry.get(config.algo)
+  except ValueError as e:
+    raise ConfigError(f'--algo: {e}') from None
+  values = _algorithm_values(config, algorithm)
+  _check(dataclasses.replace(config, **values), num_clients)
+  client, server = _optimizers(config, algorithm, values)
+  hparams = {name: values[name] if name in registry.HPARAM_FLAGS else
+             config.hparams.get(name, default)
+             for name, default in algorithm.hparams.items()}
+  flags = dict(values, **optimizers.flags_of(client, 'client'),
+               **optimizers.flags_of(server, 'server'))
+  if values['server_lr'] is not None:  # A preset's rate when none given.
+    flags['server_lr'] = server.learning_rate
+  resolved = dataclasses.replace(
+      config, hparams={k: v for k, v in hparams.items()
+                       if k not in registry.HPARAM_FLAGS}, **flags)
+  return Settings(
+      algorithm=registry.AlgorithmSettings(
+          name=algorithm.name, epochs=values['epochs'],
+          batch_size=values['batch_size'], client_optimizer=client,
+          server_optimizer=server,
+          client_weighting=values['client_weighting'],
+          straggler_policy=values['straggler_policy'], hparams=hparams,
+          report_update_spread=config.update_spread),
+      task=config.task, rounds=config.rounds,
+      clients_per_round=config.clients_per_round,
+      straggler_fraction=config.straggler_fraction, seed=config.seed,
+      data_seed=config.data_seed, data_dir=config.data_dir,
+      train_fraction=config.train_fraction, partition=config.partition,
+      imports=tuple(config.imports), update_spread=config.update_spread,
+      dissimilarity_every=config.dissimilarity_every,
+      eval_every=config.eval_every, eval_clients=config.eval_clients,
+      stop_at_accuracy=config.stop_at_accuracy, config=resolved)
+
+
+def _check(c: Config, num_clients):
+  """ConfigError for the first value of the resolved flags `c` that no run
+  can use."""
+  try:
+    partitions.parse(c.partition)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  k = c.clients_per_round
+  checks = [
+      (num_clients is None or k is None or k <= num_clients,
+       f'--clients_per_round={k} is more than the {num_clients} clients '
+       f'of {c.task}'),
+      (c.rounds >= 1, f'--rounds must be >= 1, got {c.rounds}'),
+      (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
+      (c.epochs is None or c.epochs >= 1,
+       f'--epochs must be >= 1, got {c.epochs}'),
+      (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
+       f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}'),
+      (c.client_lr is None or 0 < c.client_lr < FLOAT32_MAX,
+       f'--client_lr must be a positive number (below 3.4e38, float32\'s '
+       f'largest), got {c.client_lr}'),
+      (c.server_lr is None or 0 < c.server_lr < FLOAT32_MAX,
+       f'--server_lr must be a positive number (below 3.4e38, float32\'s '
+       f'largest), got {c.server_lr}'),
+      (c.mu is None or 0 <= c.mu < FLOAT32_MAX,
+       f'--mu must be a number >= 0 (below 3.4e38, float32\'s largest), '
+       f'got {c.mu}'),
+      (c.lam is None or 0 <= c.lam < FLOAT32_MAX,
+       f'--lam must be a number >= 0 (below 3.4e38, float32\'s largest), '
+       f'got {c.lam}'),
+      (all(abs(v) < FLOAT32_MAX for v in c.hparams.values()),
+       f'--hparam values must be numbers (finite in float32), got '
+       f'{c.hparams}'),
+      (0 <= c.straggler_fraction <= 1,
+       f'--straggler_fraction must be in [0, 1], got '
+       f'{c.straggler_fraction}'),
+      (c.straggler_policy in (None, 'drop', 'partial'),
+       f'--straggler_policy must be drop or partial, got '
+       f'{c.straggler_policy!r}'),
+      (c.client_weighting in (None, 'uniform', 'num_examples'),
+       f'--client_weighting must be uniform or num_examples, got '
+       f'{c.client_weighting!r}'),
+      (c.eval_every >= 1, '--eval_every must be >= 1'),
+      (c.eval_clients is None or c.eval_clients >= 1,
+       f'--eval_clients must be >= 1, got {c.eval_clients}'),
+      (c.eval_clients is None or num_clients is None or
+       c.eval_clients <= num_clients,
+       f'--eval_clients={c.eval_clients} is more than the {num_clients} '
+       f'clients of {c.task}'),
+      (c.train_fraction is None or 0 < c.train_fraction < 1,
+       f'--train_fraction must be in (0, 1), got {c.train_fraction}'),
+      (c.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),
+      (c.stop_at_accuracy is None or 0 < c.stop_at_accuracy <= 1,
+       f'--stop_at_target needs a --target_accuracy in (0, 1], got '
+       f'{c.stop_at_accuracy}'),
+      (0 <= c.seed <= MAX_SEED,
+       f'--seed must be in 0..{MAX_SEED}, got {c.seed}'),
+      (0 <= c.data_seed <= MAX_SEED,
+       f'--data_seed must be in 0..{MAX_SEED}, got {c.data_seed}'),
+  ]
+  for ok, message in checks:
+    if not ok:
+      raise ConfigError(message)

@@ -1,29 +1,33 @@
-"""One simulated run of a Config on a task, into a run folder.
+"""One run of resolved `Settings` on a task, into a run folder: what the
+command line runs (and tests and scripts through `run`).
 
-Wires the library's pieces: the algorithm's process from the registry, the
-sampler, the evaluation of f(w) over all clients, the hooks a Config asks
-for, the run folder's release and state managers, and `loop.run`. Shared
-by run_experiment.py, the notebooks and the tests.
+Wired from the trainer's pieces (`trainer`: the process, the data, the
+round callbacks) and the run folder's (`run_dir`: its status, release and
+state managers, summary): `prepare` builds the run and its provenance;
+`RunDir.status` says whether the folder holds it; `train` resumes from the
+latest checkpoint, trains the remaining rounds and summarizes.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
-import tasks as tasks_lib
 from tasks import partitions
 from tff_algos import learning
-from tff_algos.algorithms import optimizers
-from tff_algos.runtime import computation_cache
-from tff_algos.runtime import tracing
-from tff_algos.simulation import evaluation
-from tff_algos.simulation import results
+from tff_algos.simulation import callbacks as callbacks_lib
+from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import loop as loop_lib
+from tff_algos.simulation import outputs
+from tff_algos.simulation import provenance as provenance_lib
+from tff_algos.simulation import results
 from tff_algos.simulation import run_dir as run_dir_lib
-from tff_algos.simulation.config import Config
-from tff_algos.simulation.sampling import ClientSampler
+from tff_algos.simulation import trainer
+from tff_algos.simulation.columns import names as column_names
 
 # What summary.json's `seconds` holds (the progress bar's time also counts
 # start-up).
@@ -37,84 +41,36 @@ Interrupted = loop_lib.Interrupted
 NonFiniteLoss = loop_lib.NonFiniteLoss
 
 
-def build_process(config: Config, model_fn, client_input=None):
-  """The algorithm named by config.algo with the config's hyper-parameters
-  (the simulation build unless `client_input` says otherwise); from the
-  on-disk computation cache when it was built before
-  (`runtime.computation_cache`)."""
-  config = config.resolved()
-  client_input = client_input or learning.ScheduledInput()
-  algorithm = config.algorithm
-  tracing.install()
-  return computation_cache.build(
-      lambda settings: algorithm.build(model_fn, settings, client_input),
-      config, model_fn=model_fn, algorithm=algorithm,
-      client_input=client_input)
-
-
-def build_loop(config: Config, model_fn, train_arrays, test_arrays=None,
-               evaluate: bool = True):
-  """The `loop.Loop` of a run of `config` (config.rounds rounds); without
-  `evaluate`, no measurement of the global model (benchmarks)."""
-  config = config.resolved()
-  sampler = ClientSampler(len(train_arrays), config.clients_per_round,
-                          config.epochs, config.seed, config.straggler_fraction)
-  algorithm = config.algorithm
-  hooks = list(algorithm.hooks(config) if algorithm.hooks else [])
-  if config.client_lr_schedule not in (None, 'constant'):
-    hooks.append(optimizers.ClientLearningRateSchedule(config))
-  measurements = []
-  if evaluate:
-    evaluated = train_arrays
-    if config.eval_clients is not None:
-      evaluated = [train_arrays[k]
-                   for k in sampler.evaluation_clients(config.eval_clients)]
-    every_round = any(getattr(h, 'needs_evaluation', False) for h in hooks)
-    measurements.append(_evaluation(config, model_fn, evaluated, test_arrays,
-                                    every_round))
-  if config.dissimilarity_every:
-    dissimilarity = evaluation.build_dissimilarity(model_fn)
-    measurements.append(loop_lib.Measurement(
-        lambda weights: dissimilarity(weights, train_arrays),
-        lambda r: r % config.dissimilarity_every == 0))
-  return loop_lib.Loop(
-      process=build_process(config, model_fn),
-      sampler=sampler,
-      policy=config.policy,
-      batch_size=config.batch_size,
-      train_arrays=train_arrays,
-      measurements=measurements,
-      hooks=hooks,
-      columns=dict(mu=config.effective_mu),
-      round_metrics=algorithm.round_metrics,
-      metrics=algorithm.metrics,
-      stop_when=None if config.stop_at_accuracy is None else (
-          lambda row: row.get('test_accuracy', -1) >= config.stop_at_accuracy))
-
-
-def _evaluation(config, model_fn, train_arrays, test_arrays, every_round):
-  """f(w) and accuracy over the clients' train data (all of them, or the
-  --eval_clients subset) and all test data, every config.eval_every rounds,
-  at round 0 and after the last (every round when a hook reads the
-  training loss: `needs_evaluation`, e.g. adaptive μ)."""
-  evaluate = evaluation.build_evaluation(model_fn)
-
-  def measure(weights):
-    row = {}
-    for split, arrays in (('train', train_arrays), ('test', test_arrays)):
-      if arrays is not None:
-        metrics = evaluate(weights, arrays)
-        row.update({f'{split}_loss': metrics['loss'],
-                    f'{split}_accuracy': metrics['accuracy']})
-    return row
-
-  return loop_lib.Measurement(measure, lambda r: (
-      r % config.eval_every == 0 or r == config.rounds or every_round))
-
-
 class MetricsLost(RuntimeError):
   """metrics.csv lacks rounds up to the checkpoint's, and the TensorBoard
   events do not hold them either: resuming would leave the rows short."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+  """A run ready to train: its settings, task, data, process and what its
+  numbers come from (`provenance.record`)."""
+  settings: config_lib.Settings
+  task: Any
+  data: trainer.ClientData
+  process: Any
+  provenance: dict
+
+
+def prepare(settings: config_lib.Settings, task) -> Prepared:
+  """The run of `settings` on `task`: its data and process, and their
+  provenance (which the folder's status compares)."""
+  data = trainer.ClientData.of(task, settings)
+  process = trainer.build_process(settings, task.model_fn)
+  return Prepared(settings, task, data, process, provenance_lib.record(
+      process, data.client_ids, data.train, data.test))
+
+
+def status(prepared: Prepared, folder: run_dir_lib.RunDir,
+           accept_package_change: bool = False) -> str:
+  """'new', 'resume' or 'finished' (`RunDir.status`)."""
+  return folder.status(prepared.settings.to_json(), prepared.provenance,
+                       accept_package_change)
 
 
 def _restore_rows(folder, last_round, columns):
@@ -139,82 +95,114 @@ def _restore_rows(folder, last_round, columns):
         f'{run_dir_lib.TENSORBOARD_DIR}/', file=sys.stderr)
 
 
-def run(config: Config, task: tasks_lib.FederatedTask, output_dir: str,
-        show_progress: bool = True, checkpoint_every: int = 10,
-        target_accuracy: float | None = None):
-  """Trains for config.rounds rounds, writing the run folder `output_dir`.
-
-  A row per round (`loop.COLUMNS`): the global objective f(w) = Σ p_k F_k(w)
-  and accuracy over ALL clients' training data and over all test data (on
-  eval rounds, and round 0 = the initial model), μ, the number of
-  participating clients and local steps, and when asked the dissimilarity
-  and the spread of the updates (FedISGD's VLG). Every `checkpoint_every`
-  rounds (and after the last) the program state is saved; a folder holding
-  the same unfinished run continues from its latest checkpoint and ends
-  exactly as an uninterrupted run would; a finished run is left alone.
-  Returns the rows of metrics.csv as dicts of numbers (measured columns).
-  """
-  train_arrays = tasks_lib.client_arrays(task.train)
-  test_arrays = tasks_lib.client_arrays(task.test)
-  config = dataclasses.replace(config, task=task.name)
-  config.validate(num_clients=len(train_arrays))
-  folder = run_dir_lib.RunDir(output_dir, config)
-  if folder.status() == 'finished':
-    return folder.rows()
-  config = config.resolved()
-  loop = build_loop(config, task.model_fn, train_arrays, test_arrays)
-  state = loop.initial_state(
-      learning.initial_model_weights(task.model_fn, config.seed))
-  folder.start()
-  if config.partition is not None:
-    folder.write_label_histogram(partitions.label_histogram(
-        train_arrays, task.client_ids))
+def _resume(prepared, folder, loop, columns):
+  """(state, first round, the checkpoints' manager) to train from: the
+  latest intact checkpoint's, or the seeded initial model's at round 0;
+  the folder's rows made whole up to it, a damaged summary removed."""
+  state = loop.initial_state(learning.initial_model_weights(
+      prepared.task.model_fn, prepared.settings.seed))
   checkpoints = folder.state_manager()
-  saved, last_round = loop_lib.wait(
+  saved, last_round = outputs.wait(
       folder.load_checkpoint(checkpoints, loop.program_state(state)))
   first_round = 0
   if saved is not None:
     state, first_round = loop.restore(saved), last_round + 1
-  _restore_rows(folder, first_round - 1, loop.column_names)
-  summary_path = os.path.join(output_dir, results.SUMMARY_FILE)
+  _restore_rows(folder, first_round - 1, columns)
+  summary_path = os.path.join(folder.path, results.SUMMARY_FILE)
   if os.path.exists(summary_path):  # Here only if damaged (status()).
     print(f'{summary_path} is damaged: the run writes it again',
           file=sys.stderr)
     os.remove(summary_path)
-  round_seconds = []
+  return state, first_round, checkpoints
 
-  def on_round(round_num, row, seconds):
-    del row
-    if round_num > 0:
-      round_seconds.append(seconds)
 
+def train(prepared: Prepared, folder: run_dir_lib.RunDir, *,
+          show_progress: bool = True, checkpoint_every: int = 10,
+          target_accuracy: float | None = None):
+  """Trains the unfinished run of `prepared` in `folder` (its status 'new'
+  or 'resume') to its last round, continuing from the latest checkpoint,
+  and writes summary.json. Returns metrics.csv's rows as numbers."""
+  settings, data = prepared.settings, prepared.data
+  callbacks = trainer.round_callbacks(settings, prepared.task.model_fn, data)
+  columns = column_names(settings.entry.hparam_column,
+                         [c for cb in callbacks for c in cb.columns])
+  timer = outputs.Timer()
+  loop = trainer.make_loop(settings, prepared.process, data, callbacks)
+  folder.start(settings.to_json(), prepared.provenance)
+  if settings.partition is not None:
+    folder.write_label_histogram(partitions.label_histogram(
+        data.train, data.client_ids))
+  state, first_round, checkpoints = _resume(prepared, folder, loop, columns)
+  folder.record_code(prepared.provenance, first_round)
+  loop.callbacks += [
+      outputs.Release(folder.release_manager(), columns),
+      callbacks_lib.DivergenceCheck(),
+      outputs.Checkpoints(checkpoints, loop.program_state, checkpoint_every,
+                          settings.rounds),
+      timer, outputs.Progress(settings.entry.hparam_column, show_progress)]
   try:
-    loop_lib.run(loop, state, range(first_round, config.rounds + 1),
-                 release_manager=folder.release_manager(),
-                 state_manager=checkpoints, checkpoint_every=checkpoint_every,
-                 show_progress=show_progress, on_round=on_round)
+    loop.run(state, range(first_round, settings.rounds + 1))
   except Diverged as e:
     raise type(e)(f'{e}; metrics so far are in {folder.metrics_path}'
                   ) from None
+  return _summarize(prepared, folder, target_accuracy, first_round,
+                    timer.seconds)
+
+
+def _summarize(prepared, folder, target_accuracy, first_round, seconds):
+  """Writes summary.json; returns metrics.csv's rows as numbers."""
+  settings, data = prepared.settings, prepared.data
   examples_per_client = float(np.mean(
-      [len(next(iter(a.values()))) for a in train_arrays]))
-  written = results.read_rows(output_dir)
-  summary = results.summarize(output_dir, target_accuracy, examples_per_client,
-                              rows=written)
+      [len(next(iter(a.values()))) for a in data.train]))
+  written = results.read_rows(folder.path)
+  summary = results.summarize(folder.path, target_accuracy,
+                              examples_per_client, rows=written)
   rows = [results.typed(row) for row in written]
   summary.update({f'final_{name}': next(
       (r[name] for r in reversed(rows) if name in r), None)
-                  for name in loop.metrics})
+                  for name in settings.entry.metrics})
+  versions = len(folder.provenance())
   summary.update(
-      finished=True, num_clients=len(train_arrays),
-      train_metrics_over=(f'{config.eval_clients} of {len(train_arrays)} '
-                          'clients (--eval_clients)' if config.eval_clients
+      finished=True, num_clients=len(data.train),
+      train_metrics_over=(f'{settings.eval_clients} of {len(data.train)} '
+                          'clients (--eval_clients)' if settings.eval_clients
                           else 'all clients'),
       examples_per_client=examples_per_client,
       resumed_from_round=first_round - 1 if first_round else None,
-      median_seconds_per_round=(float(np.median(round_seconds))
-                                if round_seconds else None),
-      seconds=float(np.sum(round_seconds)),
-      seconds_counts=SECONDS_COUNTS)
+      code_versions=versions,
+      median_seconds_per_round=float(np.median(seconds)) if seconds else None,
+      seconds=float(np.sum(seconds)), seconds_counts=SECONDS_COUNTS)
+  if versions > 1:
+    summary['code_note'] = (
+        f'trained under {versions} versions of the package\'s code '
+        '(--accept_package_change): config.json\'s provenance says from '
+        'which round each')
   folder.finish(summary)
   return rows
+
+
+def run(config, task, output_dir: str, *, show_progress: bool = True,
+        checkpoint_every: int = 10, target_accuracy: float | None = None,
+        accept_package_change: bool = False):
+  """Trains the run of `config` (a `config.Config` or resolved `Settings`)
+  on `task` into the folder `output_dir`: a folder holding the same
+  unfinished run continues from its latest checkpoint and ends exactly as
+  an uninterrupted run would; a finished one is left alone; one holding
+  another run (other settings, code or data) is an OutputDirError.
+  Returns metrics.csv's rows as numbers."""
+  settings = config if isinstance(config, config_lib.Settings) else (
+      config_lib.resolve(dataclasses.replace(config, task=task.name),
+                         num_clients=len(task.client_ids)))
+  prepared = prepare(settings, task)
+  folder = run_dir_lib.RunDir(output_dir)
+  if status(prepared, folder, accept_package_change) == 'finished':
+    return folder.rows()
+  return train(prepared, folder, show_progress=show_progress,
+               checkpoint_every=checkpoint_every,
+               target_accuracy=target_accuracy)
+
+
+def output_files(output_dir: str) -> list[str]:
+  """The files and folders a run wrote in `output_dir`, for its last line."""
+  return [name for name in run_dir_lib.OUTPUTS
+          if os.path.exists(os.path.join(output_dir, name))]

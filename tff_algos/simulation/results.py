@@ -11,6 +11,7 @@ in one line).
 """
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -130,6 +131,28 @@ def read_json(run_dir, name):
     raise DamagedFile(f'{path} is damaged: a JSON {type(value).__name__}, '
                       'not an object')
   return value
+
+
+def read_config(run_dir):
+  """(settings, provenance records) of run_dir/config.json ({} and [] if
+  there is none); DamagedFile as `read_json`."""
+  saved = dict(read_json(run_dir, CONFIG_FILE) or {})
+  records = saved.pop('provenance', None)
+  return saved, records if isinstance(records, list) else []
+
+
+def code_id(run_dir) -> str:
+  """A short id of what a run's numbers come from besides its settings
+  (its latest provenance record: code, computation and data), '' when
+  config.json records none: runs with other ids are never averaged."""
+  _, records = read_config(run_dir)
+  if not records:
+    return ''
+  latest = dict(records[-1])
+  latest.pop('from_round', None)
+  latest['package'] = (latest.get('package') or {}).get('sha256')
+  return hashlib.sha256(json.dumps(latest, sort_keys=True).encode()
+                        ).hexdigest()[:8]
 
 
 def series(rows, metric):

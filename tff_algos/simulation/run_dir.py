@@ -1,7 +1,10 @@
 """A run's folder: its settings, metrics, checkpoints and summary.
 
     OUTPUT_DIR/
-      config.json          the resolved settings (`Config.to_json`)
+      config.json          the resolved settings (`Settings.to_json`) and
+                           what the numbers come from (`provenance`: the
+                           code, computation and data, with the round each
+                           version trained from)
       metrics.csv          a row per round (`columns.COLUMNS`), rewritten
                            atomically each round by TFF's CSVFileReleaseManager
       tensorboard/         the same per round (TensorBoardReleaseManager),
@@ -11,10 +14,12 @@
       worker.log           the TFF worker's output (for when it dies)
       summary.json         written when the run has finished
 
-A folder holding the same run (same resolved settings) is resumed from its
-latest intact checkpoint, or left alone once finished; one holding another
-run or unknown results is never overwritten unless asked
-(`remove_outputs`). One process at a time holds a folder (`hold`, an OS
+A folder holding the same run (same resolved settings, code, computation
+and data) is resumed from its latest intact checkpoint, or left alone once
+finished; one holding another run or unknown results is never overwritten
+unless asked (`remove_outputs`). A run killed under one version of the
+package may resume under another only when asked (`accept_package_change`):
+config.json then records both. One process at a time holds a folder (`hold`, an OS
 lock that dies with its holder). Imports TensorFlow only in the methods
 that write TFF program state or releases.
 """
@@ -28,9 +33,11 @@ import os
 import shutil
 import sys
 
+from tff_algos.simulation import provenance as provenance_lib
 from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
+from tff_algos.simulation.config import resolve
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
     results.CONFIG_FILE, results.METRICS_FILE, results.SUMMARY_FILE)
@@ -46,19 +53,21 @@ class OutputDirError(ConfigError):
 
 
 def check_usable(path: str, flag: str = '--output_dir'):
-  """OutputDirError unless `path` is, or can be created as, a folder this
-  process can write in (checked before anything is loaded): not a file, a
-  symbolic link that leads nowhere (or in a loop), or under either."""
+  """OutputDirError unless `path` is, or can be created under, a folder
+  this process can write in (checked before anything is loaded, without
+  writing): not a file, a symbolic link that leads nowhere (or in a
+  loop), or under either. What only creating it can tell (a name too long,
+  a read-only file system, /proc) is `hold`'s one line."""
   existing = os.path.abspath(path)
   while not os.path.lexists(existing):
     existing = os.path.dirname(existing)
+  where = ('' if existing == os.path.abspath(path) else
+           f' is under {existing}, which')
+  if os.path.islink(existing) and not os.path.exists(existing):
+    raise OutputDirError(f'{flag}={path}{where} is a symbolic link that '
+                         'leads nowhere (or in a loop), not a folder')
   if not os.path.isdir(existing):
-    what = ('a symbolic link that leads nowhere (or in a loop)'
-            if os.path.islink(existing) and not os.path.exists(existing)
-            else 'a file')
-    where = ('' if existing == os.path.abspath(path) else
-             f' is under {existing}, which')
-    raise OutputDirError(f'{flag}={path}{where} is {what}, not a folder')
+    raise OutputDirError(f'{flag}={path}{where} is a file, not a folder')
   if not os.access(existing, os.W_OK | os.X_OK):
     raise OutputDirError(f'{flag}={path}: cannot write in {existing} '
                          '(permission denied)')
@@ -84,11 +93,10 @@ def _lock_holder(fd):
 
 
 class RunDir:
-  """The folder of one run of `config`."""
+  """The folder of one run."""
 
-  def __init__(self, path: str, config: Config):
+  def __init__(self, path: str):
     self.path = path
-    self.config = config
     self.metrics_path = os.path.join(path, METRICS_FILE)
     self.worker_log = os.path.join(path, WORKER_LOG)
 
@@ -103,13 +111,19 @@ class RunDir:
     this call created is removed again if nothing was written in it."""
     created = not os.path.isdir(self.path)
     check_usable(self.path)
-    os.makedirs(self.path, exist_ok=True)
-    fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+      os.makedirs(self.path, exist_ok=True)
+      fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+      raise OutputDirError(f'cannot create {self.path}: {e.strerror or e}'
+                           ) from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
       if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-        raise
+        os.close(fd)
+        raise OutputDirError(f'cannot lock {self.path}: {e.strerror or e}'
+                             ) from None
       holder = _lock_holder(fd)
       os.close(fd)
       raise OutputDirError(
@@ -125,7 +139,7 @@ class RunDir:
       os.close(fd)
 
   def saved_config(self):
-    """config.json's settings, None if there is none; OutputDirError if it
+    """config.json's contents, None if there is none; OutputDirError if it
     cannot be read."""
     try:
       return results.read_json(self.path, CONFIG_FILE)
@@ -135,11 +149,22 @@ class RunDir:
           'the run in this folder are unknown: pass --overwrite to start it '
           'anew, or choose another --output_dir') from None
 
-  def status(self) -> str:
-    """'new', 'resume' (same settings, unfinished) or 'finished'.
+  def provenance(self) -> list:
+    """config.json's provenance records, oldest first ([] if none)."""
+    saved = self.saved_config() or {}
+    records = saved.get('provenance')
+    return records if isinstance(records, list) else []
+
+  def status(self, settings: dict, provenance: dict,
+             accept_package_change: bool = False) -> str:
+    """'new', 'resume' (the same run, unfinished) or 'finished', for a run
+    of `settings` (`Settings.to_json()`) and `provenance`
+    (`provenance.record`).
 
     Raises OutputDirError when the folder holds a run with other settings,
-    results without a config.json, or a damaged config.json.
+    other code, computation or data (only the package's code may differ,
+    with `accept_package_change`), results without a config.json, or a
+    damaged config.json.
     """
     saved = self.saved_config()
     if saved is None:
@@ -150,23 +175,22 @@ class RunDir:
                              '--output_dir')
       return 'new'
     try:
-      saved_config = Config.from_json(saved)
-      saved_config.validate()
-      saved = saved_config.to_json()
+      saved_settings = resolve(Config.from_json(saved)).to_json()
     except (ConfigError, TypeError, ValueError) as e:
       raise OutputDirError(f'{self.path} holds a run with settings this '
                            f'version cannot read ({e}); pass --overwrite to '
                            'replace it or choose another --output_dir'
                            ) from None
-    current = self.config.to_json()
-    differences = [f'{key}={saved.get(key)!r} there, {current.get(key)!r} here'
-                   for key in sorted(set(saved) | set(current))
-                   if saved.get(key) != current.get(key)]
+    differences = [f'{key}={saved_settings.get(key)!r} there, '
+                   f'{settings.get(key)!r} here'
+                   for key in sorted(set(saved_settings) | set(settings))
+                   if saved_settings.get(key) != settings.get(key)]
     if differences:
       raise OutputDirError(
           f'{self.path} holds a run with another config '
           f'({"; ".join(differences)}); pass --overwrite to replace it or '
           'choose another --output_dir')
+    self._check_code(provenance, accept_package_change)
     if not os.path.exists(self._file(SUMMARY_FILE)):
       return 'resume'
     try:
@@ -175,6 +199,26 @@ class RunDir:
       return 'resume'  # Its run goes on from its last checkpoint (the
                        # last round) and writes the summary again.
     return 'finished'
+
+  def _check_code(self, provenance, accept_package_change):
+    """OutputDirError unless the run in the folder is of `provenance`'s
+    code, computation and data (or of other package code only, accepted)."""
+    records = self.provenance()
+    if records:
+      differ = provenance_lib.differences(records[-1], provenance)
+    else:
+      differ = {'package': 'the code (its config.json records none)'}
+    if not differ or (accept_package_change and 'package' in differ and
+                      set(differ) <= {'package', 'computation'}):
+      return
+    what = ', '.join(differ.values())
+    hint = ('pass --accept_package_change to go on under this version of '
+            'the package, --overwrite to start it again, or choose another '
+            '--output_dir' if set(differ) <= {'package', 'computation'} and
+            'package' in differ else
+            'pass --overwrite to replace it or choose another --output_dir')
+    raise OutputDirError(f'{self.path} holds a run of other code or data: '
+                         f'{what} differ; {hint}')
 
   def remove_outputs(self):
     """Deletes what a run writes in the folder (--overwrite), nothing else."""
@@ -185,21 +229,35 @@ class RunDir:
       elif os.path.exists(path):
         os.remove(path)
 
-  def start(self):
-    """Creates the folder; a new run's settings go to config.json and to
-    TensorBoard's HPARAMS."""
+  def start(self, settings: dict, provenance: dict):
+    """Creates the folder; a new run's settings and provenance go to
+    config.json, its settings to TensorBoard's HPARAMS."""
     from tensorboard.plugins.hparams import api as hparams_api  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    new = self.status() == 'new'
     os.makedirs(self.path, exist_ok=True)
-    if new:
-      settings = self.config.to_json()
-      results.write_atomically(self._file(CONFIG_FILE),
-                               json.dumps(settings, indent=2, sort_keys=True))
+    if self.saved_config() is None:
+      self._write_config(settings, [dict(from_round=0, **provenance)])
       with tf.summary.create_file_writer(
           self._file(TENSORBOARD_DIR)).as_default():
         hparams_api.hparams({k: v for k, v in settings.items()
                              if isinstance(v, (bool, int, float, str))})
+
+  def record_code(self, provenance: dict, first_round: int):
+    """Adds `provenance` to config.json's records, from `first_round` on,
+    when it differs from the latest (a run resumed under another version
+    of the package)."""
+    records = self.provenance()
+    if records and not provenance_lib.differences(records[-1], provenance):
+      return
+    saved = self.saved_config()
+    self._write_config({k: v for k, v in saved.items() if k != 'provenance'},
+                       records + [dict(from_round=first_round, **provenance)])
+
+  def _write_config(self, settings, records):
+    results.write_atomically(
+        self._file(CONFIG_FILE),
+        json.dumps(dict(settings, provenance=records), indent=2,
+                   sort_keys=True))
 
   def release_manager(self):
     """metrics.csv and TensorBoard, a row per round. Rounds metrics.csv

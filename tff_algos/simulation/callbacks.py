@@ -1,0 +1,158 @@
+"""The simulation's round callbacks (`algorithms.callbacks.RoundCallback`):
+what is measured of the global model, what ends a run early, and the
+columns every row carries.
+
+  Columns              constant columns (the algorithm's hyper-parameter)
+  ReportedMetrics      the algorithm's declared process metrics
+  Evaluation           f(w) and accuracy over all clients, per-client accuracy
+  Dissimilarity        FedProx's gradient variance and B(w)
+  StopAtAccuracy       --stop_at_target
+  DivergenceCheck      a non-finite loss or a rejected update stops the run
+
+A run's outputs (metrics.csv, checkpoints, progress) are callbacks too
+(`outputs`).
+"""
+
+import collections
+import math
+import sys
+from typing import Callable, Mapping
+
+import numpy as np
+
+from tff_algos.algorithms.callbacks import RoundCallback
+from tff_algos.simulation import loop
+
+# What a round's process metrics hold that the loop reads (or deliberately
+# does not record): any other number is an algorithm's metric, recorded when
+# its registry entry declares it and reported once otherwise.
+KNOWN_METRICS = {'train', 'local_steps', 'participants', 'update_spread',
+                 'update_squared_norm', 'update_non_finite', 'mean_value',
+                 'mean_weight', 'uniform_mean_squared_norm'}
+
+
+class Columns(RoundCallback):
+  """Constant columns of every row (e.g. μ of the local objective)."""
+
+  def __init__(self, values: Mapping[str, float]):
+    self._values = dict(values)
+
+  def after_round(self, end):
+    end.row.update(self._values)
+
+
+def _scalars(metrics, prefix=''):
+  """(path, name, value) of every number in nested round metrics."""
+  for name, value in metrics.items():
+    path = f'{prefix}/{name}' if prefix else name
+    if isinstance(value, Mapping):
+      if name != 'train':  # The clients' own running metrics.
+        yield from _scalars(value, path)
+    elif np.ndim(value) == 0 and isinstance(value, (int, float, np.number)):
+      yield path, name, value
+
+
+class ReportedMetrics(RoundCallback):
+  """The metrics an algorithm's process reports that its registry entry
+  declares (`Algorithm.metrics`, name → description), found by name in a
+  round's process metrics; a number it does not declare is said once on
+  stderr (never dropped in silence)."""
+
+  def __init__(self, declared: Mapping[str, str]):
+    self.columns = dict(declared)
+    self._unreported = set()
+
+  def after_round(self, end):
+    if end.metrics is None:
+      return
+    for path, name, value in _scalars(end.metrics):
+      if name in self.columns:
+        end.row[name] = value
+      elif name not in KNOWN_METRICS and path not in self._unreported:
+        self._unreported.add(path)
+        print(f'note: {path} = {value} has no column in metrics.csv: declare '
+              'it in the algorithm\'s registry entry (Algorithm(metrics='
+              '{...})) to record it', file=sys.stderr)
+
+
+class Evaluation(RoundCallback):
+  """f(w) and accuracy of the global model over the clients' training data
+  (all of them, or a subset) and over all test data, on the rounds where
+  `due(round_num)` holds; with `per_client`, also the distribution of the
+  clients' own test accuracy (unweighted over the clients with test data;
+  from the same pass over the data)."""
+
+  def __init__(self, evaluate, train_arrays, test_arrays,
+               due: Callable[[int], bool], per_client: bool = False):
+    self._evaluate = evaluate
+    self._splits = (('train', train_arrays), ('test', test_arrays))
+    self._due = due
+    self._per_client = per_client and test_arrays is not None and (
+        evaluate.per_client_accuracy)
+    if self._per_client:
+      from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
+      self._summary = evaluation.client_accuracy_summary
+      self.columns = collections.OrderedDict(
+          (name, f'{which} of the clients\' own test accuracy (unweighted '
+           'over the clients with test data)') for name, which in zip(
+               self._summary(np.ones(1), np.ones(1)),
+               ('10th percentile', 'median', '90th percentile', 'minimum',
+                'standard deviation (population)')))
+
+  def after_round(self, end):
+    if not self._due(end.round_num):
+      return
+    for split, arrays in self._splits:
+      if arrays is None:
+        continue
+      if split == 'test' and self._per_client:
+        metrics, clients = self._evaluate.with_clients(end.weights, arrays)
+        end.row.update(self._summary(clients.accuracy, clients.counted))
+      else:
+        metrics = self._evaluate(end.weights, arrays)
+      end.row.update({f'{split}_loss': metrics['loss'],
+                      f'{split}_accuracy': metrics['accuracy']})
+
+
+class Dissimilarity(RoundCallback):
+  """FedProx's gradient variance and dissimilarity B(w) every `every`
+  rounds (`evaluation.build_dissimilarity`)."""
+
+  def __init__(self, dissimilarity, train_arrays, every: int):
+    self._dissimilarity = dissimilarity
+    self._arrays = train_arrays
+    self._every = every
+
+  def after_round(self, end):
+    if end.round_num % self._every == 0:
+      end.row.update(self._dissimilarity(end.weights, self._arrays))
+
+
+class StopAtAccuracy(RoundCallback):
+  """Ends the run at the first evaluated round whose test accuracy reaches
+  `target` (all that rounds-to-target tables need)."""
+
+  def __init__(self, target: float):
+    self._target = target
+
+  def after_round(self, end):
+    if end.row.get('test_accuracy', -1) >= self._target:
+      end.stop = True
+
+
+class DivergenceCheck(RoundCallback):
+  """Stops the run (after its row is released) on a non-finite training
+  loss (NonFiniteLoss) or a round whose mean update TFF's finalizer
+  rejected as non-finite (UpdateRejected: it would keep the model and go on
+  as if training)."""
+
+  def after_round(self, end):
+    loss = end.row.get('train_loss')
+    if loss is not None and not math.isfinite(loss):
+      raise loop.NonFiniteLoss(f'training loss is {loss} at round '
+                               f'{end.round_num}')
+    if end.row.get('update_non_finite'):
+      raise loop.UpdateRejected(
+          f'the clients\' mean update is not finite at round '
+          f'{end.round_num} (TFF\'s finalizer rejected it and kept the '
+          'model): training diverged; try a smaller learning rate')

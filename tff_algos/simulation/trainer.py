@@ -1,0 +1,229 @@
+"""Training any learning process on a task with the package's sampling,
+evaluation and round callbacks: the public trainer, and the pieces the
+command line's runs (`experiment`) are wired from.
+
+    import tasks
+    from tff_algos.simulation import trainer
+
+    task = tasks.load_task('synthetic_1_1')
+    result = trainer.train(my_algorithm, task, rounds=15, epochs=20)
+    result.rows[-1]['train_loss']
+
+`my_algorithm` is a function of a `model_fn` returning a
+`tff.learning.templates.LearningProcess` (or None: the registered algorithm
+`algo`). `train` builds the process, its evaluation and its initial model
+from the same `model_fn` in one call, so a notebook that redefines its
+model and trains again can never measure one model with another's
+evaluator. Settings are a `config.Config`'s fields (the command line's
+flags), resolved once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import tasks as tasks_lib
+from tff_algos import learning
+from tff_algos.algorithms import optimizers
+from tff_algos.algorithms.callbacks import RoundCallback
+from tff_algos.runtime import tracing
+from tff_algos.simulation import callbacks as callbacks_lib
+from tff_algos.simulation import config as config_lib
+from tff_algos.simulation import evaluation
+from tff_algos.simulation import loop as loop_lib
+from tff_algos.simulation import outputs
+from tff_algos.simulation.sampling import ClientSampler
+
+ProcessFn = Callable[[Any], Any]  # model_fn → LearningProcess
+
+
+def build_process(settings: config_lib.Settings, model_fn,
+                  client_input=None, process_fn: ProcessFn | None = None):
+  """The run's learning process: `process_fn(model_fn)`, or the registered
+  algorithm of `settings` (the simulation build unless `client_input`
+  says otherwise), traced deterministically (`tracing.deterministic`)."""
+  tracing.install()
+  with tracing.deterministic():
+    if process_fn is not None:
+      return process_fn(model_fn)
+    return settings.entry.build(model_fn, settings.algorithm,
+                                client_input or learning.ScheduledInput())
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientData:
+  """A task's clients as a run uses them: ids and arrays by client index,
+  and the clients whose training data the evaluation reads."""
+  client_ids: Sequence[str]
+  train: Sequence[Any]
+  test: Sequence[Any] | None
+  evaluated: Sequence[Any]
+
+  @classmethod
+  def of(cls, task, settings: config_lib.Settings) -> ClientData:
+    return cls.from_arrays(settings, tasks_lib.client_arrays(task.train),
+                           tasks_lib.client_arrays(task.test),
+                           list(task.client_ids))
+
+  @classmethod
+  def from_arrays(cls, settings, train, test=None, client_ids=None):
+    """Arrays by client index (ids: their indices unless given); the
+    evaluated clients those of --eval_clients, else all."""
+    evaluated = train
+    if settings.eval_clients is not None:
+      evaluated = [train[k] for k in sampler(settings, len(train))
+                   .evaluation_clients(settings.eval_clients)]
+    return cls(client_ids or [str(k) for k in range(len(train))], train,
+               test, evaluated)
+
+
+def sampler(settings: config_lib.Settings, num_clients: int) -> ClientSampler:
+  return ClientSampler(num_clients, settings.clients_per_round,
+                       settings.algorithm.epochs, settings.seed,
+                       settings.straggler_fraction)
+
+
+def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
+                 every_round: bool = False) -> list[RoundCallback]:
+  """What is measured of the global model: f(w) and accuracy every
+  --eval_every rounds, round 0 and the last (every round with
+  `every_round`), and the dissimilarity every --dissimilarity_every."""
+  last = settings.rounds
+  measured = [callbacks_lib.Evaluation(
+      evaluation.build_evaluation(model_fn), data.evaluated, data.test,
+      lambda r: every_round or r % settings.eval_every == 0 or r == last)]
+  if settings.dissimilarity_every:
+    measured.append(callbacks_lib.Dissimilarity(
+        evaluation.build_dissimilarity(model_fn), data.train,
+        settings.dissimilarity_every))
+  return measured
+
+
+def round_callbacks(settings: config_lib.Settings, model_fn,
+                    data: ClientData, evaluate: bool = True,
+                    more: Sequence[RoundCallback] = ()) -> list[RoundCallback]:
+  """A run's callbacks before its outputs, in order: its constant columns,
+  the measurements (`evaluate`), the algorithm's own callbacks and
+  process metrics, `more` (a caller's), the client learning-rate schedule
+  and --stop_at_target. (The divergence check comes after the outputs
+  that keep the diverged round's row.)"""
+  name, value = settings.hparam_column
+  algorithm = settings.entry.round_callbacks(settings.algorithm)
+  chosen = [*algorithm, *more]
+  measured = measurements(settings, model_fn, data, every_round=any(
+      c.needs_evaluation for c in chosen)) if evaluate else []
+  client = settings.algorithm.client_optimizer
+  return [
+      callbacks_lib.Columns({name: value}), *measured, *algorithm,
+      callbacks_lib.ReportedMetrics(settings.entry.metrics), *more,
+      *([optimizers.ClientLearningRateSchedule(client)]
+        if client is not None and client.schedule.kind != 'constant' else []),
+      *([callbacks_lib.StopAtAccuracy(settings.stop_at_accuracy)]
+        if settings.stop_at_accuracy is not None else [])]
+
+
+def make_loop(settings: config_lib.Settings, process, data: ClientData,
+              callbacks: Sequence[RoundCallback]) -> loop_lib.Loop:
+  return loop_lib.Loop(process, sampler(settings, len(data.train)),
+                       settings.policy, settings.algorithm.batch_size,
+                       data.train, list(callbacks))
+
+
+def loop_for(settings: config_lib.Settings, model_fn, train, test=None, *,
+             process=None, evaluate: bool = True) -> loop_lib.Loop:
+  """The run's loop over the client arrays `train` (and `test`), with its
+  round callbacks but no outputs (`process`: built if not given; without
+  `evaluate`, no measurement of the global model): for tests, benchmarks
+  and scripts that step rounds themselves."""
+  data = ClientData.from_arrays(settings, train, test)
+  process = process or build_process(settings, model_fn)
+  return make_loop(settings, process, data, [
+      *round_callbacks(settings, model_fn, data, evaluate=evaluate),
+      callbacks_lib.DivergenceCheck()])
+
+
+class Rows(RoundCallback):
+  """Keeps every round's row (a copy) in memory."""
+
+  def __init__(self):
+    self.rows = []
+
+  def after_round(self, end):
+    self.rows.append(dict(round=end.round_num, **end.row))
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+  """What `train` returns: every round's row (round 0: the initial model),
+  the final process state, its model weights, the process and the
+  resolved settings."""
+  rows: list[dict]
+  state: Any
+  weights: Any
+  process: Any
+  settings: config_lib.Settings
+
+
+def train(process_fn: ProcessFn | None, task, *,
+          model_fn=None, callbacks: Sequence[RoundCallback] = (),
+          show_progress: bool = False, **settings) -> Training:
+  """Trains `process_fn(model_fn)` (None: the registered algorithm of
+  `algo`) on `task`'s clients from the seeded initial model, with the
+  package's client sampling, stragglers, evaluation and callbacks.
+
+  Args:
+    process_fn: model_fn → `tff.learning.templates.LearningProcess`, whose
+      `next` takes the simulation's client input (`learning.ScheduledInput`;
+      the package's builders and `learning.build_process` take it by
+      default); or None.
+    task: a `tasks.base.FederatedTask` (e.g. `tasks.load_task(name)`).
+    model_fn: the model (default: the task's). The process, the evaluation
+      and the initial weights are all built from it here.
+    callbacks: round callbacks of your own, run after the measurements and
+      the algorithm's (`algorithms.callbacks.RoundCallback`).
+    show_progress: a progress bar on stderr.
+    **settings: `config.Config` fields: rounds, clients_per_round, epochs,
+      batch_size, client_lr, mu, straggler_fraction, seed, eval_every, ...
+      (the algorithm's defaults for the rest; `algo` names whose, for
+      `process_fn` too: epochs, B and the straggler policy).
+
+  Returns:
+    A `Training`. ConfigError for bad settings, TypeError for a process
+    whose model weights are not those of `model_fn`.
+  """
+  model_fn = model_fn or task.model_fn
+  settings = config_lib.resolve(
+      config_lib.Config(task=task.name, **settings),
+      num_clients=len(task.client_ids))
+  data = ClientData.of(task, settings)
+  process = build_process(settings, model_fn, process_fn=process_fn)
+  initial = learning.initial_model_weights(model_fn, settings.seed)
+  _check_model(process, initial)
+  rows = Rows()
+  loop = make_loop(settings, process, data, [
+      *round_callbacks(settings, model_fn, data, more=callbacks), rows,
+      callbacks_lib.DivergenceCheck(),
+      outputs.Progress(settings.entry.hparam_column, show_progress)])
+  state = loop.run(loop.initial_state(initial), range(settings.rounds + 1))
+  return Training(rows.rows, state, process.get_model_weights(state), process,
+                  settings)
+
+
+def _check_model(process, weights):
+  """TypeError unless `process` trains a model with `weights`' structure
+  (a process built from another model_fn than the evaluation's)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  expected = process.get_model_weights.type_signature.result
+  try:
+    tf.nest.assert_same_structure(
+        list(weights.trainable), list(expected.trainable),
+        check_types=False)
+    shapes = [tuple(w.shape) for w in weights.trainable]
+    wanted = [tuple(t.shape) for t in expected.trainable]
+  except (ValueError, TypeError, AttributeError):
+    shapes, wanted = None, 'another structure'
+  if shapes != wanted:
+    raise TypeError(f'the process trains a model whose weights are '
+                    f'{wanted}, but model_fn builds {shapes}: build the '
+                    'process from the same model_fn')

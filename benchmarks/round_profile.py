@@ -11,7 +11,7 @@ round (median): the loop's training round (drawing the schedule and
 worker, and the call that runs the round (the worker's TF work), each summed
 over its calls; then the
 evaluation of f(w) over all clients' train and test data, once through the
-TFF runtime (`evaluation.build_federated_evaluation`, what every round did
+TFF runtime (`federated_evaluation.build_federated_evaluation`, what every round did
 before issue 6; split the same way) and once in this process
 (`evaluation.build_evaluation`).
 """
@@ -28,6 +28,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging  # pylint: disable=g-import-not-at-top
 
 import common  # pylint: disable=g-import-not-at-top
+import federated_evaluation  # pylint: disable=g-import-not-at-top
 import tasks  # pylint: disable=g-import-not-at-top
 from tff_algos import learning  # pylint: disable=g-import-not-at-top
 from tff_algos import runtime  # pylint: disable=g-import-not-at-top
@@ -63,7 +64,7 @@ def main(argv):
   evaluations = collections.OrderedDict(
       (name, build(task.model_fn)) for name, build in (
           ('evaluation through the TFF runtime',
-           evaluation.build_federated_evaluation),
+           federated_evaluation.build_federated_evaluation),
           ('evaluation in process', evaluation.build_evaluation)))
   state = loop.initial_state(
       learning.initial_model_weights(task.model_fn, 0))

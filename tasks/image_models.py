@@ -26,10 +26,6 @@ import tensorflow as tf
 from tasks import base
 from tasks import models
 
-MNIST_2NN_PARAMS = 199_210
-MNIST_CNN_PARAMS = 1_663_370
-FEMNIST_CNN_PARAMS = 1_690_046
-CIFAR_CNN_PARAMS = 1_068_298
 CIFAR_CROP = 24
 
 

@@ -15,7 +15,7 @@ import operator
 import os
 
 from tasks import validate
-from tasks.validate import Any, Int, ListOf, MapOf, Record, Str
+from tasks.validate import Int, ListOf, MapOf, Record, Str, Unchecked
 
 
 def _users_agree(content):
@@ -49,7 +49,7 @@ def _users_agree(content):
   return None
 
 
-def file_schema(x=ListOf(Any()), y=ListOf(Any())):
+def file_schema(x=ListOf(Unchecked()), y=ListOf(Unchecked())):
   """The schema of one LEAF JSON file whose samples are `x` and `y`."""
   samples = Record({'x': x, 'y': y}, as_tuple=True)  # (x, y)
   return Record({'users': ListOf(Str(), unique=True,
@@ -59,7 +59,7 @@ def file_schema(x=ListOf(Any()), y=ListOf(Any())):
                 rules=[_users_agree])
 
 
-def read_leaf_file(path, x=ListOf(Any()), y=ListOf(Any())):
+def read_leaf_file(path, x=ListOf(Unchecked()), y=ListOf(Unchecked())):
   """{user: (x, y)} from one LEAF JSON file, checked against
   `file_schema(x, y)` (x, y as that schema converts them: lists by
   default)."""
@@ -88,7 +88,7 @@ class LeafSplit(collections.OrderedDict):
     self.folder = folder
 
 
-def read_leaf_split(folder, x=ListOf(Any()), y=ListOf(Any())):
+def read_leaf_split(folder, x=ListOf(Unchecked()), y=ListOf(Unchecked())):
   """Merges every `*.json` in `folder`; a user may not appear twice."""
   paths = sorted(glob.glob(os.path.join(folder, '*.json')))
   if not paths:

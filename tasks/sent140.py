@@ -214,6 +214,22 @@ def find_source(data_dir, source='auto', csv_path=None):
 
 
 # --------------------------------------------------------------- vocabulary
+def _glove_vector(values, where):
+  """float32 vector of a GloVe line's `values`; DataError naming `where`
+  unless every one is a finite float32 number."""
+  try:
+    vector = np.array(values, np.float64)
+  except ValueError:
+    raise validate.fail(where, 'non-numeric vector') from None
+  bad = ~np.isfinite(vector) | (np.abs(vector) > validate.FLOAT32_MAX)
+  if bad.any():
+    value = values[int(np.argmax(bad))]
+    raise validate.fail(where, f'vector value {value[:24]!r}'
+                        f'{"..." if len(value) > 24 else ""} is not a '
+                        'finite float32 number')
+  return vector.astype(np.float32)
+
+
 def read_glove(path, words=None):
   """(word list, float32[n, d]) of the GloVe text file's `words` (all of
   them when None); a word listed twice keeps its first vector.
@@ -255,17 +271,7 @@ def read_glove(path, words=None):
                             '(truncated or corrupt file?)')
       if words is not None and parts[0] not in words or parts[0] in kept:
         continue
-      try:
-        vector = np.array(parts[1:], np.float64)
-      except ValueError:
-        raise validate.fail(where, 'non-numeric vector') from None
-      bad = ~np.isfinite(vector) | (np.abs(vector) > validate.FLOAT32_MAX)
-      if bad.any():
-        value = parts[1 + int(np.argmax(bad))]
-        raise validate.fail(where, f'vector value {value[:24]!r}'
-                            f'{"..." if len(value) > 24 else ""} is not a '
-                            'finite float32 number')
-      vectors.append(vector.astype(np.float32))
+      vectors.append(_glove_vector(parts[1:], where))
       found.append(parts[0])
       kept.add(parts[0])
   if dim is None:

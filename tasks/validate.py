@@ -125,7 +125,9 @@ class Schema:
     return Problem((), f'is {describe(value)}, expected {self.what}')
 
 
-class Any(Schema):
+class Unchecked(Schema):
+  """Any value, as it is (what a reader checks later, or not at all)."""
+
   def validate(self, value):
     return value
 

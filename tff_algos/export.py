@@ -200,78 +200,99 @@ def _create(out):
   return created
 
 
+def _arguments(argv):
+  """(flags, resolved settings, task) of the command line, with --out
+  created; UsageError for bad input."""
+  holder = cli.flag_values(GROUPS, _OWN_FLAGS)
+  args, _ = cli.expand_flagfiles(argv[1:])
+  imports = cli.import_modules(cli.imports_in(args))
+  cli.parse(holder, args)
+  out = holder.out
+  if not out:
+    raise cli.UsageError('--out is required: the folder to write')
+  if os.path.isdir(out) and os.listdir(out):
+    if not holder.overwrite:
+      raise cli.UsageError(f'--out={out} is not empty (--overwrite '
+                           'replaces an earlier export there)')
+    check_holds_an_export(out)
+  try:
+    run_dir.check_usable(out, '--out')
+  except run_dir.OutputDirError as e:
+    raise cli.UsageError(str(e)) from None
+  config = cli.config_from_flags(holder, imports)
+  task = cli.load_task(config, cli.task_options(holder))
+  try:
+    settings = resolve(dataclasses.replace(config, task=task.name))
+  except ConfigError as e:
+    raise cli.UsageError(str(e)) from None
+  return holder, settings, task
+
+
+def _contract(process, settings, task, client_input, production):
+  """The client data the exported `next` takes: its type and, in words,
+  what a pipeline feeds it."""
+  algorithm = settings.algorithm
+  if production:
+    contract = (
+        'per client a tf.data.Dataset of the model\'s batches ('
+        f'{_batch_shapes(task.train.element_type_structure)}); the pipeline '
+        f'batches (the computation takes any B; B = {algorithm.batch_size} '
+        f'in these settings) and the client makes {client_input.epochs} '
+        'passes over its dataset; ' +
+        ('the server averages the updates with equal weights'
+         if algorithm.client_weighting == 'uniform' else
+         'its update is weighted by its number of local examples (counted '
+         'in its first pass)'))
+  else:
+    contract = ('per client [OrderedDict(data, example_order, batch_ends)]: '
+                'the simulation\'s scheduled input (tff_algos.simulation)')
+  return dict(type=str(process.next.type_signature.parameter[1].member),
+              contract=contract)
+
+
+def _manifest(process, settings, task, client_input, holder):
+  """What manifest.json says besides the computations written."""
+  from tff_algos.simulation import provenance  # pylint: disable=g-import-not-at-top
+  production = holder.build == 'production'
+  return dict(
+      algorithm=settings.algo, paper=settings.entry.paper,
+      build=holder.build, task=settings.task, model=task.description,
+      hyperparameters=_settings(settings, production),
+      client_data=_contract(process, settings, task, client_input,
+                            production),
+      initial_model_weights=dict(
+          file=WEIGHTS, seed=holder.seed,
+          note='`initialize` draws a new random model on every call; '
+               'start from these weights: state = set_model_weights('
+               'initialize(), weights), weights = ModelWeights(trainable='
+               '[trainable_0, ...], non_trainable=[...]) of the .npz'),
+      hparams_note='get_hparams(state) / set_hparams(state, hparams) '
+                   'read and change the hyper-parameters in the state '
+                   '(e.g. client_work/mu) between rounds',
+      provenance=provenance.code(process))
+
+
 def main(argv):
   if cli.wants_help(argv):
     print(cli.usage(PROGRAM, DESCRIPTION, GROUPS, _OWN_FLAGS))
     return 0
-  holder = cli.flag_values(GROUPS, _OWN_FLAGS)
   try:
-    args, _ = cli.expand_flagfiles(argv[1:])
-    imports = cli.import_modules(cli.imports_in(args))
-    cli.parse(holder, args)
+    holder, settings, task = _arguments(argv)
     out = holder.out
-    if not out:
-      raise cli.UsageError('--out is required: the folder to write')
-    if os.path.isdir(out) and os.listdir(out):
-      if not holder.overwrite:
-        raise cli.UsageError(f'--out={out} is not empty (--overwrite '
-                             'replaces an earlier export there)')
-      check_holds_an_export(out)
-    try:
-      run_dir.check_usable(out, '--out')
-    except run_dir.OutputDirError as e:
-      raise cli.UsageError(str(e)) from None
-    config = cli.config_from_flags(holder, imports)
-    task = cli.load_task(config, cli.task_options(holder))
-    try:
-      settings = resolve(dataclasses.replace(config, task=task.name))
-    except ConfigError as e:
-      raise cli.UsageError(str(e)) from None
     created = _create(out)
   except cli.UsageError as e:
     cli.fail(PROGRAM, e)
   from tff_algos import learning  # pylint: disable=g-import-not-at-top
   from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import provenance  # pylint: disable=g-import-not-at-top
   from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
   runtime.start()  # TFF's own default context would leave a worker behind.
-  production = holder.build == 'production'
-  algorithm = settings.algorithm
-  client_input = (learning.DatasetInput(epochs=algorithm.epochs or 1)
-                  if production else learning.ScheduledInput())
-  element = task.train.element_type_structure
+  client_input = (learning.DatasetInput(epochs=settings.algorithm.epochs or 1)
+                  if holder.build == 'production' else
+                  learning.ScheduledInput())
   try:
     process = trainer.build_process(settings, task.model_fn, client_input)
-    client_data = dict(
-        type=str(process.next.type_signature.parameter[1].member),
-        contract=(
-            'per client a tf.data.Dataset of the model\'s batches ('
-            f'{_batch_shapes(element)}); the pipeline batches (the '
-            'computation takes any B; '
-            f'B = {algorithm.batch_size} in these settings) and the client '
-            f'makes {client_input.epochs} passes over its dataset; '
-            + ('the server averages the updates with equal weights'
-               if algorithm.client_weighting == 'uniform' else
-               'its update is weighted by its number of local examples '
-               '(counted in its first pass)') if production else
-            'per client [OrderedDict(data, example_order, batch_ends)]: '
-            'the simulation\'s scheduled input (tff_algos.simulation)'))
-    manifest = dict(
-        algorithm=settings.algo, paper=settings.entry.paper,
-        build=holder.build, task=settings.task, model=task.description,
-        hyperparameters=_settings(settings, production),
-        client_data=client_data,
-        initial_model_weights=dict(
-            file=WEIGHTS, seed=holder.seed,
-            note='`initialize` draws a new random model on every call; '
-                 'start from these weights: state = set_model_weights('
-                 'initialize(), weights), weights = ModelWeights(trainable='
-                 '[trainable_0, ...], non_trainable=[...]) of the .npz'),
-        hparams_note='get_hparams(state) / set_hparams(state, hparams) '
-                     'read and change the hyper-parameters in the state '
-                     '(e.g. client_work/mu) between rounds',
-        provenance=provenance.code(process))
-    manifest = export(process, out, manifest,
+    manifest = export(process, out, _manifest(
+        process, settings, task, client_input, holder),
                       learning.initial_model_weights(task.model_fn,
                                                      holder.seed))
   except OSError as e:

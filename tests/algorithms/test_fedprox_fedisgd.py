@@ -9,7 +9,6 @@ import tensorflow_federated as tff
 import helpers
 from tff_algos import learning
 from tff_algos.simulation import client_inputs
-from tff_algos.simulation import experiment
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
 from tff_algos.learning import client_work

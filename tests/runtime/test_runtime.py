@@ -10,7 +10,6 @@ import pytest
 
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import cli
 from conftest import listening_ips
 from tff_algos import runtime
 from tff_algos.runtime import local

@@ -1,15 +1,21 @@
-"""In-process evaluation and dissimilarity = the TFF computations (issue 6)."""
+"""In-process evaluation and dissimilarity = their TFF computations
+(benchmarks/federated_evaluation.py)."""
 
 import collections
+import sys
 from unittest import mock
 
 import numpy as np
 import pytest
 
+from conftest import REPO
 import helpers
 from tasks import text_models
 from tff_algos import learning
 from tff_algos.simulation import evaluation
+
+sys.path.insert(0, str(REPO / 'benchmarks'))
+import federated_evaluation  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _perturbed_weights(model_fn, scale=0.01):
@@ -44,7 +50,7 @@ def test_in_process_evaluation_equals_the_tff_computation():
   task, arrays = helpers.task_and_arrays()
   weights = _perturbed_weights(task.model_fn)
   evaluate = evaluation.build_evaluation(task.model_fn)
-  reference = evaluation.build_federated_evaluation(task.model_fn)
+  reference = federated_evaluation.build_federated_evaluation(task.model_fn)
   for clients in (arrays, arrays[3:9], [arrays[0]] * 4, arrays):
     got, want = evaluate(weights, clients), reference(weights, clients)
     # Forward passes across clients: fewer of them, the same sums.
@@ -59,7 +65,7 @@ def test_in_process_evaluation_of_a_masked_char_lstm():
   model_fn, arrays = _char_lstm_task()
   weights = _perturbed_weights(model_fn)
   result = evaluation.build_evaluation(model_fn)(weights, arrays)
-  _assert_same(result, evaluation.build_federated_evaluation(model_fn)(
+  _assert_same(result, federated_evaluation.build_federated_evaluation(model_fn)(
       weights, arrays))
   assert result['num_examples'] == 9
   def mixed():
@@ -74,7 +80,7 @@ def test_in_process_dissimilarity_equals_the_tff_computation():
   task, arrays = helpers.task_and_arrays()
   weights = _perturbed_weights(task.model_fn)
   dissimilarity = evaluation.build_dissimilarity(task.model_fn)
-  reference = evaluation.build_federated_dissimilarity(task.model_fn)
+  reference = federated_evaluation.build_federated_dissimilarity(task.model_fn)
   for clients in (arrays, arrays[:7]):
     _assert_same(dissimilarity(weights, clients), reference(weights, clients))
 

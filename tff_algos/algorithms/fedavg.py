@@ -39,9 +39,8 @@ def build_fed_avg(
   `model_aggregator` gives `build_unweighted_fed_avg`.
 
   Args:
-    model_fn: a no-argument callable returning a `tff.learning.models.
-      VariableModel`, or a `tff.learning.models.FunctionalModel` (TFF's
-      model argument).
+    model_fn: builds a `tff.learning.models.VariableModel`; or a
+      `tff.learning.models.FunctionalModel`.
     client_learning_rate: η of the clients' SGD; or `client_optimizer_fn`,
       any `tff.learning.optimizers.Optimizer`.
     server_learning_rate: the server's SGD step on the mean update (default

@@ -50,6 +50,24 @@ def build_server_optimizer(
                           server=True)
 
 
+def _server_optimizer(lam, learning_rate, decay, decay_every, optimizer_fn):
+  """`optimizer_fn` as given (checked by `learning.build_process`), or
+  FedISGD's scheduled step; ValueError for both or neither."""
+  if optimizer_fn is not None:
+    given = [name for name, value in (
+        ('server_learning_rate', learning_rate), ('server_lr_decay', decay),
+        ('server_lr_decay_every', decay_every)) if value is not None]
+    if given:
+      raise ValueError(f'give server_optimizer_fn or {", ".join(given)} '
+                       '(FedISGD\'s scheduled step), not both')
+    return optimizer_fn
+  if learning_rate is None:
+    raise ValueError('give server_learning_rate (η_gi) or server_optimizer_fn')
+  return build_server_optimizer(
+      lam, learning_rate, 1.0 if decay is None else decay,
+      1 if decay_every is None else decay_every)
+
+
 def build_fed_isgd(
     model_fn: learning.ModelFn,
     client_learning_rate: float | None = None,
@@ -73,9 +91,8 @@ def build_fed_isgd(
   uniform mean and the scheduled server step of eq. 6.
 
   Args:
-    model_fn: a no-argument callable returning a `tff.learning.models.
-      VariableModel`, or a `tff.learning.models.FunctionalModel` (TFF's
-      model argument).
+    model_fn: builds a `tff.learning.models.VariableModel`; or a
+      `tff.learning.models.FunctionalModel`.
     client_learning_rate: η_c of the clients' SGD (Table 1); or
       `client_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
     lam: λ >= 0, the proximal weight of the local objective (eq. 2) and the
@@ -99,26 +116,12 @@ def build_fed_isgd(
     A LearningProcess; `next(state, client_data)`.
   """
   lam = core.proximal_weight('lam', lam, proximal_strength)
-  if server_optimizer_fn is not None:
-    given = [name for name, value in (
-        ('server_learning_rate', server_learning_rate),
-        ('server_lr_decay', server_lr_decay),
-        ('server_lr_decay_every', server_lr_decay_every)) if value is not None]
-    if given:
-      raise ValueError(f'give server_optimizer_fn or {", ".join(given)} '
-                       '(FedISGD\'s scheduled step), not both')
-    server_optimizer = server_optimizer_fn  # Checked by learning.build_process.
-  elif server_learning_rate is None:
-    raise ValueError('give server_learning_rate (η_gi) or server_optimizer_fn')
-  else:
-    server_optimizer = build_server_optimizer(
-        lam, server_learning_rate,
-        1.0 if server_lr_decay is None else server_lr_decay,
-        1 if server_lr_decay_every is None else server_lr_decay_every)
   return core.local_sgd_process(
       model_fn, mu=lam, client_learning_rate=client_learning_rate,
       client_optimizer_fn=client_optimizer_fn,
-      server_optimizer=server_optimizer,
+      server_optimizer=_server_optimizer(
+          lam, server_learning_rate, server_lr_decay, server_lr_decay_every,
+          server_optimizer_fn),
       loop_implementation=loop_implementation,
       client_weighting=client_weighting, default_weighting='uniform',
       client_input=client_input, model_distributor=model_distributor,

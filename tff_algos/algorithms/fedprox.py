@@ -41,20 +41,17 @@ def build_fed_prox(
     client_input: learning.ClientInput | None = None,
     report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
-  """FedProx as a TFF learning process.
-
-  Each client minimizes h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (eq. 2) from
-  w_t, stepping with ∇F_k(w) + μ(w − w_t); the server applies its optimizer
-  to the mean update (SGD at 1: the mean of the client models, Algorithm
-  2). Takes the arguments of `tff.learning.algorithms.
+  """FedProx as a TFF learning process: each client minimizes h_k(w; w_t)
+  = F_k(w) + μ/2‖w − w_t‖² (eq. 2) from w_t, stepping with ∇F_k(w) +
+  μ(w − w_t); the server applies its optimizer to the mean update (SGD at
+  1: the mean of the client models, Algorithm 2). Takes the arguments of `tff.learning.algorithms.
   build_weighted_fed_prox` by keyword, so a pipeline switches by changing
   the import; but TFF 0.87's proximal term has the opposite sign
   (μ(w_t − w)): the same `proximal_strength` here is the paper's μ.
 
   Args:
-    model_fn: a no-argument callable returning a `tff.learning.models.
-      VariableModel`, or a `tff.learning.models.FunctionalModel` (TFF's
-      model argument).
+    model_fn: builds a `tff.learning.models.VariableModel`; or a
+      `tff.learning.models.FunctionalModel`.
     client_learning_rate: η of the clients' SGD on h_k; or
       `client_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
     mu: the proximal weight μ >= 0 (μ = 0: FedAvg's local solver); or
@@ -67,8 +64,7 @@ def build_fed_prox(
       `learning.build_process`): e.g. `tff.learning.dp_aggregator(...)` or
       `secure_aggregator()`, and `tff.learning.metrics.
       secure_sum_then_finalize`.
-    loop_implementation: accepted for TFF's signature; the local steps are
-      the same either way.
+    loop_implementation: accepted for TFF's signature (the same steps).
     client_input: `learning.ScheduledInput()` (the default: simulation) or
       `learning.DatasetInput(epochs=E)` (a tf.data.Dataset per client).
     report_update_spread: also measure (1/K)Σ_k‖u_k − ū‖² of the updates.

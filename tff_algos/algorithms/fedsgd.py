@@ -33,9 +33,8 @@ def build_fed_sgd(
   (it has no client optimizer: a client computes one gradient).
 
   Args:
-    model_fn: a no-argument callable returning a `tff.learning.models.
-      VariableModel`, or a `tff.learning.models.FunctionalModel` (TFF's
-      model argument).
+    model_fn: builds a `tff.learning.models.VariableModel`; or a
+      `tff.learning.models.FunctionalModel`.
     learning_rate: η of the server's SGD step on the mean gradient; or
       `server_optimizer_fn`, any `tff.learning.optimizers.Optimizer`.
     client_weighting: 'num_examples' (n_k, §2, the default) or 'uniform'

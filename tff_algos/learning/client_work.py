@@ -161,33 +161,71 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
   input's as `scheduled_batches` gives them. n_k is the client's number of
   local examples, counted once, whatever work it did.
 
-  `hparams` (e.g. μ and the client optimizer's learning rate) are the
-  state: they live at the server, are broadcast each round and are exposed
-  through get/set_hparams, so they can change between rounds without
-  rebuilding the process.
+  `hparams` (e.g. μ, the client learning rate) are the state: kept at the
+  server, broadcast each round, exposed by get/set_hparams, so they change
+  between rounds without a new process.
 
   The update leaves the client only as the process's result (for the model
-  aggregator). Everything else a client reports goes through
-  `metrics_aggregator` (default `tff.learning.metrics.sum_then_finalize`;
-  `secure_sum_then_finalize` for secure aggregation): its model's training
-  metrics (`train`), and its local steps, 1 for `participants` and, with
-  `report_update_squared_norm`, ‖u_k‖² (`update_squared_norm`), all summed.
+  aggregator); all else goes through `metrics_aggregator` (default
+  `tff.learning.metrics.sum_then_finalize`): its model's metrics (`train`),
+  local steps, 1 (`participants`) and with `report_update_squared_norm`
+  ‖u_k‖² (`update_squared_norm`), summed.
   """
   model_fn = model_ops.variable_model_fn(model_fn)
   weighting = client_weighting(weighting)
-  metrics_aggregator = (metrics_aggregator or
-                        tff.learning.metrics.sum_then_finalize)
-  with tf.Graph().as_default():
-    model = model_fn()
-    model_finalizers = model.metric_finalizers()
-    weights_type = tff.learning.models.weights_type_from_model(model)
-    data_type = client_data_type(model.input_spec, client_input)
+  aggregator = metrics_aggregator or tff.learning.metrics.sum_then_finalize
+  finalizers, weights_type, data_type = _model_types(model_fn, client_input)
 
   @tff.federated_computation
   def init_fn():
     return tff.federated_value(hparams, tff.SERVER)
 
   state_type = init_fn.type_signature.result.member
+  train = _local_training(local_update, weighting, client_input,
+                          report_update_squared_norm, scheduled_batches)
+
+  @tff.tensorflow.computation(state_type, weights_type, data_type)
+  def train_client(state, initial_weights, data):
+    return train(model_fn(), state, initial_weights, data)
+
+  metrics_type, statistics_type = train_client.type_signature.result[1:]
+  aggregate_metrics = aggregator(finalizers, metrics_type)
+  aggregate_statistics = aggregator(collections.OrderedDict(
+      (name, _identity) for name in tff.structure.name_list(statistics_type)),
+                                    statistics_type)
+
+  @tff.federated_computation(
+      init_fn.type_signature.result,
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, data):
+    result, metrics, statistics = tff.federated_map(
+        train_client, (tff.federated_broadcast(state), weights, data))
+    reports = collections.OrderedDict(train=aggregate_metrics(metrics))
+    statistics = aggregate_statistics(statistics)
+    for name in tff.structure.name_list(statistics_type):  # Flat, as TFF's.
+      reports[name] = statistics[name]
+    return tff.templates.MeasuredProcessOutput(
+        state, result, tff.federated_zip(reports))
+
+  return tff.learning.templates.ClientWorkProcess(
+      init_fn, next_fn, *_hparams_accessors(state_type))
+
+
+def _model_types(model_fn, client_input):
+  """(metric finalizers, weights type, client data type) of the model."""
+  with tf.Graph().as_default():
+    model = model_fn()
+    return (model.metric_finalizers(),
+            tff.learning.models.weights_type_from_model(model),
+            client_data_type(model.input_spec, client_input))
+
+
+def _local_training(local_update, weighting, client_input,
+                    report_update_squared_norm, scheduled_batches):
+  """The client's training as a tf.function of (model, hparams, initial
+  weights, data): its result (update and weight), its model's metrics and
+  its statistics (see `_build_client_work`)."""
 
   @tf.function
   def train(model, state, initial_weights, data):
@@ -209,29 +247,12 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
             model.report_local_unfinalized_metrics(),
             _client_statistics(steps, update, report_update_squared_norm))
 
-  @tff.tensorflow.computation(state_type, weights_type, data_type)
-  def train_client(state, initial_weights, data):
-    return train(model_fn(), state, initial_weights, data)
+  return train
 
-  metrics_type, statistics_type = train_client.type_signature.result[1:]
-  aggregate_metrics = metrics_aggregator(model_finalizers, metrics_type)
-  aggregate_statistics = metrics_aggregator(collections.OrderedDict(
-      (name, _identity) for name in tff.structure.name_list(statistics_type)),
-                                            statistics_type)
 
-  @tff.federated_computation(
-      init_fn.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, weights, data):
-    result, metrics, statistics = tff.federated_map(
-        train_client, (tff.federated_broadcast(state), weights, data))
-    reports = collections.OrderedDict(train=aggregate_metrics(metrics))
-    statistics = aggregate_statistics(statistics)
-    for name in tff.structure.name_list(statistics_type):  # Flat, as TFF's.
-      reports[name] = statistics[name]
-    return tff.templates.MeasuredProcessOutput(
-        state, result, tff.federated_zip(reports))
+def _hparams_accessors(state_type):
+  """(get_hparams_fn, set_hparams_fn) of a client work whose whole state
+  is its hyper-parameters."""
 
   @tff.tensorflow.computation(state_type)
   def get_hparams_fn(state):
@@ -242,9 +263,7 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
     del state
     return hparams
 
-  return tff.learning.templates.ClientWorkProcess(
-      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
-      set_hparams_fn=set_hparams_fn)
+  return get_hparams_fn, set_hparams_fn
 
 
 def build_proximal_sgd_client_work(
@@ -284,6 +303,17 @@ def build_proximal_sgd_client_work(
   with tf.Graph().as_default():
     optimizer_hparams = optimizer.get_hparams(optimizer.initialize(
         tf.TensorSpec([], tf.float32)))
+  proximal_sgd = _proximal_sgd(optimizer, optimizer_hparams)
+  hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
+  return _build_client_work(model_fn, hparams, proximal_sgd, client_weighting,
+                            client_input, report_update_squared_norm,
+                            metrics_aggregator)
+
+
+def _proximal_sgd(optimizer, optimizer_hparams):
+  """The local update of `build_proximal_sgd_client_work`: minibatch steps
+  of `optimizer` on ∇F_k(w) + μ(w − w_t), from the client's state
+  (μ and the optimizer's hyper-parameters `optimizer_hparams`)."""
 
   def proximal_sgd(state, model, initial_weights, for_each_batch):
     trainable = model.trainable_variables
@@ -318,10 +348,8 @@ def build_proximal_sgd_client_work(
     return (tf.nest.pack_sequence_as(initial_weights.trainable, update),
             steps, n)
 
-  hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
-  return _build_client_work(model_fn, hparams, proximal_sgd, client_weighting,
-                            client_input, report_update_squared_norm,
-                            metrics_aggregator)
+
+  return proximal_sgd
 
 
 def build_gradient_client_work(

@@ -89,6 +89,22 @@ def weighting_and_aggregator(
                        else default_weighting), model_aggregator)
 
 
+def _check_blocks(server_optimizer, model_distributor, metrics_aggregator):
+  """TypeError for a building block of the wrong kind, naming it."""
+  if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
+    raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
+                    f'Optimizer, got {type(server_optimizer).__name__}')
+  if model_distributor is not None and not isinstance(
+      model_distributor, tff.learning.templates.DistributionProcess):
+    raise TypeError('model_distributor must be a tff.learning.templates.'
+                    'DistributionProcess, got '
+                    f'{type(model_distributor).__name__}')
+  if metrics_aggregator is not None and not callable(metrics_aggregator):
+    raise TypeError('metrics_aggregator must be a function of (metric '
+                    'finalizers, metrics type), e.g. tff.learning.metrics.'
+                    'sum_then_finalize')
+
+
 def build_process(
     model_fn: ModelFn,
     build_client_work: Callable[..., tff.learning.templates.ClientWorkProcess],
@@ -105,10 +121,9 @@ def build_process(
   """The learning process of one algorithm: the core all builders share.
 
   Args:
-    model_fn: a no-argument callable returning a `tff.learning.models.
-      VariableModel`, or a `tff.learning.models.FunctionalModel` (as TFF's
-      builders take; it trains as the VariableModel of the same weights and
-      loss would); anything else is a TypeError.
+    model_fn: builds a `tff.learning.models.VariableModel`; or a
+      `tff.learning.models.FunctionalModel` (trained as a VariableModel of
+      the same weights and loss would be); else a TypeError.
     build_client_work: `build_client_work(model_fn, client_weighting=,
       client_input=, metrics_aggregator=, report_update_squared_norm=)` →
       the client work (e.g. `functools.partial(
@@ -124,8 +139,7 @@ def build_process(
     model_distributor: a `tff.learning.templates.DistributionProcess`
       (default: TFF's broadcast).
     model_aggregator: a weighted or unweighted `tff.aggregators` factory
-      (default: the weighted mean); `tff.learning.dp_aggregator`,
-      `secure_aggregator`, `compression_aggregator` fit here.
+      (default: the weighted mean), e.g. TFF's DP or secure aggregator.
     metrics_aggregator: aggregates everything else the clients report
       (default `tff.learning.metrics.sum_then_finalize`; with secure
       aggregation, `tff.learning.metrics.secure_sum_then_finalize`).
@@ -136,18 +150,7 @@ def build_process(
     A `tff.learning.templates.LearningProcess`.
   """
   model_fn = model_ops.variable_model_fn(model_fn)
-  if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
-    raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
-                    f'Optimizer, got {type(server_optimizer).__name__}')
-  if model_distributor is not None and not isinstance(
-      model_distributor, tff.learning.templates.DistributionProcess):
-    raise TypeError('model_distributor must be a tff.learning.templates.'
-                    'DistributionProcess, got '
-                    f'{type(model_distributor).__name__}')
-  if metrics_aggregator is not None and not callable(metrics_aggregator):
-    raise TypeError('metrics_aggregator must be a function of (metric '
-                    'finalizers, metrics type), e.g. tff.learning.metrics.'
-                    'sum_then_finalize')
+  _check_blocks(server_optimizer, model_distributor, metrics_aggregator)
   weighting, aggregator = weighting_and_aggregator(
       client_weighting, default_weighting, model_aggregator)
   client_work = build_client_work(

@@ -110,7 +110,7 @@ class ClientDataIterator(tff.program.FederatedDataSourceIterator):
     return cls(source, saved['selections'])
 
   def __deepcopy__(self, memo):
-    # The source (the data) is shared: only the position is copied.
+    del memo  # The source (the data) is shared: only the position is copied.
     return ClientDataIterator(self._source, self._selections)
 
   def __eq__(self, other):

@@ -12,10 +12,10 @@ gradient dissimilarity (Li et al. 2020, §4.1 Def. 3 and §5.3.3):
 
 Both are measurements, not part of any algorithm, so they run in this
 process as plain TensorFlow: one `tf.function` (traced once) runs the same
-TF code as the TFF computations `build_federated_evaluation` and
-`build_federated_dissimilarity` and combines the results with the same sums
-and weighted means, in float32: the same numbers to rounding (the tests
-compare them at rtol 1e-6). Through the TFF runtime
+TF code as their TFF computations (benchmarks/federated_evaluation.py, the
+tests' reference) and combines the results with the same sums and weighted
+means, in float32: the same numbers to rounding (the tests compare them at
+rtol 1e-6). Through the TFF runtime
 every evaluation shipped every client's data to the worker over gRPC, which
 took most of a round's time on small models (docs/PERFORMANCE.md); the TFF
 versions stay here as the reference the tests compare against.
@@ -365,11 +365,10 @@ def build_evaluation(model_fn) -> Evaluation:
   attribute on its model_fn (the char-LSTM: its loss is a mean over each
   batch's non-pad characters); it is evaluated client by client.
 
-  Each client's accuracy costs no extra pass: across clients, from the
-  per-example matches of the forward passes' predictions summed by client
-  (models whose accuracy is a Keras SparseCategoricalAccuracy); client by
-  client, from each client's own accuracy state (a Keras mean). Other
-  models get the global metrics only (`Evaluation.per_client_accuracy`).
+  Each client's accuracy costs no extra pass: from the forward passes'
+  per-example matches summed by client (a Keras SparseCategoricalAccuracy),
+  or each client's own accuracy state (a Keras mean, client by client);
+  other models have the global metrics only.
   """
   local = _InProcess(model_fn)
   model = local.model
@@ -403,31 +402,49 @@ def build_evaluation(model_fn) -> Evaluation:
       if by_matches:
         return _evaluate_with_matches(model, weights, data, splits)
       return _evaluate_client(model, weights, data), zeros, zeros
-    total = tf.nest.map_structure(
-        tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')())
-    accuracy_states = tf.TensorArray(tf.float64, size=num_clients,
-                                     element_shape=[2])
-
-    def body(k, total, accuracy_states):
-      local.reset_metrics()
-      metrics = _evaluate_client(model, weights, local.client(data, splits, k))
-      if by_state:  # A Keras mean's state: [total, count].
-        accuracy_states = accuracy_states.write(k, tf.cast(
-            tf.stack(metrics['accuracy']), tf.float64))
-      return (k + 1, tf.nest.map_structure(tf.add, total, metrics),
-              accuracy_states)
-
-    _, total, accuracy_states = tf.while_loop(
-        lambda k, *_: k < num_clients, body,
-        (tf.constant(0), total, accuracy_states))
+    total, states = _client_by_client(local, weights, data, splits, by_state)
     if not by_state:
       return total, zeros, zeros
-    states = tf.reshape(accuracy_states.stack(), [-1, 2])
     return total, states[:, 0], states[:, 1]
 
   summed_metrics = local.function(summed_metrics, autograph=False)
-  finalize_all = _finalizing_function(
-      finalizers, summed_metrics.get_concrete_function().structured_outputs[0])
+  return Evaluation(functools.partial(local, summed_metrics), _finalize(
+      finalizers, summed_metrics.get_concrete_function().structured_outputs[0]
+  ), by_matches or by_state)
+
+
+def _client_by_client(local, weights, data, splits, by_state):
+  """(Σ_k client k's unfinalized metrics, each client's accuracy state
+  [total, count] as float64 (zeros without `by_state`)), evaluating the
+  clients one at a time (models whose metrics are not sums over
+  examples)."""
+  model = local.model
+  num_clients = tf.size(splits) - 1
+  total = tf.nest.map_structure(
+      tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')())
+  accuracy_states = tf.TensorArray(tf.float64, size=num_clients,
+                                   element_shape=[2])
+
+  def body(k, total, accuracy_states):
+    local.reset_metrics()
+    metrics = _evaluate_client(model, weights, local.client(data, splits, k))
+    if by_state:  # A Keras mean's state: [total, count].
+      accuracy_states = accuracy_states.write(k, tf.cast(
+          tf.stack(metrics['accuracy']), tf.float64))
+    return (k + 1, tf.nest.map_structure(tf.add, total, metrics),
+            accuracy_states)
+
+  _, total, accuracy_states = tf.while_loop(
+      lambda k, *_: k < num_clients, body,
+      (tf.constant(0), total, accuracy_states))
+  return total, tf.reshape(accuracy_states.stack(), [-1, 2])
+
+
+def _finalize(finalizers, totals):
+  """total (summed unfinalized metrics) → OrderedDict of final metrics as
+  numpy values: one traced function of all finalizers where it can be
+  (`_finalizing_function`), else each in turn."""
+  finalize_all = _finalizing_function(finalizers, totals)
 
   def finalize(total):
     if finalize_all is None:
@@ -437,8 +454,7 @@ def build_evaluation(model_fn) -> Evaluation:
     return collections.OrderedDict(
         (name, value.numpy()) for name, value in finalize_all(total).items())
 
-  return Evaluation(functools.partial(local, summed_metrics), finalize,
-                    by_matches or by_state)
+  return finalize
 
 
 def _finalizing_function(finalizers, totals):
@@ -509,82 +525,5 @@ def build_dissimilarity(model_fn):
     return collections.OrderedDict(
         (k, v.numpy())
         for k, v in local(dissimilarity_fn, weights, data).items())
-
-  return dissimilarity
-
-
-def _types(model_fn):
-  with tf.Graph().as_default():
-    model = model_fn()
-    return (model,
-            tff.learning.models.weights_type_from_model(model),
-            model_ops.dataset_type(model.input_spec))
-
-
-def build_federated_evaluation(model_fn):
-  """`build_evaluation` as a TFF computation (the reference):
-  (weights@SERVER, data@CLIENTS) → the model's metrics over all data."""
-  model, weights_type, data_type = _types(model_fn)
-  aggregate = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
-
-  @tff.tensorflow.computation(weights_type, data_type)
-  def evaluate_client(weights, data):
-    return model_ops.evaluate_client(model_fn(), weights, data)
-
-  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def evaluate(weights, data):
-    return aggregate(tff.federated_map(
-        evaluate_client, (tff.federated_broadcast(weights), data)))
-
-  return evaluate
-
-
-def _federated_spread(values, weight):
-  """(v̄, Σ_k p_k ‖v_k − v̄‖²) of `values`@CLIENTS, p_k ∝ weight.
-
-  Two passes (mean, then distances to the broadcast mean), the arithmetic
-  of `build_dissimilarity`.
-  """
-  value_type = values.type_signature.member
-
-  @tff.tensorflow.computation(value_type, value_type)
-  def squared_distance(a, b):
-    return measurements.squared_norm(tf.nest.map_structure(tf.subtract, a, b))
-
-  mean = tff.federated_mean(values, weight=weight)
-  distances = tff.federated_map(
-      squared_distance, (values, tff.federated_broadcast(mean)))
-  return mean, tff.federated_mean(distances, weight=weight)
-
-
-def build_federated_dissimilarity(model_fn):
-  """`build_dissimilarity` as a TFF computation (the reference):
-  (weights@SERVER, data@CLIENTS) → OrderedDict(grad_variance,
-  grad_dissimilarity)."""
-  _, weights_type, data_type = _types(model_fn)
-
-  @tff.tensorflow.computation(weights_type, data_type)
-  def client_gradient(weights, data):
-    return _client_gradient(model_fn(), weights, data)
-
-  gradient_type = client_gradient.type_signature.result[0]
-
-  @tff.tensorflow.computation(gradient_type, tf.float32, tf.float32)
-  def summarize(global_gradient, variance, mean_squared_norm):
-    return collections.OrderedDict(
-        grad_variance=variance,
-        grad_dissimilarity=tf.sqrt(
-            mean_squared_norm / measurements.squared_norm(global_gradient)))
-
-  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def dissimilarity(weights, data):
-    gradients, squared_norms, n = tff.federated_map(
-        client_gradient, (tff.federated_broadcast(weights), data))
-    global_gradient, variance = _federated_spread(gradients, n)
-    return tff.federated_map(summarize, (
-        global_gradient, variance,
-        tff.federated_mean(squared_norms, weight=n)))
 
   return dissimilarity

@@ -105,3 +105,23 @@ def test_the_worker_check_counts_only_workers_of_the_tagged_process(
     worker.kill()
     worker.wait()
   assert _kernel_workers(tag) == []
+
+
+@pytest.mark.slow
+def test_a_kernel_that_never_stops_the_runtime_ends_quietly(capfd):
+  """runtime.stop() is optional: a kernel whose notebook starts the runtime,
+  trains and never stops it shuts down without a word on its streams (its
+  manager's SIGTERM, sent when a kernel is slow to exit, used to meet a
+  handler of ours that unwound mid-shutdown)."""
+  nb = nbformat.v4.new_notebook()
+  nb.cells = [nbformat.v4.new_code_cell(
+      'import tasks\n'
+      'from tff_algos import runtime\n'
+      'from tff_algos.simulation import trainer\n'
+      'runtime.start()\n'
+      'trainer.train(None, tasks.load_task("synthetic_1_1"), rounds=1, '
+      'epochs=1)')]
+  capfd.readouterr()
+  nbclient.NotebookClient(nb, timeout=600, kernel_name='python3').execute()
+  err = capfd.readouterr().err
+  assert 'Error' not in err and 'Traceback' not in err, err

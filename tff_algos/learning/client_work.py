@@ -208,8 +208,10 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
     return tff.templates.MeasuredProcessOutput(
         state, result, tff.federated_zip(reports))
 
+  get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
   return tff.learning.templates.ClientWorkProcess(
-      init_fn, next_fn, *_hparams_accessors(state_type))
+      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
+      set_hparams_fn=set_hparams_fn)
 
 
 def _model_types(model_fn, client_input):

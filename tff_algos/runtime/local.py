@@ -320,7 +320,14 @@ def worker_pid():
 
 
 def _install_signal_handlers():
-  if threading.current_thread() is not threading.main_thread():
+  """SIGTERM stops the worker and unwinds like SIGINT, in a program without
+  a handler of its own. Not in a Jupyter kernel: its manager ends it with
+  SIGTERM when it is slow to exit, and a handler that unwinds then, in the
+  middle of the kernel's own shutdown, makes asyncio log errors to its
+  closed streams (the worker dies with the kernel anyway,
+  PR_SET_PDEATHSIG)."""
+  if (threading.current_thread() is not threading.main_thread() or
+      'ipykernel' in sys.modules):
     return
 
   def on_terminate(signum, frame):

@@ -33,8 +33,8 @@ per round against 0.34–0.41 s local); workers on other machines, where
 client work would dominate the traffic, were not measured. What the fold
 in client order buys is measured: TFF's MergeableCompExecutionContext's
 FedProx train loss differed from the local runtime's in the 7th
-significant digit by round 3, this one's `metrics.csv` is byte-identical
-(tests/runtime/test_workers.py). Security is the README's: the protocol
+significant digit by round 3, while with this one `metrics.csv` is
+byte-identical (tests/runtime/test_workers.py). Security is the README's: the protocol
 has no authentication or encryption, so workers listen on loopback and
 are reached through SSH tunnels ("What TFF's executor protocol does not
 protect").

@@ -11,8 +11,8 @@ round (median): the loop's training round (drawing the schedule and
 worker, and the call that runs the round (the worker's TF work), each summed
 over its calls; then the
 evaluation of f(w) over all clients' train and test data, once through the
-TFF runtime (`federated_evaluation.build_federated_evaluation`, what every round did
-before issue 6; split the same way) and once in this process
+TFF runtime (`federated_evaluation.build_federated_evaluation`, which ships
+every client's data to the worker; split the same way) and once in this process
 (`evaluation.build_evaluation`).
 """
 

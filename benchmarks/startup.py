@@ -12,7 +12,7 @@ the same command again (the next run of a sweep, or a re-run) with that
 cache; and before, between and after those runs a bare
 `python -c 'import tensorflow_federated'` (their median is the reference):
 the targets are ratios to it
-(issue 22: the first round within 1.6x, a warm run within 1.3x). Each run
+(the end of round 1 within 1.6x cold, within 1.3x warm). Each run
 goes through `startup_probe.py`, which marks the ends of the phases from
 inside the process (see there): imports (TensorFlow, then TFF and what it
 pulls in, then the rest up to the data), data loading, the in-process

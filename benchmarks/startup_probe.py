@@ -10,8 +10,9 @@ module is imported, the functions whose return ends a phase:
   import tensorflow / import tensorflow_federated   (the modules' first import)
   data loaded            tasks.load_task
   evaluation built       simulation.evaluation.build_evaluation
-  computations built     simulation.trainer.build_process (before: its
-                         namesake in simulation.experiment)
+  computations built     simulation.trainer.build_process (in a checkout
+                         without simulation.trainer: its namesake in
+                         simulation.experiment)
   first call             simulation.loop.Loop.initial_state (TFF calls)
   round N                simulation.loop.Loop.step
   worker spawned         runtime.local._Worker.spawn (or runtime.prestart.spawn,
@@ -102,8 +103,9 @@ def _wrap_return(owner, name, after):
 
   wrapped._probed = True
   wrapped.__wrapped__ = function
-  # Only observes: an earlier version's computation cache fingerprinted our
-  # code through it (it would otherwise key on the probe's marks).
+  # Only observes: a checkout whose computation cache fingerprints our code
+  # (c881480 up to c0cedfc) skips wrappers marked so, so that its cache key
+  # does not include the probe's marks.
   wrapped.__tff_algos_observer__ = True
   setattr(owner, name, wrapped)
 

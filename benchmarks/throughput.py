@@ -63,7 +63,7 @@ WORKLOADS = {
     'mnist_cnn': Workload('mnist_iid_cnn', 10, 5, 10, 0.05, 0.0),
     # FedAvg char-LSTM on TFF's Shakespeare: K=10, E=1, B=10.
     'shakespeare_lstm': Workload('shakespeare', 10, 1, 10, 1.0, 0.0),
-    # One client per round (FedAvg with 90% stragglers dropped, issue 22):
+    # One client per round (FedAvg at K=10 with 90% stragglers dropped):
     # Synthetic(1,1), E=20, B=10: the round's fixed cost against its steps.
     'synthetic_one_client': Workload('synthetic_1_1', 1, 20, 10, 0.01, 0.0),
 }

@@ -1,4 +1,4 @@
-"""FedAvg and FedSGD (issue 2): equivalences and behaviour."""
+"""FedAvg and FedSGD: equivalences and behaviour."""
 
 import collections
 

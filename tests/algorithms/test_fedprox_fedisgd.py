@@ -1,4 +1,4 @@
-"""FedProx and FedISGD (issue 3): equivalences, μ, stragglers, metrics."""
+"""FedProx and FedISGD: equivalences, μ, stragglers, metrics."""
 
 import collections
 

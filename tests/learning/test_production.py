@@ -1,5 +1,5 @@
 """Production builds (tf.data client datasets) ≡ simulation builds, and both
-compile to TFF's production forms (issue 12)."""
+compile to TFF's production forms."""
 
 import collections
 import functools

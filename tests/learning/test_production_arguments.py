@@ -1,4 +1,4 @@
-"""The builders take TFF's production arguments (issue 19): DP, secure
+"""The builders take TFF's production arguments: DP, secure
 aggregation and compression with every algorithm, TFF's optimizers, and
 nothing a client computes leaves it outside the configured aggregators."""
 

@@ -1,4 +1,4 @@
-"""run_experiment.py as a user runs it: flags, errors, outputs (issues 2, 13)."""
+"""run_experiment.py as a user runs it: flags, errors, outputs."""
 
 import json
 import subprocess
@@ -59,7 +59,7 @@ def test_cli_runs_and_writes_metrics(tmp_path):
 
 @pytest.mark.slow
 def test_a_script_using_the_package_prints_only_its_own_output(tmp_path):
-  """No TensorFlow log lines, no exception at exit (issue 20)."""
+  """No TensorFlow log lines, no exception at exit."""
   script = ('from tff_algos.algorithms import fedavg\n'
             'import tasks\n'
             'task = tasks.load_task("synthetic_1_1")\n'

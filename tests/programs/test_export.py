@@ -1,4 +1,4 @@
-"""`python -m tff_algos.export`: serialized computations for a port (issue 12)."""
+"""`python -m tff_algos.export`: serialized computations for a port."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""The package's layers: who may import what (issues 12 and 20).
+"""The package's layers: who may import what.
 
 Every Python module of the project belongs to a layer (`LAYERS`, bottom
 first) and may import only modules of its own layer or of layers below it;

@@ -1,4 +1,4 @@
-"""docs/PORTING.md runs as written (issue 19): every code block in page
+"""docs/PORTING.md runs as written: every code block in page
 order, each Python block in a fresh namespace of one process (so each
 imports what it uses), each shell block in a shell, from the repository's
 root; and nothing is left running afterwards."""

@@ -1,4 +1,4 @@
-"""Nothing lost, nothing silent (issue 13): run folders that two processes
+"""Nothing lost, nothing silent: run folders that two processes
 cannot corrupt, divergence and hung workers that stop, damaged state that
 is survived, bad input refused in one line, sweeps that die with their
 parent and summaries that never shrink."""

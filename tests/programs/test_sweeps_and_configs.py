@@ -1,4 +1,4 @@
-"""Sweeps through the command line, and the papers' configs (issue 5)."""
+"""Sweeps through the command line, and the papers' configs."""
 
 import csv
 import json

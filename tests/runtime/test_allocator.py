@@ -1,4 +1,4 @@
-"""Two malloc arenas per core, in our process and in its TFF worker (issue 22)."""
+"""Two malloc arenas per core, in our process and in its TFF worker."""
 
 import os
 import subprocess

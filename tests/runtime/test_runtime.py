@@ -1,4 +1,4 @@
-"""The TFF runtime's lifetime and its loopback-only worker (issues 2, 6)."""
+"""The TFF runtime's lifetime and its loopback-only worker."""
 
 import signal
 import subprocess
@@ -77,7 +77,7 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   # A worker holding our stdout/stderr would make this wait forever.
   _, stderr = process.communicate(timeout=60)
   assert process.returncode == (128 + sig if sig != signal.SIGKILL else -sig)
-  if sig != signal.SIGKILL:  # One line naming the round (issue 13).
+  if sig != signal.SIGKILL:  # One line naming the round, to resume from.
     word = 'interrupted' if sig == signal.SIGINT else 'terminated'
     last = stderr.decode().strip().splitlines()[-1]
     assert last.startswith(f'run_experiment.py: {word} at round ')
@@ -106,8 +106,9 @@ time.sleep(600)
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
                                  signal.SIGKILL])
 def test_a_worker_started_before_tensorflow_never_outlives_us(sig):
-  """runtime.prepare() starts the worker first thing (issue 22): it dies
-  with its process whatever ends it, before the runtime ever adopted it."""
+  """runtime.prepare() starts the worker first thing, so that it starts
+  while TensorFlow is imported: it dies with its process whatever ends it,
+  before the runtime ever adopted it."""
   process = subprocess.Popen([sys.executable, '-c', _PREPARE_THEN_WAIT],
                              cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""Remote TFF workers (`--workers`, issue 6), tested with two on loopback."""
+"""Remote TFF workers (`--workers`), tested with two on loopback."""
 
 import os
 import signal

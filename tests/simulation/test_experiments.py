@@ -1,4 +1,4 @@
-"""Runs that survive (checkpoint/resume), their outputs and their end (issue 5)."""
+"""Runs that survive (checkpoint/resume), their outputs and their end."""
 
 import collections
 import csv
@@ -70,7 +70,7 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   # Old checkpoints are pruned; none is left half-written.
   assert sorted(os.listdir(killed / 'checkpoints')) == ['round_7', 'round_8']
   # TensorBoard holds each round once, with the metrics.csv values, although
-  # the resumed runs recomputed rounds after their checkpoints (issue 13).
+  # the resumed runs recomputed rounds after their checkpoints.
   losses = collections.defaultdict(list)
   for event_file in (killed / 'tensorboard').iterdir():
     for event in tf.compat.v1.train.summary_iterator(str(event_file)):
@@ -81,7 +81,7 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   assert dict(losses) == {int(r['round']): [pytest.approx(
       float(r['train_loss']), rel=1e-6)] for r in rows}
 
-  # A damaged newest checkpoint (issue 13): the one before it is used, and
+  # A damaged newest checkpoint: the one before it is used, and
   # the run still ends as the uninterrupted one.
   (killed / 'summary.json').unlink()  # As if killed after the last save.
   newest = killed / 'checkpoints' / 'round_8' / 'saved_model.pb'
@@ -95,7 +95,7 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
 
 @pytest.mark.slow
 def test_finished_and_different_runs_are_left_alone(tmp_path):
-  """And the default folder of a command is found again (issue 13)."""
+  """And the default folder of a command is found again."""
   def in_tmp(*args):
     return subprocess.run([sys.executable, str(REPO / 'run_experiment.py'),
                            *args], cwd=tmp_path, env=USER_ENV,

@@ -1,4 +1,4 @@
-"""TFF's program layer on our runtime (issue 19): train_model runs our
+"""TFF's program layer on our runtime: train_model runs our
 production FedProx with checkpoints, stops, resumes, and ends at the model
 the process reaches driven by hand on the same clients and batches."""
 

@@ -147,8 +147,8 @@ GOOD_X = [[0.5] * 60] * 2
 ])
 def test_bad_leaf_values_are_refused_naming_file_user_and_problem(
     tmp_path, x, y, message):
-  """Before anything reaches TensorFlow (issue 13: a label of 15 gave a
-  77-line TF traceback, 3.7 was silently truncated to 3, ...)."""
+  """Before anything reaches TensorFlow, which would answer a label of 15
+  with a 77-line traceback and silently truncate 3.7 to 3."""
   users = {'good': ((GOOD_X, [0, 1]), (GOOD_X, [1, 2])),
            'bad_user': ((x, y), (GOOD_X, [1, 2]))}
   _write_leaf(tmp_path, users)

@@ -1,4 +1,4 @@
-"""Tasks of your own and label-skewed partitions (issue 20)."""
+"""Tasks of your own and label-skewed partitions."""
 
 import collections
 import re

@@ -38,13 +38,16 @@ def _local():
 
 def prepare(start_worker: bool = True) -> None:
   """Call first in a command that will run TFF computations, before
-  TensorFlow is imported (issue 22, docs/PERFORMANCE.md "Start-up"):
-  imports only the parts of TFF's dependencies a run uses and pauses the
-  garbage collector while TFF is imported (`imports`), limits malloc to
-  two arenas per core (`allocator`), and, with `start_worker`, starts the
-  local worker now, so that it starts while TensorFlow is imported and the
-  data are loaded (`prestart`; `start()` adopts it). Loads no TensorFlow.
-  Idempotent."""
+  TensorFlow is imported. With `tracing` and the in-process evaluation's
+  explicit loops, what it sets up took the default run to the end of round 1
+  5.43 s after process start instead of 8.88 s (cold, ff5dc54 against
+  1a8e451; docs/PERFORMANCE.md, "Start-up and memory"); each part's own
+  figure is in its module's docstring. It imports only the parts of TFF's
+  dependencies a run uses and pauses the garbage collector while TFF is
+  imported (`imports`), limits malloc to two arenas per core (`allocator`),
+  and, with `start_worker`, starts the local worker now, so that it starts
+  while TensorFlow is imported and the data are loaded (`prestart`;
+  `start()` adopts it). Loads no TensorFlow. Idempotent."""
   from tff_algos.runtime import allocator  # pylint: disable=g-import-not-at-top
   from tff_algos.runtime import imports  # pylint: disable=g-import-not-at-top
   allocator.limit_arenas()  # First: before any other thread allocates.

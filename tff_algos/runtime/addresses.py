@@ -1,4 +1,9 @@
-"""Worker addresses for `--workers` (no TensorFlow: checked before loading)."""
+"""Worker addresses for `--workers` (no TensorFlow: checked before loading).
+
+A malformed address is a usage error (exit 2) before TensorFlow is imported
+and data are loaded (README, "Remote workers"). Argument checking: no time,
+memory or security figure concerns it.
+"""
 
 
 def parse_workers(text):

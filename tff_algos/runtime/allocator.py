@@ -6,11 +6,16 @@ thread pools (in this process and in the TFF worker) spread a round's
 tensors over many arenas, each holding its share of the peak, so the
 process grows beyond what it uses at any time. TensorFlow runs two pools
 of one thread per core (inter-op and intra-op): two arenas per core let
-them all allocate at once without sharing an arena's lock, which one arena
-per core did not (on a busy machine its rounds were up to 2× slower), and
-the MNIST CNN's run peaks about 100 MB lower than with glibc's 8 × cores
-(docs/PERFORMANCE.md, "Start-up and memory"). The results are the same:
-the arenas decide where memory comes from, not what is computed.
+them all allocate at once without sharing an arena's lock.
+
+Measured (docs/PERFORMANCE.md, "Start-up and memory", "Two malloc arenas
+per core"): the MNIST CNN run's peak was 1,647–1,674 MB with two arenas
+per core against 1,750–1,814 MB with glibc's default, about 100 MB less.
+One arena per core saved more (1,591–1,629 MB) but cost time: on
+`synthetic_mlr`, with the machine busy, three of its four runs fell to
+8,234–10,739 steps/s (two per core: 14,203–17,556; glibc's default:
+13,380–14,445), threads waiting for an arena's lock. The results are the
+same: the arenas decide where memory comes from, not what is computed.
 
 A user's $MALLOC_ARENA_MAX is left as it is, here and in the workers.
 """

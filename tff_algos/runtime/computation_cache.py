@@ -1,8 +1,18 @@
 """A verified on-disk cache of compiled TFF computations.
 
 The first call of each computation compiles it for the worker
-(`desugar_and_transform_to_native`; 0.5 s of a Synthetic run's first round
-and more for larger models, docs/PERFORMANCE.md "Start-up and memory").
+(`desugar_and_transform_to_native`). Measured: the default run's (FedProx
+on Synthetic(1,1)) first round, with compiling for the worker or its cache,
+took 0.85 s cold and 0.38 s with the cache warm (docs/PERFORMANCE.md,
+"Start-up and memory", "Where the time goes", 1a8e451): 0.47 s saved by
+each run whose computations were compiled before (a sweep's next seed, a
+re-run). Compiling FedProx's `next` alone: 1.5 s, a figure recorded with
+this cache (c881480), not in docs/PERFORMANCE.md; it exceeds that whole
+0.85 s round, so it was measured under conditions that were not recorded.
+The same table's 0.03 s for "the process's computations" came from a cache
+of built processes, which this module does not keep: a run traces its
+process anew (below).
+
 The compiler is a pure function of the serialized computation it is given,
 so its results are cached in $TFF_ALGOS_CACHE/computations
 (`runtime.cache_folder()`: without it $XDG_CACHE_HOME/tff_algos, else

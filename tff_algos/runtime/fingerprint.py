@@ -12,6 +12,10 @@ in the next; measured on FedProx's `next`). The fingerprint renames them by
 the order in which a walk of the computation first reaches them, so it is
 a function of the computation's content alone. (The initializers' random
 seeds are fixed by building under `tracing.deterministic`.)
+
+Its reason is a run's identity (a resume or a sweep summary never mixes
+runs of other code), not time, memory or security: no figure in
+docs/PERFORMANCE.md or the README concerns it.
 """
 
 import hashlib

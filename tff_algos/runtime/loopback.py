@@ -1,8 +1,17 @@
 """The loopback-only bind() shim for TFF's worker_binary (no TF import).
 
-TFF's `worker_binary` binds to all interfaces and has no flag to change
-that; preloading `loopback_bind.c` into it turns the wildcard address into
-loopback. Used by `runtime` (the local worker) and `worker` (a worker
+It exists for security, not speed or memory. TFF's `worker_binary` binds
+to all interfaces and has no flag to change that, and it serves TFF's
+executor protocol, which has no authentication: anyone who can reach its
+port can run TensorFlow computations in it, which read and write files as
+the worker's user (README, "The TFF runtime process" and "Remote
+workers"). Preloading `loopback_bind.c` into it (LD_PRELOAD) turns the
+wildcard address into loopback, so only this machine can connect;
+tests/runtime/test_runtime.py checks the listening sockets of running
+experiments and of a worker started before TensorFlow. Without a C
+compiler no worker is started (`ShimUnavailable`) unless
+$TFF_ALGOS_WORKER_LISTEN_ALL=1 asks for an exposed one. Used by
+`prestart` and `local` (the local worker) and `tff_algos.worker` (a worker
 started for `--workers`).
 """
 

@@ -2,7 +2,9 @@
  *
  * TFF's worker_binary has no flag for its listening address and binds to
  * [::] / 0.0.0.0, exposing TFF's unauthenticated executor protocol to the
- * network. Loaded into the worker by tff_algos/runtime.py, this bind()
+ * network (README, "The TFF runtime process": anyone reaching the port can
+ * run TensorFlow computations in it). Preloaded into the worker by
+ * tff_algos/runtime/loopback.py (compiled there, once), this bind()
  * turns the wildcard addresses into 127.0.0.1 (IPv4) and ::ffff:127.0.0.1
  * (IPv6, so the socket still accepts IPv4 loopback clients); any other
  * address is left alone.

@@ -1,7 +1,12 @@
 """Times the runtime's parts of a computation call (for
 benchmarks/round_profile.py): the Python side's serialization of the values
 it sends, and the gRPC calls to the worker. Uses TFF 0.87 internals; not
-imported by runs.
+imported by runs, so it has no effect of its own on them.
+
+It is the instrument behind docs/PERFORMANCE.md, "Where a round's time
+goes": it showed an MNIST 2NN evaluation through the TFF runtime spending
+1.5 s in serialization and gRPC against 0.5–0.6 s of TF work, which is why
+the evaluation runs in the Python process (2.5 s → 0.31–0.39 s).
 """
 
 import collections

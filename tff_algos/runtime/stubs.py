@@ -1,6 +1,23 @@
 """TFF execution contexts over gRPC executor stubs whose every failure is a
 `WorkerError` (used by the local worker, `local.py`, and remote workers,
-`remote.py`)."""
+`remote.py`).
+
+Why, and what was measured:
+  * `CheckedStub`: TFF's own stub marks UNAVAILABLE as retryable and its
+    context retries forever, with no deadlines, so a dead or hung worker
+    would hang the run; here it is one error naming the worker (README,
+    "Remote workers": "Nothing is retried"; tests/runtime/test_runtime.py
+    and test_workers.py). A reliability reason: no time, memory or
+    security figure concerns it.
+  * `dispose_batch_size=1`: memory. With TFF's default of 20 batched
+    disposals the worker kept the last 2–3 rounds' client data
+    (docs/PERFORMANCE.md, "Start-up and memory"); with this and the rest
+    of the start-up work, the MNIST 2NN run's worker peaked at 194 MB
+    instead of 212 MB (one-round runs; this part's own share was not
+    measured).
+  * Disposing without waiting: one Dispose call per dropped value would
+    otherwise block Python on a round trip each; not measured.
+"""
 
 import time
 
@@ -24,7 +41,7 @@ def executor_context(stub_fn, compiler_fn=None, on_executor=None,
     cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
     # Values are freed on the worker as soon as Python drops them: TFF's
     # default batches 20 disposals, so the worker held the client data of
-    # the last 2-3 rounds (MNIST 2NN: up to 450 MB; docs/PERFORMANCE.md).
+    # the last 2-3 rounds (docs/PERFORMANCE.md, "Start-up and memory").
     executor = tff.framework.RemoteExecutor(stub_fn(), dispose_batch_size=1)
     executor.set_cardinalities(cardinalities)
     if on_executor is not None:
@@ -111,9 +128,10 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
     return self._call('Compute', request)
 
   def dispose(self, request):
-    try:  # Runs from finalizers: never raise; never wait (issue 22: values
-      # are disposed one at a time, as soon as they are dropped). gRPC
-      # cancels a call whose future is collected: kept until done.
+    try:  # Runs from finalizers: never raise; never wait (values are
+      # disposed one at a time, as soon as they are dropped, so waiting
+      # would cost a round trip per value). gRPC cancels a call whose future
+      # is collected: kept until done.
       future = self._stub.Dispose.future(request, timeout=_DISPOSE_TIMEOUT_S)
       self._disposing.add(future)
       future.add_done_callback(self._disposing.discard)

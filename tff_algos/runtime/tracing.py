@@ -3,24 +3,36 @@
 `install`: AutoGraph leaves alone library code that needs no conversion.
 
 Building a learning process traces `tf.function`s, and AutoGraph rewrites
-the source of every Python function they call (parsing it, transforming
-its AST, compiling the result) unless its module is on AutoGraph's
+the source of every Python function they call (parsing it, transforming its
+AST, compiling the result) unless its module is on AutoGraph's
 do-not-convert list (TensorFlow, Keras, NumPy, ... are). It converted 74
-functions in a 1-round FedProx run, 5.3 of its 20 s (docs/PERFORMANCE.md,
-"Start-up"), most of them TFF library functions whose control flow is
-plain Python: type checks and structure helpers (`common_libs`, `attrs`),
-the Keras model wrapper's forward pass and metrics, the metric finalizers,
-SGD. Converting such a function yields the very same TensorFlow ops as
-calling it unconverted (its `if`/`for` run on Python values either way),
-so adding their modules to the list changes how long tracing takes, not
-what is traced. A function that does branch on a tensor fails loudly when
-unconverted (TensorFlow refuses a tensor as a Python bool or iterable), so
-a module wrongly listed here is an error at build time, not a silent
-difference; the test suite builds every algorithm and TFF's built-ins with
-this list. The modules below were read for tensor-dependent control flow
-(TFF 0.87): none. Not listed: modules that need AutoGraph, e.g. TFF's
-apply-optimizer finalizer (`if should_reject:` on a tensor) and training
-loops over datasets, and all of ours.
+functions in a 1-round FedProx run, 5.3 of its 20 s (figures not in
+docs/PERFORMANCE.md), most of them TFF library functions whose control flow
+is plain Python: type checks and structure helpers (`common_libs`,
+`attrs`), the Keras model wrapper's forward pass and metrics, the metric
+finalizers, SGD. Converting such a function yields the very same TensorFlow
+ops as calling it unconverted (its `if`/`for` run on Python values either
+way), so adding their modules to the list changes how long tracing takes,
+not what is traced. A function that does branch on a tensor fails loudly
+when unconverted (TensorFlow refuses a tensor as a Python bool or
+iterable), so a module wrongly listed here is an error at build time, not a
+silent difference; the test suite builds every algorithm and TFF's
+built-ins with this list. The modules below were read for tensor-dependent
+control flow (TFF 0.87): none. Not listed: modules that need AutoGraph,
+e.g. TFF's apply-optimizer finalizer (`if should_reject:` on a tensor) and
+training loops over datasets, and all of ours.
+
+Measured with the rest of the start-up work, not separately
+(docs/PERFORMANCE.md, "Start-up and memory", "Where the time goes", the
+default Synthetic run, cold, ff5dc54 against 1a8e451): tracing the
+learning process's computations 2.70 → 1.58 s, and building the
+in-process evaluation 0.98 → 0.20 s (that one together with the
+evaluation's explicit loops in `simulation/evaluation.py`).
+
+`deterministic` exists for the content-addressed cache of compiled
+computations (`computation_cache`, whose hits took the default run's
+first round from 0.85 s to 0.38 s) and for a run's fingerprint
+(`fingerprint`): without it no two builds serialize alike.
 """
 
 import contextlib

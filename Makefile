@@ -7,7 +7,7 @@ RUN_ARGS ?=
 # Test processes (pytest-xdist): one per core by default.
 TEST_JOBS ?= auto
 
-.PHONY: install run test tensorboard clean
+.PHONY: install run test notebook tensorboard clean
 
 install: $(STAMP)
 
@@ -28,9 +28,22 @@ run: install
 test: install
 	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 
+# Jupyter on notebooks/, its kernel the project's .venv ("tff_algos"); the
+# server has an environment of its own (requirements-jupyter.txt).
+JUPYTER := .venv-jupyter
+notebook: install $(JUPYTER)/.installed
+	$(VENV)/bin/python -m ipykernel install --prefix $(JUPYTER) --name tff_algos --display-name "tff_algos (.venv)" >/dev/null
+	$(JUPYTER)/bin/jupyter notebook --notebook-dir=notebooks --MultiKernelManager.default_kernel_name=tff_algos
+
+$(JUPYTER)/.installed: requirements-jupyter.txt
+	test -x $(JUPYTER)/bin/python || $(PYTHON) -m venv $(JUPYTER)
+	$(JUPYTER)/bin/python -m pip install -q --upgrade pip
+	$(JUPYTER)/bin/python -m pip install -q -r requirements-jupyter.txt
+	touch $@
+
 # TensorBoard over every run folder under runs/ (http://localhost:6006).
 tensorboard: install
 	$(VENV)/bin/tensorboard --logdir runs/
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) $(JUPYTER) *.egg-info

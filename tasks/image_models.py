@@ -26,6 +26,7 @@ import tensorflow as tf
 from tasks import base
 from tasks import models
 
+CIFAR_CNN_PARAMS = 1_068_298
 CIFAR_CROP = 24
 
 

@@ -73,6 +73,31 @@ def check_usable(path: str, flag: str = '--output_dir'):
                          '(permission denied)')
 
 
+class _Made:
+  """The folders that creating `path` makes: `undo` removes them (with
+  what is in them) and gives the folder they were made in its times back."""
+
+  def __init__(self, path):
+    top = os.path.abspath(path)
+    while not os.path.lexists(os.path.dirname(top)) and (
+        os.path.dirname(top) != top):
+      top = os.path.dirname(top)
+    self._top = None if os.path.lexists(top) else top
+    parent = os.path.dirname(top)
+    self._times = None
+    if self._top is not None and os.path.isdir(parent):
+      stat = os.stat(parent)
+      self._times = (parent, (stat.st_atime_ns, stat.st_mtime_ns))
+
+  def undo(self):
+    if self._top is None or not os.path.isdir(self._top):
+      return
+    shutil.rmtree(self._top, ignore_errors=True)
+    if self._times is not None:
+      with contextlib.suppress(OSError):
+        os.utime(self._times[0], ns=self._times[1])
+
+
 def _lock_holder(fd):
   """The pid holding a flock on the file open as `fd` (/proc/locks), or None."""
   stat = os.fstat(fd)
@@ -106,26 +131,30 @@ class RunDir:
   @contextlib.contextmanager
   def hold(self):
     """Holds the folder for this process (creating it if needed), or
-    OutputDirError naming the process that holds it. The lock is the OS's
-    (flock): it ends with its holder, even one killed with SIGKILL. A folder
-    this call created is removed again if nothing was written in it."""
-    created = not os.path.isdir(self.path)
+    OutputDirError naming the process that holds it, or saying what the OS
+    refused (any errno: creating or locking it). The lock is the OS's
+    (flock): it ends with its holder, even one killed with SIGKILL. Folders
+    this call created are removed again if nothing was written in them,
+    and the folder they were made in is left as it was (its times too)."""
     check_usable(self.path)
+    made = _Made(self.path)
     try:
       os.makedirs(self.path, exist_ok=True)
       fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
+      made.undo()
       raise OutputDirError(f'cannot create {self.path}: {e.strerror or e}'
                            ) from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
-      if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-        os.close(fd)
+      held = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+      holder = _lock_holder(fd) if held else None
+      os.close(fd)
+      made.undo()
+      if not held:
         raise OutputDirError(f'cannot lock {self.path}: {e.strerror or e}'
                              ) from None
-      holder = _lock_holder(fd)
-      os.close(fd)
       raise OutputDirError(
           f'{self.path} is in use by '
           f'{f"process {holder}" if holder else "another process"}: one run '
@@ -134,8 +163,8 @@ class RunDir:
     try:
       yield self
     finally:
-      if created and set(os.listdir(self.path)) <= {WORKER_LOG}:
-        shutil.rmtree(self.path)  # Nothing but a log: nothing to keep.
+      if set(os.listdir(self.path)) <= {WORKER_LOG}:
+        made.undo()  # Nothing but a log: nothing to keep.
       os.close(fd)
 
   def saved_config(self):

@@ -25,6 +25,7 @@ from typing import NoReturn
 from absl import flags
 
 import tasks
+from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 from tff_algos.simulation import config as config_lib
@@ -167,6 +168,39 @@ def _groups():
                 'algorithm registered with extra_hparams); repeatable.'),
           *_optimizer_flags('client'),
           *_optimizer_flags('server'),
+      ],
+      'aggregation': [
+          Flag('DEFINE_enum', 'client_sampling', _DEFAULTS.client_sampling,
+                'How each round\'s clients are drawn: uniform (K of N '
+                'without replacement), poisson (each client with q = K/N: '
+                'the cohort size varies, what DP analyses assume) or '
+                'proportional (K clients with probability ∝ n_k and a '
+                'uniform mean, FedProx App. C.3.4). Every draw a function of '
+                '(seed, round, client).', (list(config_lib.SAMPLING),)),
+          Flag('DEFINE_enum', 'aggregator', _DEFAULTS.aggregator,
+                'The model aggregator: mean (n_k-weighted), dp (clipping and '
+                'Gaussian noise, seeded; the mean becomes uniform), '
+                'compression (TFF\'s quantization) or robust (TFF\'s zeroing '
+                'and clipping).', (list(aggregators.KINDS),)),
+          Flag('DEFINE_float', 'dp_noise_multiplier', None,
+                '--aggregator=dp: z, the noise stddev on the clipped sum over '
+                'the clip norm.'),
+          Flag('DEFINE_float', 'dp_clip', None,
+                '--aggregator=dp: clip every update to this L2 norm C (fixed '
+                'clipping); without it, adaptive clipping.'),
+          Flag('DEFINE_float', 'dp_target_quantile', None,
+                '--aggregator=dp, adaptive clipping: the quantile of the '
+                'update norms the clip follows (default 0.5, TFF\'s).'),
+          Flag('DEFINE_integer', 'dp_noise_cohort', None,
+                '--aggregator=dp: calibrate the noise as if this many clients '
+                '(>= K) took part each round (pfl-research\'s noise cohort); '
+                'ε is then that of such rounds.'),
+          Flag('DEFINE_float', 'dp_delta', None,
+                '--aggregator=dp: δ of the ε reported (default 0.1/N, N the '
+                'task\'s clients).'),
+          Flag('DEFINE_enum', 'dp_accountant', None,
+                '--aggregator=dp: rdp (default) or pld (--client_sampling='
+                'poisson only) for ε.', (['rdp', 'pld'],)),
       ],
       'data': [
           Flag('DEFINE_string', 'task', _DEFAULTS.task,
@@ -469,6 +503,9 @@ def _value(holder, name, default=None):
   return holder[name].value if name in holder else default
 
 
+_AGGREGATION = ('client_sampling', 'aggregator', 'dp_noise_multiplier',
+                'dp_clip', 'dp_target_quantile', 'dp_noise_cohort', 'dp_delta',
+                'dp_accountant')
 OPTIMIZER_FIELDS = (optimizers.flag_names('client') +
                     optimizers.flag_names('server'))
 
@@ -511,7 +548,9 @@ def config_from_flags(holder, imports=()) -> config_lib.Config:
       seed=_value(holder, 'seed', _DEFAULTS.seed),
       data_seed=holder.data_seed, data_dir=holder.data_dir,
       train_fraction=holder.train_fraction,
-      partition=_value(holder, 'partition'), imports=tuple(imports), **given)
+      partition=_value(holder, 'partition'), imports=tuple(imports),
+      **{name: _value(holder, name, getattr(_DEFAULTS, name))
+         for name in _AGGREGATION}, **given)
   if not tasks.is_known(config.task):
     raise UsageError(f'unknown --task={config.task!r}; known: '
                      f'{", ".join(tasks.task_names())}')

@@ -37,7 +37,7 @@ from tff_algos.simulation.config import ConfigError  # pylint: disable=g-import-
 from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
 
 PROGRAM = 'python -m tff_algos.export'
-GROUPS = ('algorithm', 'data')
+GROUPS = ('algorithm', 'aggregation', 'data')
 _OWN_FLAGS = (
     cli.Flag('DEFINE_string', 'out', None,
               'The folder to write (empty or new).'),
@@ -183,8 +183,13 @@ def _settings(settings, production):
     simulation_only.add('batch_size')
   values = settings.to_json()
   entry = settings.entry
+  if values['aggregator'] != 'dp':
+    simulation_only.add('seed')  # Else the noise's seed.
   return {k: values[k] for k in (*entry.uses, *entry.hparams, 'hparams',
-                                 *cli.OPTIMIZER_FIELDS, 'update_spread')
+                                 *cli.OPTIMIZER_FIELDS, 'update_spread',
+                                 'aggregator', 'dp_noise_multiplier',
+                                 'dp_clip', 'dp_target_quantile',
+                                 'dp_noise_cohort', 'seed')
           if k in values and k not in simulation_only and
           values.get(k) not in (None, {})}
 

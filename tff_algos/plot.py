@@ -38,6 +38,10 @@ _FLAGS = (
              'The figure\'s title (default: what the runs share).'),
     cli.Flag('DEFINE_bool', 'allow_mixed_tasks', False,
              'Plot runs of different tasks on one axis.'),
+    cli.Flag('DEFINE_bool', 'per_client', False,
+             'Instead of a metric against rounds: the clients\' final test '
+             'accuracy, an empirical CDF per run (seeds pooled), from each '
+             'run\'s client_accuracy.csv.'),
 )
 
 
@@ -80,20 +84,25 @@ def main(argv=None):
         raise ValueError(f'no rounds in {run_dir}/{results.METRICS_FILE}')
       results.read_json(run_dir, results.CONFIG_FILE)  # Checked here.
     _import_run_modules(run_dirs)
-    metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
-        'round'}
-    if holder.metric not in metrics:
-      raise ValueError(f'--metric={holder.metric}: not a column of these '
-                       f'runs\' metrics.csv; choose from '
-                       f'{", ".join(sorted(metrics))}')
     groups = plot.seed_groups(run_dirs)
     if not holder.allow_mixed_tasks:
       plot.check_one_task(groups)
-    plot.plot_bands(groups, holder.metric, holder.out, holder.title,
-                    description=_description(holder.metric))
+    if holder.per_client:
+      plot.plot_client_accuracy(groups, holder.out, holder.title)
+    else:
+      metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
+          'round'}
+      if holder.metric not in metrics:
+        raise ValueError(f'--metric={holder.metric}: not a column of these '
+                         f'runs\' metrics.csv; choose from '
+                         f'{", ".join(sorted(metrics))}')
+      plot.plot_bands(groups, holder.metric, holder.out, holder.title,
+                      description=_description(holder.metric))
   except (ValueError, OSError, cli.UsageError) as e:
     cli.fail(PROGRAM, e)
-  print(f'wrote {holder.out} ({holder.metric} of {len(run_dirs)} runs)',
+  what = 'the clients\' final test accuracy' if holder.per_client else (
+      holder.metric)
+  print(f'wrote {holder.out} ({what} of {len(run_dirs)} runs)',
         file=sys.stderr)
   return 0
 

@@ -41,7 +41,7 @@ from tff_algos.simulation.config import Settings
 DESCRIPTION = ('Train a federated algorithm on a task in simulation and '
                'write a run folder; with --variant/--sweep, a sweep of runs '
                'and its summary.')
-GROUPS = ('run', 'algorithm', 'data', 'output', 'sweep')
+GROUPS = ('run', 'algorithm', 'aggregation', 'data', 'output', 'sweep')
 # A sweep's own flags: not passed on to its runs.
 _SWEEP_FLAGS = ('--variant', '--sweep', '--only', '--output_dir',
                 '--overwrite', '--dry_run')
@@ -323,8 +323,11 @@ def _header(settings, task, output_dir, status):
                     f' {schedule.kind} ×{schedule.decay:g}/'
                     f'{schedule.decay_every}'))
   parts += [f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
-            for k, v in algorithm.hparams.items()]
+            for k, v in algorithm.hparams.items() if v is not False]
   parts.append(f'{algorithm.client_weighting} weights')
+  if settings.client_sampling != 'uniform':
+    parts.append(f'{settings.client_sampling} client sampling')
+  parts.append(_aggregation(settings.config))
   if settings.straggler_fraction:
     parts.append(f'{settings.straggler_fraction:.0%} stragglers '
                  f'({algorithm.straggler_policy})')
@@ -336,6 +339,19 @@ def _header(settings, task, output_dir, status):
     parts.append(f'train metrics over {settings.eval_clients} clients')
   return (f'{settings.algo} on {task.description}: {", ".join(parts)} → '
           f'{output_dir}' + (' (resuming)' if status == 'resume' else ''))
+
+
+def _aggregation(c):
+  """The header's words for the model aggregator."""
+  if c.aggregator != 'dp':
+    return f'{c.aggregator} aggregation'
+  clip = (f'clip {c.dp_clip:g}' if c.dp_clip is not None else
+          f'adaptive clip at the {c.dp_target_quantile:g} quantile')
+  cohort = (f', noise as for {c.dp_noise_cohort} clients'
+            if c.dp_noise_cohort else '')
+  return (f'DP (z={c.dp_noise_multiplier:g}, {clip}{cohort}; unweighted '
+          f'mean; ε at δ={c.dp_delta:.2g}, {c.dp_adjacency}, '
+          f'{c.dp_accountant})')
 
 
 def _open_folder(folder, options, status_of):

@@ -16,7 +16,7 @@ import helpers
 from tff_algos import learning
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedprox
-from tff_algos.analysis import privacy as accounting
+from tff_algos.simulation import accounting
 from tff_algos.learning import privacy
 
 CLIENTS, CLIP, ROUNDS = 3, 0.1, 3

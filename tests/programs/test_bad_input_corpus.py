@@ -41,7 +41,7 @@ VALUES = ('0', '-1', 'nan', 'inf', '-inf', '1e400', '1e39', '0x10', '',
 # Numeric flags for which 0 / -1 are in range (everything else refuses
 # them); the context each numeric flag needs to mean something.
 ZERO_OK = {'straggler_fraction', 'seed', 'data_seed', 'dissimilarity_every',
-           'mu', 'client_momentum', 'server_momentum', 'client_beta1',
+           'mu', 'lam', 'dp_noise_multiplier', 'client_momentum', 'server_momentum', 'client_beta1',
            'client_beta2', 'server_beta1', 'server_beta2',
            'max_concurrent_computation_calls'}
 MINUS_ONE_OK = {'batch_size', 'max_concurrent_computation_calls'}
@@ -54,6 +54,10 @@ CONTEXT = {
     **{f'{role}_lr_decay{suffix}': [f'--{role}_lr_schedule=step']
        for role in ('client', 'server') for suffix in ('', '_every')},
     'num_clients': ['--task=shakespeare'],  # A task with that option.
+    'dp_noise_multiplier': ['--aggregator=dp', '--dp_clip=1'],
+    'dp_target_quantile': ['--aggregator=dp', '--dp_noise_multiplier=0.1'],
+    **{name: ['--aggregator=dp', '--dp_noise_multiplier=0.5', '--dp_clip=1']
+       for name in ('dp_clip', 'dp_noise_cohort', 'dp_delta')},
 }
 PROGRAMS = {'experiment': 'python -m tff_algos',
             'export': 'python -m tff_algos.export',
@@ -174,6 +178,12 @@ def other_cases():
       ('experiment', ('--workers=host',)),
       ('experiment', ('--partition=dirichlet:0',)),
       ('experiment', ('--client_optimizer=nope',)),
+      ('experiment', ('--dp_clip=1',)),  # Without --aggregator=dp.
+      ('experiment', ('--aggregator=dp',)),  # Without its noise.
+      ('experiment', ('--client_sampling=poisson', '--clients_per_round=31')),
+      ('experiment', ('--aggregator=dp', '--dp_noise_multiplier=1',
+                      '--dp_clip=1', '--dp_accountant=pld')),
+      ('experiment', ('--aggregator=nope',)),
       ('export', ()), ('export', ('--algo=fedavg', '--out=x', 'stray')),
       ('plot', ()), ('plot', ('RUN_DIR', '--metric=nosuch')),
       ('worker', ()), ('worker', ('--port=8000', '--nosuch')),

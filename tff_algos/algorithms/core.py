@@ -15,6 +15,7 @@ import math
 import numbers
 
 from tff_algos import lazy
+from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 
 learning = lazy.module('tff_algos.learning')
@@ -107,12 +108,13 @@ def arguments(settings, client_input, server_scale: float = 1.0) -> dict:
   """A builder's keyword arguments from an algorithm's resolved settings
   (`registry.AlgorithmSettings`, in a registry entry's `build`): its
   optimizers (the server's times `server_scale`, e.g. FedISGD's λ), the
-  client weighting, the client input and whether to report the update
-  spread."""
+  client weighting, the model aggregator, the client input and whether to
+  report the update spread."""
   built = dict(
       server_optimizer_fn=optimizers.build(settings.server_optimizer,
                                            scale=server_scale, server=True),
       client_weighting=settings.client_weighting, client_input=client_input,
+      model_aggregator=aggregators.build(settings.aggregator),
       report_update_spread=settings.report_update_spread)
   if settings.client_optimizer is not None:
     built['client_optimizer_fn'] = optimizers.build(settings.client_optimizer)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
+from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import callbacks as callbacks_lib
 from tff_algos.algorithms import optimizers
 
@@ -51,6 +52,8 @@ class AlgorithmSettings:
       FedISGD's lam, an algorithm's --hparam values), defaults filled in.
     report_update_spread: whether the process reports the spread of the
       client updates.
+    aggregator: the model aggregator (`--aggregator`; None: TFF's weighted
+      mean).
   """
   name: str
   epochs: int
@@ -61,6 +64,7 @@ class AlgorithmSettings:
   straggler_policy: str
   hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   report_update_spread: bool = False
+  aggregator: aggregators.AggregatorSettings | None = None
 
 
 @dataclasses.dataclass(frozen=True)

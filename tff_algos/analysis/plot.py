@@ -147,6 +147,38 @@ def check_one_task(groups):
         '--allow_mixed_tasks')
 
 
+def plot_client_accuracy(groups, out, title=None, labels=None):
+  """The clients' final test accuracy, one empirical CDF per group of
+  `groups` (its runs' clients pooled: seeds together), from each run's
+  client_accuracy.csv, into the file `out`: what share of the clients
+  the model serves at most so well. ValueError for a run without that
+  file (a model whose accuracy is not per client)."""
+  if labels is None or title is None:
+    shared, described = describe(groups)
+    labels, title = labels or described, shared if title is None else title
+  figure, axes = _pyplot().subplots(figsize=(5.5, 4))
+  for label_text, run_dirs in zip(labels, groups):
+    accuracies = []
+    for run_dir in run_dirs:
+      if not os.path.exists(os.path.join(run_dir,
+                                         results.CLIENT_ACCURACY_FILE)):
+        raise ValueError(f'{run_dir} has no {results.CLIENT_ACCURACY_FILE} '
+                         '(runs of models with a per-client accuracy write '
+                         'it when they finish)')
+      accuracies += results.read_client_accuracy(run_dir)
+    accuracies.sort()
+    shares = [(i + 1) / len(accuracies) for i in range(len(accuracies))]
+    axes.step(accuracies, shares, where='post',
+              label=f'{label_text} ({len(accuracies)} clients)')
+  axes.set_xlabel('final test accuracy of a client')
+  axes.set_ylabel('share of clients with at most this accuracy', fontsize=9)
+  axes.set_title(textwrap.fill(title, 60), fontsize=9)
+  axes.legend(fontsize=7)
+  figure.tight_layout()
+  figure.savefig(out, dpi=120)
+  _pyplot().close(figure)
+
+
 def plot_bands(groups, metric, out, title=None, target=None,
                description=None, labels=None):
   """Draws `metric` against rounds for each group of `groups` ([run

@@ -29,13 +29,13 @@ state are TFF's:
     using a noised count of unclipped clients. TFF splits the user's z
     between that count (stddev σ_b = 0.05·K unless given) and the updates
     (z_v = (z⁻² − (2σ_b)⁻²)^(−1/2)), so that the two releases together cost
-    what z alone would (`tff_algos.analysis.privacy` accounts for it);
+    what z alone would (`tff_algos.simulation.accounting` accounts for it);
   * a noise cohort M ≥ K (pfl-research's `noise_cohort_size`): noise
     calibrated as if M clients took part while K are simulated. The sum of
     the K updates gets K/M times the noise of M (stddev z·C·K/M, divided by
     K), so the mean is as noisy as that of a round of M clients. Adaptive
     clipping splits z as a run of M would. The accountant's ε is then that
-    of the M-client run (`analysis.privacy`);
+    of the M-client run (`simulation.accounting`);
   * zeroing (optional, off by default): `tff.learning.dp_aggregator` first
     zeroes updates whose norm is far above the others' (TFF's constants).
     Its threshold follows the clients' norms without noise, a release the
@@ -303,7 +303,7 @@ def adaptive_noise_multipliers(
     clipped_count_stddev: float | None = None) -> tuple[float, float]:
   """TFF's split for adaptive clipping: (z_v, σ_b) with σ_b = 0.05·K unless
   given and 1/z_v² + 1/(2σ_b)² = 1/z²; (0, 0) for z = 0. The same
-  arithmetic as `analysis.privacy.adaptive_noise_multipliers`, which the
+  arithmetic as `simulation.accounting.adaptive_noise_multipliers`, which the
   accountant uses and which may not import this module (TensorFlow).
 
   Raises:

@@ -1,9 +1,14 @@
-"""The research harness: sampling and stragglers, evaluation of f(w) over
-all clients, the round loop, run folders and the progress display.
+"""The research harness: a run's settings, sampling and stragglers, the
+evaluation of f(w) over all clients, the round loop and its callbacks, the
+public trainer, run folders and what they record.
 
-Modules: `config` (the settings of a run; no TensorFlow), `sampling` (who
-trains, who straggles, minibatch order; no TensorFlow), `client_inputs`
-(each client's round input), `evaluation` (f(w), accuracy, dissimilarity),
-`loop` (the one round loop), `run_dir` (a run's folder) and `experiment`
-(one run of a Config, wired from the pieces).
+Modules: `config` (a run's flags and their resolution into Settings; no
+TensorFlow), `sampling` (who trains, who straggles, minibatch order; no
+TensorFlow), `accounting` (a DP run's ε; no TensorFlow), `client_inputs`
+(each client's round input), `evaluation` (f(w), accuracy, per-client
+accuracy, dissimilarity), `loop` (the one round loop), `callbacks` and
+`outputs` (what runs between rounds), `trainer` (train any process on a
+task), `provenance` (a run's code, computation and data), `run_dir` (a
+run's folder) and `experiment` (one run into its folder, wired from the
+pieces).
 """

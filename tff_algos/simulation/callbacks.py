@@ -5,6 +5,7 @@ columns every row carries.
   Columns              constant columns (the algorithm's hyper-parameter)
   ReportedMetrics      the algorithm's declared process metrics
   Evaluation           f(w) and accuracy over all clients, per-client accuracy
+  PrivacySpent         a DP run's ε after each round
   Dissimilarity        FedProx's gradient variance and B(w)
   StopAtAccuracy       --stop_at_target
   DivergenceCheck      a non-finite loss or a rejected update stops the run
@@ -13,7 +14,6 @@ A run's outputs (metrics.csv, checkpoints, progress) are callbacks too
 (`outputs`).
 """
 
-import collections
 import math
 import sys
 from typing import Callable, Mapping
@@ -21,6 +21,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from tff_algos.algorithms.callbacks import RoundCallback
+from tff_algos.simulation import evaluation
 from tff_algos.simulation import loop
 
 # What a round's process metrics hold that the loop reads (or deliberately
@@ -78,26 +79,22 @@ class ReportedMetrics(RoundCallback):
 class Evaluation(RoundCallback):
   """f(w) and accuracy of the global model over the clients' training data
   (all of them, or a subset) and over all test data, on the rounds where
-  `due(round_num)` holds; with `per_client`, also the distribution of the
-  clients' own test accuracy (unweighted over the clients with test data;
-  from the same pass over the data)."""
+  `due(round_num)` holds; with `per_client` (for models whose accuracy can
+  be split by client), also the distribution of the clients' own test
+  accuracy, unweighted over the clients with test data, from the same pass
+  over the data. `clients` keeps the last evaluated round's per-client
+  accuracies: (round, `evaluation.ClientAccuracy`)."""
 
   def __init__(self, evaluate, train_arrays, test_arrays,
-               due: Callable[[int], bool], per_client: bool = False):
+               due: Callable[[int], bool], per_client: bool = True):
     self._evaluate = evaluate
     self._splits = (('train', train_arrays), ('test', test_arrays))
     self._due = due
-    self._per_client = per_client and test_arrays is not None and (
-        evaluate.per_client_accuracy)
-    if self._per_client:
-      from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
-      self._summary = evaluation.client_accuracy_summary
-      self.columns = collections.OrderedDict(
-          (name, f'{which} of the clients\' own test accuracy (unweighted '
-           'over the clients with test data)') for name, which in zip(
-               self._summary(np.ones(1), np.ones(1)),
-               ('10th percentile', 'median', '90th percentile', 'minimum',
-                'standard deviation (population)')))
+    self._per_client = (per_client and test_arrays is not None and
+                        evaluate.per_client_accuracy)
+    self.columns = evaluation.CLIENT_ACCURACY_COLUMNS if (
+        self._per_client) else {}
+    self.clients = None
 
   def after_round(self, end):
     if not self._due(end.round_num):
@@ -107,11 +104,29 @@ class Evaluation(RoundCallback):
         continue
       if split == 'test' and self._per_client:
         metrics, clients = self._evaluate.with_clients(end.weights, arrays)
-        end.row.update(self._summary(clients.accuracy, clients.counted))
+        end.row.update(evaluation.client_accuracy_summary(clients.accuracy,
+                                                          clients.counted))
+        self.clients = (end.round_num, clients)
       else:
         metrics = self._evaluate(end.weights, arrays)
       end.row.update({f'{split}_loss': metrics['loss'],
                       f'{split}_accuracy': metrics['accuracy']})
+
+
+class PrivacySpent(RoundCallback):
+  """The ε a DP run has spent after each round, at its δ: `epsilons[t-1]`
+  after round t (`accounting.epsilons`, computed once for the run's
+  sampling, noise and rounds); 0 at round 0, before anything is
+  released."""
+  columns = {'epsilon': 'ε spent after the round, at the run\'s δ (its '
+                        'sampling\'s adjacency: config.json dp_adjacency)'}
+
+  def __init__(self, epsilons):
+    self._epsilons = list(epsilons)
+
+  def after_round(self, end):
+    end.row['epsilon'] = (self._epsilons[end.round_num - 1]
+                          if end.round_num else 0.0)
 
 
 class Dissimilarity(RoundCallback):

@@ -22,6 +22,7 @@ from typing import Any
 
 from tasks import partitions
 from tasks.validate import FLOAT32_MAX  # Rates and weights run in float32.
+from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 from tff_algos.simulation.sampling import StragglerPolicy
@@ -104,6 +105,16 @@ class Config:
   server_lr_schedule: str | None = None  # FedISGD's default: step
   server_lr_decay: float | None = None
   server_lr_decay_every: int | None = None
+  # Client sampling, aggregation and privacy.
+  client_sampling: str = 'uniform'  # uniform, poisson or proportional
+  aggregator: str = 'mean'          # algorithms.aggregators.KINDS
+  dp_noise_multiplier: float | None = None  # z (--aggregator=dp)
+  dp_clip: float | None = None      # C; None: adaptive clipping
+  dp_target_quantile: float | None = None  # adaptive clipping's (0.5)
+  dp_noise_cohort: int | None = None  # M >= K: noise as for M clients
+  dp_delta: float | None = None     # δ of the ε reported; default 0.1/N
+  dp_accountant: str | None = None  # rdp (default) or pld
+  dp_adjacency: str | None = None   # set by resolve: the ε's relation
   # Measurements.
   update_spread: bool = False       # (1/K)Σ‖u_k − ū‖² for any algorithm
   dissimilarity_every: int = 0
@@ -168,6 +179,7 @@ class Settings:
   eval_every: int
   eval_clients: int | None
   stop_at_accuracy: float | None
+  client_sampling: str
   config: Config  # The resolved flags: config.json's settings.
 
   @property
@@ -280,6 +292,18 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
   except ValueError as e:
     raise ConfigError(f'--algo: {e}') from None
   values = _algorithm_values(config, algorithm)
+  privacy = _privacy(config, num_clients)
+  if config.client_sampling == 'proportional' and (
+      config.client_weighting is None and 'client_weighting' in
+      algorithm.uses):
+    values['client_weighting'] = 'uniform'  # FedProx App. C.3.4's scheme.
+  if config.aggregator == 'dp':
+    if config.client_weighting not in (None, 'uniform'):
+      raise ConfigError(f'--client_weighting={config.client_weighting}: '
+                        '--aggregator=dp takes an unweighted mean (the '
+                        'clients\' weights would leak what DP hides)')
+    if 'client_weighting' in algorithm.uses:
+      values['client_weighting'] = 'uniform'
   _check(dataclasses.replace(config, **values), num_clients)
   client, server = _optimizers(config, algorithm, values)
   hparams = {name: values[name] if name in registry.HPARAM_FLAGS else
@@ -291,7 +315,8 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
     flags['server_lr'] = server.learning_rate
   resolved = dataclasses.replace(
       config, hparams={k: v for k, v in hparams.items()
-                       if k not in registry.HPARAM_FLAGS}, **flags)
+                       if k not in registry.HPARAM_FLAGS}, **flags,
+      **privacy)
   return Settings(
       algorithm=registry.AlgorithmSettings(
           name=algorithm.name, epochs=values['epochs'],
@@ -299,7 +324,8 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
           server_optimizer=server,
           client_weighting=values['client_weighting'],
           straggler_policy=values['straggler_policy'], hparams=hparams,
-          report_update_spread=config.update_spread),
+          report_update_spread=config.update_spread,
+          aggregator=_aggregator(resolved)),
       task=config.task, rounds=config.rounds,
       clients_per_round=config.clients_per_round,
       straggler_fraction=config.straggler_fraction, seed=config.seed,
@@ -308,7 +334,92 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
       imports=tuple(config.imports), update_spread=config.update_spread,
       dissimilarity_every=config.dissimilarity_every,
       eval_every=config.eval_every, eval_clients=config.eval_clients,
-      stop_at_accuracy=config.stop_at_accuracy, config=resolved)
+      stop_at_accuracy=config.stop_at_accuracy,
+      client_sampling=config.client_sampling, config=resolved)
+
+
+_DP_FLAGS = ('dp_noise_multiplier', 'dp_clip', 'dp_target_quantile',
+             'dp_noise_cohort', 'dp_delta', 'dp_accountant')
+SAMPLING = ('uniform', 'poisson', 'proportional')
+
+
+def _privacy(c: Config, num_clients) -> dict:
+  """The DP flags resolved (δ 0.1/N by default, RDP, adaptive clipping at
+  the median unless --dp_clip, the adjacency ε is under); ConfigError for
+  values no run can use."""
+  if c.aggregator not in aggregators.KINDS:
+    raise ConfigError(f'--aggregator must be one of '
+                      f'{", ".join(aggregators.KINDS)}, got {c.aggregator!r}')
+  if c.client_sampling not in SAMPLING:
+    raise ConfigError(f'--client_sampling must be one of '
+                      f'{", ".join(SAMPLING)}, got {c.client_sampling!r}')
+  given = [f for f in _DP_FLAGS if getattr(c, f) is not None]
+  if c.aggregator != 'dp':
+    if given:
+      raise ConfigError(f'--{given[0]} needs --aggregator=dp')
+    return dict.fromkeys(_DP_FLAGS + ('dp_adjacency',))
+  z, clip, quantile = c.dp_noise_multiplier, c.dp_clip, c.dp_target_quantile
+  if z is None:
+    raise ConfigError('--aggregator=dp needs --dp_noise_multiplier (z >= 0)')
+  if clip is not None and quantile is not None:
+    raise ConfigError('--dp_target_quantile is adaptive clipping\'s: give it '
+                      'or --dp_clip (fixed clipping), not both')
+  delta = c.dp_delta
+  if delta is None and num_clients is not None:
+    delta = 0.1 / num_clients  # Well below 1/N, as a guarantee needs.
+  accountant = c.dp_accountant or 'rdp'
+  k = c.clients_per_round
+  checks = [
+      (0 <= z < FLOAT32_MAX, f'--dp_noise_multiplier must be a number >= 0, '
+                             f'got {z}'),
+      (clip is None or 0 < clip < FLOAT32_MAX,
+       f'--dp_clip must be a positive number, got {clip}'),
+      (quantile is None or 0 < quantile < 1,
+       f'--dp_target_quantile must be in (0, 1), got {quantile}'),
+      (delta is None or 0 < delta < 1, f'--dp_delta must be in (0, 1), got '
+                                       f'{delta}'),
+      (c.dp_noise_cohort is None or k is None or c.dp_noise_cohort >= k,
+       f'--dp_noise_cohort must be >= --clients_per_round ({k}), got '
+       f'{c.dp_noise_cohort}'),
+      (accountant in ('rdp', 'pld'), f'--dp_accountant must be rdp or pld, '
+                                     f'got {accountant!r}'),
+      (c.client_sampling != 'proportional', '--client_sampling=proportional '
+       'draws clients by their number of examples, which no DP accountant '
+       'here certifies: use uniform or poisson with --aggregator=dp'),
+      (clip is not None or k is None or z < 0.1 * (c.dp_noise_cohort or k),
+       f'--dp_noise_multiplier={z:g} with adaptive clipping needs more than '
+       f'{10 * z:g} clients per round (TFF gives the clipped count noise '
+       '0.05·K, which must exceed z/2): give --dp_clip, a larger K or a '
+       '--dp_noise_cohort'),
+      (accountant == 'rdp' or c.client_sampling == 'poisson',
+       '--dp_accountant=pld needs --client_sampling=poisson (dp_accounting '
+       'has no PLD of fixed-size sampling)'),
+  ]
+  for ok, message in checks:
+    if not ok:
+      raise ConfigError(message)
+  return dict(dp_noise_multiplier=z, dp_clip=clip,
+              dp_target_quantile=(aggregators.DEFAULT_TARGET_QUANTILE
+                                  if clip is None and quantile is None
+                                  else quantile),
+              dp_noise_cohort=c.dp_noise_cohort, dp_delta=delta,
+              dp_accountant=accountant,
+              dp_adjacency=_ADJACENCY[c.client_sampling])
+
+
+# The neighbouring datasets each sampling's ε is for (simulation.accounting).
+_ADJACENCY = {'uniform': 'replace-one', 'poisson': 'add-or-remove-one',
+              'proportional': None}
+
+
+def _aggregator(c: Config):
+  """The model aggregator of the resolved flags `c` (None: the mean)."""
+  if c.aggregator == 'mean':
+    return None
+  return aggregators.AggregatorSettings(
+      kind=c.aggregator, clients_per_round=c.clients_per_round or 1,
+      seed=c.seed, noise_multiplier=c.dp_noise_multiplier, clip=c.dp_clip,
+      target_quantile=c.dp_target_quantile, noise_cohort=c.dp_noise_cohort)
 
 
 def _check(c: Config, num_clients):
@@ -322,7 +433,9 @@ def _check(c: Config, num_clients):
   checks = [
       (num_clients is None or k is None or k <= num_clients,
        f'--clients_per_round={k} is more than the {num_clients} clients '
-       f'of {c.task}'),
+       f'of {c.task}' + (' (--client_sampling=poisson: q = K/N must be at '
+                         'most 1)' if c.client_sampling == 'poisson' else
+                         '')),
       (c.rounds >= 1, f'--rounds must be >= 1, got {c.rounds}'),
       (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
       (c.epochs is None or c.epochs >= 1,

@@ -272,6 +272,16 @@ class ClientAccuracy:
       return np.where(self.counted > 0, self.correct / self.counted, np.nan)
 
 
+# The distribution of the clients' test accuracy: metrics.csv's columns.
+_STATISTICS = collections.OrderedDict(
+    p10='10th percentile', p50='median', p90='90th percentile',
+    min='minimum', std='standard deviation (population)')
+CLIENT_ACCURACY_COLUMNS = collections.OrderedDict(
+    (f'client_test_accuracy_{name}', f'{what} of the clients\' own test '
+     'accuracy (unweighted over the clients with test data)')
+    for name, what in _STATISTICS.items())
+
+
 def client_accuracy_summary(accuracy, counted,
                             prefix: str = 'client_test_accuracy'):
   """The spread of accuracy across clients: OrderedDict of `prefix` +
@@ -305,7 +315,7 @@ def client_accuracy_summary(accuracy, counted,
   with_data = accuracy[counted > 0]
   if not np.all(np.isfinite(with_data)):
     raise ValueError('a client with data has an accuracy that is not finite')
-  names = ('p10', 'p50', 'p90', 'min', 'std')
+  names = tuple(_STATISTICS)
   if not with_data.size:
     return collections.OrderedDict((f'{prefix}_{n}', float('nan'))
                                    for n in names)

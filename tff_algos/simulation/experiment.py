@@ -145,6 +145,10 @@ def train(prepared: Prepared, folder: run_dir_lib.RunDir, *,
   except Diverged as e:
     raise type(e)(f'{e}; metrics so far are in {folder.metrics_path}'
                   ) from None
+  evaluated = [c for c in callbacks
+               if isinstance(c, callbacks_lib.Evaluation) and c.clients]
+  if evaluated:
+    folder.write_client_accuracy(data.test_ids, *evaluated[0].clients)
   return _summarize(prepared, folder, target_accuracy, first_round,
                     timer.seconds)
 
@@ -160,7 +164,13 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
   rows = [results.typed(row) for row in written]
   summary.update({f'final_{name}': next(
       (r[name] for r in reversed(rows) if name in r), None)
-                  for name in settings.entry.metrics})
+                  for name in (*settings.entry.metrics, 'epsilon',
+                               *evaluation_columns())
+                  if any(name in r for r in rows)})
+  if settings.config.aggregator == 'dp':
+    summary.update(dp_delta=settings.config.dp_delta,
+                   dp_adjacency=settings.config.dp_adjacency,
+                   dp_accountant=settings.config.dp_accountant)
   versions = len(folder.provenance())
   summary.update(
       finished=True, num_clients=len(data.train),
@@ -200,6 +210,12 @@ def run(config, task, output_dir: str, *, show_progress: bool = True,
   return train(prepared, folder, show_progress=show_progress,
                checkpoint_every=checkpoint_every,
                target_accuracy=target_accuracy)
+
+
+def evaluation_columns():
+  """The per-client accuracy columns (their final values: summary.json)."""
+  from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
+  return tuple(evaluation.CLIENT_ACCURACY_COLUMNS)
 
 
 def output_files(output_dir: str) -> list[str]:

@@ -19,6 +19,25 @@ import os
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = ('config.json', 'metrics.csv',
                                           'summary.json')
+CLIENT_ACCURACY_FILE = 'client_accuracy.csv'
+
+
+def read_client_accuracy(run_dir):
+  """client_accuracy.csv's accuracies of the clients with test data (a
+  list of floats); DamagedFile if it is not such a file."""
+  path = os.path.join(run_dir, CLIENT_ACCURACY_FILE)
+  lines = list(csv.reader(io.StringIO(_text(path))))
+  if not lines or lines[0] != ['client', 'round', 'counted', 'accuracy']:
+    raise DamagedFile(f'{path} is damaged: its header is not client, round, '
+                      'counted, accuracy')
+  accuracies = []
+  for number, cells in enumerate(lines[1:], 2):
+    if len(cells) != 4 or (cells[3] and _number(cells[3]) is None):
+      raise DamagedFile(f'{path} is damaged: line {number} is not a client '
+                        'row')
+    if cells[3]:
+      accuracies.append(float(cells[3]))
+  return accuracies
 
 
 class DamagedFile(ValueError):
@@ -77,7 +96,22 @@ def read_rows(run_dir):
                         'number')
     previous = int(round_num)
     rows.append(row)
-  return rows
+  return _lam_named(run_dir, rows)
+
+
+def _lam_named(run_dir, rows):
+  """`rows` with FedISGD's λ under its own name: files written before it
+  had one hold it in the column `mu`."""
+  if not rows or 'lam' in rows[0] or 'mu' not in rows[0]:
+    return rows
+  try:
+    algo = (read_json(run_dir, CONFIG_FILE) or {}).get('algo')
+  except DamagedFile:
+    return rows
+  if algo != 'fedisgd':
+    return rows
+  return [{('lam' if k == 'mu' else k): v for k, v in row.items()}
+          for row in rows]
 
 
 def has_rows(run_dir):

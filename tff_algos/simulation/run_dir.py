@@ -12,6 +12,8 @@
       checkpoints/round_N/ the program state (FileProgramStateManager): the
                            two latest are kept
       worker.log           the TFF worker's output (for when it dies)
+      client_accuracy.csv  each test client's accuracy at the last
+                           evaluated round (for models that allow it)
       summary.json         written when the run has finished
 
 A folder holding the same run (same resolved settings, code, computation
@@ -43,8 +45,9 @@ CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
     results.CONFIG_FILE, results.METRICS_FILE, results.SUMMARY_FILE)
 CHECKPOINT_DIR, TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM = (
     'checkpoints', 'tensorboard', 'worker.log', 'label_histogram.csv')
+CLIENT_ACCURACY = results.CLIENT_ACCURACY_FILE
 OUTPUTS = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR,
-           TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM)
+           TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM, CLIENT_ACCURACY)
 
 
 class OutputDirError(ConfigError):
@@ -392,6 +395,17 @@ class RunDir:
     --partition run)."""
     results.write_atomically(self._file(LABEL_HISTOGRAM),
                              results.csv_text(rows[0], rows))
+
+  def write_client_accuracy(self, client_ids, round_num, clients):
+    """client_accuracy.csv: each test client's accuracy at the last
+    evaluated round `round_num` (`evaluation.ClientAccuracy`), and what it
+    averages over (its examples; the char-LSTM: its characters)."""
+    rows = [dict(client=c, round=round_num, counted=f'{n:g}',
+                 accuracy=repr(float(a)) if n > 0 else '')
+            for c, n, a in zip(client_ids, clients.counted,
+                               clients.accuracy)]
+    results.write_atomically(self._file(CLIENT_ACCURACY), results.csv_text(
+        ('client', 'round', 'counted', 'accuracy'), rows))
 
   def finish(self, summary: dict):
     """Writes summary.json: the run is finished."""

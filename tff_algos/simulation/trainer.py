@@ -27,6 +27,7 @@ import tasks as tasks_lib
 from tff_algos import learning
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms.callbacks import RoundCallback
+from tff_algos.simulation import accounting
 from tff_algos.runtime import tracing
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import config as config_lib
@@ -53,35 +54,58 @@ def build_process(settings: config_lib.Settings, model_fn,
 
 @dataclasses.dataclass(frozen=True)
 class ClientData:
-  """A task's clients as a run uses them: ids and arrays by client index,
-  and the clients whose training data the evaluation reads."""
+  """A task's clients as a run uses them: ids and arrays by client index
+  (training; test, whose clients may be others), and the clients whose
+  training data the evaluation reads."""
   client_ids: Sequence[str]
   train: Sequence[Any]
   test: Sequence[Any] | None
   evaluated: Sequence[Any]
+  test_ids: Sequence[str] = ()
 
   @classmethod
   def of(cls, task, settings: config_lib.Settings) -> ClientData:
     return cls.from_arrays(settings, tasks_lib.client_arrays(task.train),
                            tasks_lib.client_arrays(task.test),
-                           list(task.client_ids))
+                           list(task.client_ids), list(task.test.client_ids))
 
   @classmethod
-  def from_arrays(cls, settings, train, test=None, client_ids=None):
+  def from_arrays(cls, settings, train, test=None, client_ids=None,
+                  test_ids=None):
     """Arrays by client index (ids: their indices unless given); the
     evaluated clients those of --eval_clients, else all."""
     evaluated = train
     if settings.eval_clients is not None:
-      evaluated = [train[k] for k in sampler(settings, len(train))
+      evaluated = [train[k] for k in sampler(settings, train)
                    .evaluation_clients(settings.eval_clients)]
-    return cls(client_ids or [str(k) for k in range(len(train))], train,
-               test, evaluated)
+    ids = client_ids or [str(k) for k in range(len(train))]
+    return cls(ids, train, test, evaluated,
+               test_ids or [str(k) for k in range(len(test or ()))])
 
 
-def sampler(settings: config_lib.Settings, num_clients: int) -> ClientSampler:
-  return ClientSampler(num_clients, settings.clients_per_round,
-                       settings.algorithm.epochs, settings.seed,
-                       settings.straggler_fraction)
+def sampler(settings: config_lib.Settings, train) -> ClientSampler:
+  """The run's sampler over the clients of `train` (their arrays: n_k for
+  proportional sampling)."""
+  return ClientSampler(
+      len(train), settings.clients_per_round, settings.algorithm.epochs,
+      settings.seed, settings.straggler_fraction,
+      scheme=settings.client_sampling,
+      client_sizes=[len(next(iter(a.values()))) for a in train])
+
+
+def privacy_spent(settings: config_lib.Settings,
+                  num_clients: int) -> list[RoundCallback]:
+  """A DP run's ε column (`callbacks.PrivacySpent`), or [] for a run
+  without DP."""
+  c = settings.config
+  if c.aggregator != 'dp':
+    return []
+  return [callbacks_lib.PrivacySpent(accounting.epsilons(
+      c.dp_noise_multiplier, settings.rounds, c.dp_delta,
+      num_clients=num_clients, clients_per_round=settings.clients_per_round,
+      sampling=settings.client_sampling, accountant=c.dp_accountant,
+      adaptive_clipping=c.dp_clip is None,
+      noise_cohort_size=c.dp_noise_cohort))]
 
 
 def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
@@ -115,7 +139,8 @@ def round_callbacks(settings: config_lib.Settings, model_fn,
       c.needs_evaluation for c in chosen)) if evaluate else []
   client = settings.algorithm.client_optimizer
   return [
-      callbacks_lib.Columns({name: value}), *measured, *algorithm,
+      callbacks_lib.Columns({name: value}), *measured,
+      *privacy_spent(settings, len(data.train)), *algorithm,
       callbacks_lib.ReportedMetrics(settings.entry.metrics), *more,
       *([optimizers.ClientLearningRateSchedule(client)]
         if client is not None and client.schedule.kind != 'constant' else []),
@@ -125,7 +150,7 @@ def round_callbacks(settings: config_lib.Settings, model_fn,
 
 def make_loop(settings: config_lib.Settings, process, data: ClientData,
               callbacks: Sequence[RoundCallback]) -> loop_lib.Loop:
-  return loop_lib.Loop(process, sampler(settings, len(data.train)),
+  return loop_lib.Loop(process, sampler(settings, data.train),
                        settings.policy, settings.algorithm.batch_size,
                        data.train, list(callbacks))
 

@@ -1,4 +1,5 @@
-"""How private a DP run is: ε after every round at a given δ.
+"""How private a DP run is: ε after every round at a given δ (imports no
+TensorFlow).
 
 A DP run clips each participating client's update to L2 norm C, adds
 Gaussian noise of standard deviation z·C to the sum and divides by the

@@ -32,7 +32,7 @@ from scipy import special
 from scipy import stats
 
 from conftest import REPO
-from tff_algos.analysis import privacy
+from tff_algos.simulation import accounting as privacy
 
 INTEGER_ORDERS = list(range(2, 65)) + [128, 256]
 REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -487,7 +487,7 @@ def test_proportional_sampling_is_refused_with_the_reason():
 def test_imports_no_tensorflow():
   result = subprocess.run(
       [sys.executable, '-c',
-       'import sys; from tff_algos.analysis import privacy; '
+       'import sys; from tff_algos.simulation import accounting as privacy; '
        'privacy.epsilons(1.0, 2, 1e-5, num_clients=9, clients_per_round=3, '
        "sampling='poisson', accountant='pld'); "
        'loaded = [m for m in sys.modules if m.split(".")[0] in '

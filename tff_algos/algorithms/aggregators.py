@@ -1,0 +1,78 @@
+"""Model aggregators by name, for every algorithm (`--aggregator`).
+
+  mean         TFF's weighted mean (the default; the papers' aggregation)
+  dp           differential privacy: each client's update clipped to L2
+               norm C (`--dp_clip`; without it, adaptive clipping at the
+               `--dp_target_quantile` of the update norms, TFF's), Gaussian
+               noise of stddev z·C on the sum (`--dp_noise_multiplier`),
+               divided by K; the noise seeded from (seed, round) and kept in
+               the process state (`learning.privacy`), so a run is
+               reproducible and resumes to the same numbers. Unweighted:
+               the mean of the clients' updates becomes uniform.
+  compression  TFF's `compression_aggregator` (zeroing, clipping and
+               8-bit stochastic quantization of the updates)
+  robust       TFF's `robust_aggregator` (zeroing and adaptive clipping)
+
+Settings resolve without TensorFlow (`AggregatorSettings`); `build` makes
+the `tff.aggregators` factory a builder's `model_aggregator` takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tff_algos import lazy
+
+privacy = lazy.module('tff_algos.learning.privacy')
+tff = lazy.module('tensorflow_federated')
+
+KINDS = ('mean', 'dp', 'compression', 'robust')
+# TFF's adaptive clipping targets the median update norm by default.
+DEFAULT_TARGET_QUANTILE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregatorSettings:
+  """A run's model aggregator, resolved.
+
+  Attributes:
+    kind: one of KINDS.
+    clients_per_round: K (DP: the noised sum's divisor, the expected
+      cohort).
+    seed: the run's seed (DP: the noise's).
+    noise_multiplier: z (DP).
+    clip: C for fixed clipping, None for adaptive clipping (DP).
+    target_quantile: adaptive clipping's target quantile (DP).
+    noise_cohort: M ≥ K: noise as if M clients took part, or None (DP).
+  """
+  kind: str = 'mean'
+  clients_per_round: int = 1
+  seed: int = 0
+  noise_multiplier: float | None = None
+  clip: float | None = None
+  target_quantile: float | None = None
+  noise_cohort: int | None = None
+
+  @property
+  def weighted(self) -> bool:
+    """Whether the mean keeps the clients' weights (DP's does not)."""
+    return self.kind != 'dp'
+
+
+def build(settings: AggregatorSettings | None):
+  """The `model_aggregator` of `settings` (None for TFF's default, the
+  weighted mean)."""
+  if settings is None or settings.kind == 'mean':
+    return None
+  if settings.kind == 'compression':
+    return tff.learning.compression_aggregator()
+  if settings.kind == 'robust':
+    return tff.learning.robust_aggregator()
+  if settings.clip is not None:
+    return privacy.gaussian_fixed(
+        settings.noise_multiplier, settings.clients_per_round, settings.clip,
+        seed=settings.seed, noise_cohort_size=settings.noise_cohort)
+  return privacy.gaussian_adaptive(
+      settings.noise_multiplier, settings.clients_per_round,
+      seed=settings.seed, target_unclipped_quantile=settings.target_quantile,
+      noise_cohort_size=settings.noise_cohort)

@@ -334,5 +334,5 @@ def interpolation_curves(model_fn, train_clients, seed: int,
         float(evaluate(mix(w, w_prime, theta), train_clients)['loss'])
         for theta in thetas])
     curves[case] = Curve(case, thetas, losses, w, w_prime, init_seeds)
-    say(f'{case}: {len(thetas)} θ evaluated on {sum(sizes)} examples')
+    say(f'{case}: {len(thetas)} θ evaluated on {sum(sizes):,} examples')
   return curves

@@ -29,7 +29,7 @@ from tff_algos.simulation import loop
 # its registry entry declares it and reported once otherwise.
 KNOWN_METRICS = {'train', 'local_steps', 'participants', 'update_spread',
                  'update_squared_norm', 'update_non_finite', 'mean_value',
-                 'mean_weight', 'uniform_mean_squared_norm'}
+                 'mean_weight', 'uniform_mean_squared_norm', 'clip'}
 
 
 class Columns(RoundCallback):
@@ -111,6 +111,20 @@ class Evaluation(RoundCallback):
         metrics = self._evaluate(end.weights, arrays)
       end.row.update({f'{split}_loss': metrics['loss'],
                       f'{split}_accuracy': metrics['accuracy']})
+
+
+class AdaptiveClip(RoundCallback):
+  """The clip norm adaptive clipping chose for the round (a DP run's
+  aggregator reports it)."""
+  columns = {'dp_clip_norm': 'the L2 norm the round\'s updates were '
+                             'clipped to (adaptive clipping)'}
+
+  def after_round(self, end):
+    if end.metrics is not None:
+      clip = end.metrics.get('aggregator', {}).get('dp_query_metrics',
+                                                   {}).get('clip')
+      if clip is not None:
+        end.row['dp_clip_norm'] = float(clip)
 
 
 class PrivacySpent(RoundCallback):

@@ -95,12 +95,13 @@ def sampler(settings: config_lib.Settings, train) -> ClientSampler:
 
 def privacy_spent(settings: config_lib.Settings,
                   num_clients: int) -> list[RoundCallback]:
-  """A DP run's ε column (`callbacks.PrivacySpent`), or [] for a run
-  without DP."""
+  """A DP run's ε column (`callbacks.PrivacySpent`) and adaptive clipping's
+  clip norm (`callbacks.AdaptiveClip`), or [] for a run without DP."""
   c = settings.config
   if c.aggregator != 'dp':
     return []
-  return [callbacks_lib.PrivacySpent(accounting.epsilons(
+  adaptive = [callbacks_lib.AdaptiveClip()] if c.dp_clip is None else []
+  return adaptive + [callbacks_lib.PrivacySpent(accounting.epsilons(
       c.dp_noise_multiplier, settings.rounds, c.dp_delta,
       num_clients=num_clients, clients_per_round=settings.clients_per_round,
       sampling=settings.client_sampling, accountant=c.dp_accountant,

@@ -312,8 +312,10 @@ def _header(settings, task, output_dir, status):
   """The run's first line: the algorithm and every setting that changes it,
   the task and where the results go."""
   algorithm = settings.algorithm
-  parts = [f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
-           f'E={algorithm.epochs}, B={algorithm.batch_size}']
+  parts = ([f'{len(task.client_ids)} clients pooled into one',
+            f'B={algorithm.batch_size}'] if settings.entry.pooled else
+           [f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
+            f'E={algorithm.epochs}, B={algorithm.batch_size}'])
   for role, optimizer in (('client', algorithm.client_optimizer),
                           ('server', algorithm.server_optimizer)):
     if optimizer is not None:

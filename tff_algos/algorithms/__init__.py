@@ -2,9 +2,11 @@
 
 `registry.get(name)` gives an algorithm's entry (its builder, the settings
 it uses and their defaults); importing this package registers FedAvg,
-FedSGD, FedProx and FedISGD without loading TensorFlow.
+FedSGD, FedProx, FedISGD and the centralized SGD baseline without loading
+TensorFlow.
 """
 
+from tff_algos.algorithms import centralized
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox

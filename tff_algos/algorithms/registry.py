@@ -101,6 +101,9 @@ class Algorithm:
       `--client_optimizer`); FedSGD's compute a gradient.
     server_lr_schedule: the server learning rate's default schedule
       (`algorithms.optimizers`; FedISGD's η_g decays in steps).
+    pooled: it trains on all clients' training data pooled as one (a
+      centralized baseline): one "client", each round a block of
+      `hparams['updates_per_round']` minibatch steps, no sampling.
   """
   name: str
   label: str
@@ -118,6 +121,7 @@ class Algorithm:
   metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
   client_optimizer: bool = True
   server_lr_schedule: str = 'constant'
+  pooled: bool = False
 
   def __post_init__(self):
     unknown = set(self.uses) - set(ALGORITHM_FIELDS)
@@ -128,6 +132,9 @@ class Algorithm:
     if set(self.uses) & set(self.fixed) or set(self.hparams) & set(
         self.fixed):
       raise ValueError(f'{self.name}: a setting is either used or fixed')
+    if self.pooled and 'updates_per_round' not in self.hparams:
+      raise ValueError(f'{self.name}: a pooled algorithm needs the '
+                       'hyper-parameter updates_per_round')
     missing = set(self.uses) - set(self.defaults)
     if missing:
       raise ValueError(f'{self.name}: no default for {sorted(missing)}')

@@ -47,6 +47,9 @@ SUMMARY_COLUMNS = {
     'rounds_to_target': 'first round whose best-so-far test accuracy '
                         'reaches the target, interpolated between evaluated '
                         'rounds (FedAvg §3; — = not reached)',
+    'updates_to_target': 'a centralized run\'s minibatch updates to the '
+                         'target (rounds × updates per round; each a round '
+                         'of communication if federated: FedAvg Table 3)',
     'speedup': 'rounds to target of the first variant with the same swept '
                'values / this one',
     'code': 'the run\'s code, computation and data (config.json\'s '

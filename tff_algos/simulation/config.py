@@ -286,11 +286,14 @@ def _optimizers(config, algorithm, values):
 def resolve(config: Config, num_clients: int | None = None) -> Settings:
   """The run's `Settings`: `config` checked, the algorithm's defaults filled
   in. ConfigError for values no run can use (before anything runs); with
-  `num_clients` (the task's N), also for K or --eval_clients above N."""
+  `num_clients` (the task's N), also for K or --eval_clients above N. A
+  pooled (centralized) algorithm trains on one client: K = 1."""
   try:
     algorithm = registry.get(config.algo)
   except ValueError as e:
     raise ConfigError(f'--algo: {e}') from None
+  if algorithm.pooled:
+    config = _pooled(config)
   values = _algorithm_values(config, algorithm)
   privacy = _privacy(config, num_clients)
   if config.client_sampling == 'proportional' and (
@@ -336,6 +339,24 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
       eval_every=config.eval_every, eval_clients=config.eval_clients,
       stop_at_accuracy=config.stop_at_accuracy,
       client_sampling=config.client_sampling, config=resolved)
+
+
+def _pooled(c: Config) -> Config:
+  """The flags of a centralized run (all clients' data pooled into one,
+  `Algorithm.pooled`): K = 1 of that one; ConfigError for settings of
+  client sampling or aggregation, which it has not."""
+  given = [f'--{name}' for name, value, default in (
+      ('straggler_fraction', c.straggler_fraction, 0.0),
+      ('client_sampling', c.client_sampling, 'uniform'),
+      ('aggregator', c.aggregator, 'mean')) if value != default]
+  if given:
+    raise ConfigError(f'{given[0]}: --algo={c.algo} trains on all clients\' '
+                      'data pooled, without client sampling or aggregation')
+  updates = c.hparams.get('updates_per_round')
+  if updates is not None and not (updates >= 1 and updates == int(updates)):
+    raise ConfigError(f'--hparam=updates_per_round must be a whole number >= '
+                      f'1, got {updates:g}')
+  return dataclasses.replace(c, clients_per_round=1)
 
 
 _DP_FLAGS = ('dp_noise_multiplier', 'dp_clip', 'dp_target_quantile',

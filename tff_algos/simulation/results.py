@@ -249,11 +249,16 @@ def summarize(run_dir, target_accuracy=None, examples_per_client=None,
       last_half_test_accuracy=last_half_mean(rounds, accuracy, last_round))
   examples_per_client = examples_per_client or summary.get(
       'examples_per_client')
-  if examples_per_client and config:
+  block = (config.get('hparams') or {}).get('updates_per_round')
+  if block is not None:  # A centralized run: a round is a block of steps.
+    result['updates_per_round'] = float(block)
+  elif examples_per_client and config:
     result['updates_per_round'] = updates_per_round(  # FedAvg's u.
         config['epochs'], config['batch_size'], examples_per_client)
   if target_accuracy is not None:
     result['target_accuracy'] = target_accuracy
     result['rounds_to_target'] = rounds_to_target(rounds, accuracy,
                                                   target_accuracy)
+    if block is not None and result['rounds_to_target'] is not None:
+      result['updates_to_target'] = result['rounds_to_target'] * block
   return result

@@ -98,6 +98,9 @@ class ClientSampler:
   straggler_fraction: float = 0.0
   scheme: SamplingScheme | str = SamplingScheme.UNIFORM
   client_sizes: Sequence[int] | None = None
+  # A round of a fixed number of minibatch steps instead of E epochs (a
+  # centralized baseline's "round": a block of SGD updates).
+  steps_per_round: int | None = None
 
   def __post_init__(self):
     try:
@@ -205,14 +208,22 @@ class ClientSampler:
     Each epoch is a fresh permutation, cut into minibatches of `batch_size`
     (the last one may be smaller); batch_size = -1 means B = ∞, the whole
     local dataset as one batch. A straggler's x epochs are the first x of the
-    E epochs it would have run.
+    E epochs it would have run. With `steps_per_round`, the round is that
+    many minibatches of B, from fresh permutations, whatever `epochs`.
     """
     if num_examples < 1:
       raise ValueError(f'client {client} has no training examples')
     rng = self._rng(_Stream.MINIBATCH_ORDER, round_num, client)
+    b = num_examples if batch_size == -1 else batch_size
+    if self.steps_per_round is not None:
+      # Fresh permutations, cut into `steps_per_round` minibatches of B.
+      wanted = self.steps_per_round * b
+      order = np.concatenate([rng.permutation(num_examples) for _ in range(
+          -(-wanted // num_examples))])[:wanted]
+      return (order.astype(np.int32),
+              np.arange(b, wanted + 1, b, dtype=np.int32))
     order = np.concatenate(
         [rng.permutation(num_examples) for _ in range(epochs)])
-    b = num_examples if batch_size == -1 else batch_size
     ends_in_epoch = np.minimum(np.arange(b, num_examples + b, b), num_examples)
     ends = np.concatenate([ends_in_epoch + e * num_examples
                            for e in range(epochs)])

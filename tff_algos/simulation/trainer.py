@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 import tasks as tasks_lib
 from tff_algos import learning
 from tff_algos.algorithms import optimizers
@@ -76,21 +78,32 @@ class ClientData:
     evaluated clients those of --eval_clients, else all."""
     evaluated = train
     if settings.eval_clients is not None:
-      evaluated = [train[k] for k in sampler(settings, train)
-                   .evaluation_clients(settings.eval_clients)]
+      evaluated = [train[k] for k in ClientSampler(
+          len(train), 1, 1, settings.seed).evaluation_clients(
+              settings.eval_clients)]
     ids = client_ids or [str(k) for k in range(len(train))]
-    return cls(ids, train, test, evaluated,
-               test_ids or [str(k) for k in range(len(test or ()))])
+    test_ids = test_ids or [str(k) for k in range(len(test or ()))]
+    if settings.entry.pooled:  # One client of all the training data.
+      return cls(['pooled'], [_pooled(train)], test, evaluated, test_ids)
+    return cls(ids, train, test, evaluated, test_ids)
+
+
+def _pooled(arrays):
+  """Every client's arrays concatenated, client after client."""
+  return {name: np.concatenate([a[name] for a in arrays])
+          for name in arrays[0]}
 
 
 def sampler(settings: config_lib.Settings, train) -> ClientSampler:
   """The run's sampler over the clients of `train` (their arrays: n_k for
   proportional sampling)."""
+  steps = settings.algorithm.hparams.get('updates_per_round')
   return ClientSampler(
       len(train), settings.clients_per_round, settings.algorithm.epochs,
       settings.seed, settings.straggler_fraction,
       scheme=settings.client_sampling,
-      client_sizes=[len(next(iter(a.values()))) for a in train])
+      client_sizes=[len(next(iter(a.values()))) for a in train],
+      steps_per_round=int(steps) if settings.entry.pooled else None)
 
 
 def privacy_spent(settings: config_lib.Settings,

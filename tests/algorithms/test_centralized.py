@@ -1,0 +1,58 @@
+"""The centralized SGD baseline (FedAvg's Table 3): minibatch SGD on all
+clients' data pooled, a round a block of updates."""
+
+import collections
+
+import numpy as np
+import pytest
+
+import helpers
+import tasks
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import ConfigError
+from tff_algos.simulation.config import resolve
+
+
+def test_a_round_is_fedavg_on_one_client_holding_all_the_data():
+  """With updates_per_round·B = n, a centralized round is one epoch of
+  minibatch SGD over the pooled data: FedAvg (K = 1, E = 1, the same B) on
+  a task whose one client holds those data, from the same permutation."""
+  task, arrays = helpers.task_and_arrays()
+  n = sum(len(a['y']) for a in arrays)
+  batch = next(b for b in (7, 9, 11, 3) if n % b == 0)
+  pooled = collections.OrderedDict(
+      (k, np.concatenate([a[k] for a in arrays])) for k in arrays[0])
+  one = tasks.from_arrays('one_client', {'all': pooled},
+                          {'all': tasks.client_arrays(task.test)[0]},
+                          task.model_fn)
+  centralized = trainer.train(
+      None, task, algo='centralized', rounds=2, batch_size=batch,
+      client_lr=0.05, hparams={'updates_per_round': n // batch})
+  fedavg = trainer.train(None, one, algo='fedavg', rounds=2,
+                         clients_per_round=1, epochs=1, batch_size=batch,
+                         client_lr=0.05)
+  assert helpers.max_abs_diff(centralized.weights, fedavg.weights) == 0
+  assert [r['local_steps'] for r in centralized.rows[1:]] == [n // batch] * 2
+
+
+def test_its_summary_states_the_updates_to_the_target(tmp_path):
+  _, rows = helpers.run(tmp_path, 'sgd', algo='centralized', rounds=3,
+                        epochs=None, hparams={'updates_per_round': 5})
+  assert [r['participants'] for r in rows[1:]] == ['1'] * 3
+  from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
+  summary = results.summarize(tmp_path / 'sgd', target_accuracy=0.2)
+  assert summary['updates_per_round'] == 5
+  assert summary['updates_to_target'] == pytest.approx(
+      summary['rounds_to_target'] * 5)
+
+
+@pytest.mark.parametrize('flags, message', [
+    (dict(straggler_fraction=0.5), '--straggler_fraction: --algo=centralized'),
+    (dict(client_sampling='poisson'), 'without client sampling'),
+    (dict(hparams={'updates_per_round': 2.5}), 'whole number'),
+    (dict(epochs=3), 'centralized has epochs=1'),
+])
+def test_settings_it_does_not_have_are_refused(flags, message):
+  with pytest.raises(ConfigError, match=message):
+    resolve(helpers.quick_config(algo='centralized', **{
+        'epochs': None, **flags}))

@@ -510,12 +510,13 @@ OPTIMIZER_FIELDS = (optimizers.flag_names('client') +
                     optimizers.flag_names('server'))
 
 
-def config_from_flags(holder, imports=()) -> config_lib.Config:
-  """The Config of the parsed flags; UsageError for a bad combination.
+def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:
+  """The Config of the parsed flags; UsageError for a bad combination
+  (with `check`: a sweep's common flags are checked as each run's).
 
   With --client_fraction, K (clients_per_round) is None until the task's
-  clients are known (`with_clients`). Flags a program does not define
-  (export has no run flags) take the Config's defaults.
+  clients are known (`RunPlan.settings_for`). Flags a program does not
+  define (export has no run flags) take the Config's defaults.
   """
   given = {name: holder[name].value for name in (
       *registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS, *OPTIMIZER_FIELDS)}
@@ -555,7 +556,8 @@ def config_from_flags(holder, imports=()) -> config_lib.Config:
     raise UsageError(f'unknown --task={config.task!r}; known: '
                      f'{", ".join(tasks.task_names())}')
   try:
-    config_lib.resolve(config)
+    if check:
+      config_lib.resolve(config)
   except config_lib.ConfigError as e:
     raise UsageError(str(e)) from None
   return config

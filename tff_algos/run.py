@@ -101,8 +101,9 @@ class Command:
   sweeps: tuple[str, ...] = ()
 
 
-def _plan(holder, imports) -> RunPlan:
-  """The RunPlan of parsed flags; UsageError for bad values."""
+def _plan(holder, imports, check=True) -> RunPlan:
+  """The RunPlan of parsed flags; UsageError for bad values (with `check`:
+  a sweep's own flags are checked as each run's)."""
   if holder.checkpoint_every < 1:
     raise cli.UsageError('--checkpoint_every must be >= 1')
   try:
@@ -118,7 +119,7 @@ def _plan(holder, imports) -> RunPlan:
                          '--overwrite')
   options = RunOptions(**{f.name: holder[f.name].value
                           for f in dataclasses.fields(RunOptions)})
-  return RunPlan(cli.config_from_flags(holder, imports),
+  return RunPlan(cli.config_from_flags(holder, imports, check),
                  cli.task_options(holder), holder.client_fraction, options)
 
 
@@ -130,7 +131,7 @@ def parse_command(args) -> Command:
   imports = cli.import_modules(cli.imports_in(expanded))
   holder = cli.flag_values(GROUPS)
   cli.parse(holder, expanded)
-  plan = _plan(holder, imports)
+  plan = _plan(holder, imports, check=not (holder.variant or holder.sweep))
   if not (holder.variant or holder.sweep):
     if holder.only:
       raise cli.UsageError('--only selects variants of a sweep (--variant '

@@ -64,7 +64,7 @@ def test_configs_written_before_optimizers_mean_what_they_meant():
   for flags in (dict(algo='fedavg', client_lr=0.1),
                 dict(algo='fedisgd', server_lr=0.75, server_lr_decay=0.5,
                      server_lr_decay_every=100)):
-    now = Config(**flags).to_json()
+    now = resolve(Config(**flags)).to_json()
     old = {k: v for k, v in now.items()
            if not k.startswith(('client_optimizer', 'server_optimizer',
                                 'client_momentum', 'server_momentum',
@@ -72,7 +72,7 @@ def test_configs_written_before_optimizers_mean_what_they_meant():
                                 'client_epsilon', 'server_epsilon',
                                 'client_lr_', 'server_lr_schedule'))
            and k not in ('partition', 'imports')}
-    assert Config.from_json(json.loads(json.dumps(old))).to_json() == now
+    assert resolve(Config.from_json(json.loads(json.dumps(old)))).to_json() == now
 
 
 def test_schedules_in_python_and_tensorflow_agree():

@@ -103,8 +103,8 @@ def test_resolution_fills_in_each_algorithms_own_settings():
   assert (fedisgd.client_weighting, fedisgd.straggler_policy) == (
       'uniform', 'partial')
   # A setting the algorithm does not have does not tell runs apart.
-  assert (Config(algo='fedavg', mu=0.0).to_json() ==
-          Config(algo='fedavg').to_json())
+  assert (resolve(Config(algo='fedavg', mu=0.0)).to_json() ==
+          resolve(Config(algo='fedavg')).to_json())
   with pytest.raises(ConfigError, match='fedsgd has epochs=1'):
     resolve(Config(algo='fedsgd', epochs=5))
   with pytest.raises(ValueError, match='not settings an algorithm can use'):

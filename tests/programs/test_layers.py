@@ -31,7 +31,8 @@ LAYERS = (
     ('analysis', ('tff_algos.analysis',)),
     ('commands', ('tff_algos.cli', 'tff_algos.run', 'tff_algos.export',
                   'tff_algos.plot', 'tff_algos.worker', 'tff_algos.__main__',
-                  'tff_algos.interpolate', 'tff_algos', 'run_experiment')),
+                  'tff_algos.interpolate', 'tff_algos.user_modules',
+                  'tff_algos', 'run_experiment')),
 )
 
 

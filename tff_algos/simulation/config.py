@@ -153,10 +153,6 @@ class Config:
       values = dict(values, imports=tuple(values['imports']))
     return cls(**values)
 
-  def to_json(self) -> dict[str, Any]:
-    """config.json's settings of this Config (`resolve(self).to_json()`)."""
-    return resolve(self).to_json()
-
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -207,10 +203,6 @@ class Settings:
   def to_json(self) -> dict[str, Any]:
     """The settings as config.json holds them (flat, defaults filled in)."""
     return json.loads(json.dumps(dataclasses.asdict(self.config)))
-
-  def replace(self, **changes) -> Settings:
-    """These settings with flag values changed, resolved again."""
-    return resolve(dataclasses.replace(self.config, **changes))
 
 
 def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:

@@ -19,9 +19,10 @@ import sys
 import tempfile
 import textwrap
 
-_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
-                      'tests')
-sys.path[:0] = [_TESTS, os.path.join(_TESTS, 'runtime')]
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The package first: tests/tasks (the tests of tasks) is not `tasks`.
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, 'tests'),
+                os.path.join(_ROOT, 'tests', 'runtime')]
 import test_edit_corpus as corpus  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 

@@ -3,6 +3,8 @@ command line (flags parsed and every run of a sweep validated, as a dry run
 does before it loads data), and every row names one of those commands."""
 
 import importlib.util
+import json
+import os
 import shlex
 
 import pytest
@@ -21,11 +23,26 @@ def _scoreboard():
 SCOREBOARD = _scoreboard()
 
 
+def _check_interpolate(args, data_dir):
+  """FedAvg Figure 1's command: its flags are valid (as the program checks
+  them before it loads anything), and the CSV it writes is the one the
+  Figure 1 rows read."""
+  from tff_algos import interpolate  # pylint: disable=g-import-not-at-top
+  # The data folder need not be there for the command line to be valid.
+  args = [a if not a.startswith('--data_dir=') or os.path.isdir(
+      a.split('=', 1)[1]) else f'--data_dir={data_dir}' for a in args]
+  holder = interpolate._arguments(['interpolate', *args])  # pylint: disable=protected-access
+  assert os.path.abspath(holder.csv) == os.path.abspath(SCOREBOARD.FIG1_CSV)
+
+
 @pytest.mark.parametrize('name', sorted(SCOREBOARD.COMMANDS))
-def test_every_scoreboard_command_is_valid(name, monkeypatch):
+def test_every_scoreboard_command_is_valid(name, monkeypatch, tmp_path):
   from tff_algos import run  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(REPO)  # Its --flagfile paths are relative to the repo.
   words = shlex.split(SCOREBOARD.COMMANDS[name])
+  if words[:3] == ['.venv/bin/python', '-m', 'tff_algos.interpolate']:
+    _check_interpolate(words[3:], tmp_path)
+    return
   assert words[:2] == ['.venv/bin/python', 'run_experiment.py']
   command = run.parse_command([*words[2:], f'--output_dir=runs/{name}'])
   if command.runs:
@@ -260,3 +277,42 @@ def test_an_accuracy_row_is_cross_checked_by_the_reference_agreeing():
   near_paper = [dict(r, last_half_test_accuracy=0.765) for r in reference]
   assert 'cross-checked' not in dict(SCOREBOARD.reasons(
       row, 'differs', {'paper': 76.7}, near_paper, '69.3 ± 2.1 (3 seeds)'))
+
+
+def test_a_centralized_cell_is_judged_in_updates(tmp_path):
+  """Table 3's SGD cells: rounds to target × the run's updates per round,
+  the best of the η grid, judged within ±30% of the paper's updates."""
+  command = tmp_path / 'fedavg_table3_cifar10_sgd'
+  # Evaluated every 2 rounds of 500 updates; η = 0.1 reaches 80% at round
+  # 36 (18,000 updates), 82% never.
+  for lr in (0.0215, 0.0464, 0.1, 0.215, 0.464):
+    folder = command / f'SGD_B100__client_lr-{lr}'
+    folder.mkdir(parents=True)
+    accuracies = [0.5, 0.79, 0.8, 0.81] if lr == 0.1 else [0.5, 0.6]
+    (folder / 'metrics.csv').write_text(
+        'round,train_loss,test_accuracy\n' + ''.join(
+            f'{r * 2 + 32 * (r > 0)},{1 - a},{a}\n'
+            for r, a in enumerate(accuracies)))
+    (folder / 'config.json').write_text(json.dumps(dict(
+        algo='centralized', batch_size=100, rounds=400)))
+    (folder / 'summary.json').write_text(json.dumps(dict(
+        updates_per_round=500.0, examples_per_client=50000.0)))
+  rows = [r for r in SCOREBOARD.ROWS
+          if r.command == 'fedavg_table3_cifar10_sgd']
+  assert [r.value for r in rows] == ['18000', '31000', '99000']
+  runs = SCOREBOARD.Runs([str(tmp_path)])
+  ours, status = SCOREBOARD.judge(rows[0], runs)
+  assert ours == '18,000 updates (η = 0.1 of {0.0215, 0.0464, 0.1, 0.215, ' \
+      '0.464})' and status == 'matches'
+  ours, status = SCOREBOARD.judge(rows[1], runs)
+  assert status == 'differs: not reached in 19,000 updates'
+
+
+def test_the_figure_1_rows_read_the_interpolation_csv():
+  rows = [r for r in SCOREBOARD.ROWS
+          if r.command == 'fedavg_fig1_interpolation']
+  runs = _ledger_only()
+  (left, left_status), (right, right_status) = (
+      SCOREBOARD.judge(r, runs) for r in rows)
+  assert '0.4419 / 1.1056 / 0.4619' in left and left_status == 'matches'
+  assert '0.4304 / 0.3914 / 0.4619' in right and right_status == 'matches'

@@ -183,8 +183,8 @@ def _settings(settings, production):
     simulation_only.add('batch_size')
   values = settings.to_json()
   entry = settings.entry
-  if values['aggregator'] != 'dp':
-    simulation_only.add('seed')  # Else the noise's seed.
+  if values['aggregator'] != 'dp' or production:
+    simulation_only.add('seed')  # A simulation's DP noise seed.
   return {k: values[k] for k in (*entry.uses, *entry.hparams, 'hparams',
                                  *cli.OPTIMIZER_FIELDS, 'update_spread',
                                  'aggregator', 'dp_noise_multiplier',

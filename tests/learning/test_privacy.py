@@ -14,9 +14,12 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
+from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedprox
 from tff_algos.simulation import accounting
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import resolve
 from tff_algos.learning import privacy
 
 CLIENTS, CLIP, ROUNDS = 3, 0.1, 3
@@ -95,6 +98,24 @@ def test_tffs_own_noise_is_not_seeded():
   runs = [_final_weights(DP.gaussian_fixed(1.0, float(CLIENTS), CLIP))
           for _ in range(2)]
   assert not _identical(*runs)
+
+
+@pytest.mark.parametrize('clip', [CLIP, None])  # Fixed, adaptive.
+def test_a_production_build_draws_its_noise_unseeded(clip):
+  """A deployment must not hold a seed that would let whoever reads the
+  state or the export compute the noise: the production build of a DP run
+  draws afresh each time, the simulation build of the same settings not."""
+  settings = resolve(helpers.quick_config(
+      algo='fedprox', aggregator='dp', dp_noise_multiplier=0.1,
+      dp_clip=clip, clients_per_round=CLIENTS, seed=7), num_clients=30)
+  def final(client_input):
+    process = trainer.build_process(settings, _model_fn(), client_input)
+    return _weights(process, _states(process)[-1])
+  production = learning.DatasetInput(2)
+  assert not _identical(final(production), final(production))
+  seeded = settings.algorithm.aggregator
+  assert _identical(*[_final_weights(aggregators.build(seeded))
+                      for _ in range(2)])
 
 
 @pytest.mark.parametrize('algorithm', ['fedavg', 'fedprox'])
@@ -179,13 +200,15 @@ def _check_gaussian(noise, stddev):
   assert stats.kstest(noise / stddev, 'norm').pvalue > 1e-4
 
 
-@pytest.mark.parametrize('k, z, cohort', [(3, 1.0, None), (10, 0.5, None),
-                                          (10, 2.0, 40)])
-def test_the_noise_is_gaussian_of_stddev_z_c_over_the_cohort(k, z, cohort):
+@pytest.mark.parametrize('k, z, cohort, seed', [
+    (3, 1.0, None, 11), (10, 0.5, None, 11), (10, 2.0, 40, 11),
+    (10, 2.0, 40, None)])  # None: a production build's unseeded noise.
+def test_the_noise_is_gaussian_of_stddev_z_c_over_the_cohort(k, z, cohort,
+                                                             seed):
   rng = np.random.default_rng(k)
   values = _client_values(k, rng)
   outputs = _aggregate(privacy.gaussian_fixed(
-      z, k, CLIP, seed=11, noise_cohort_size=cohort), values, rounds=2)
+      z, k, CLIP, seed=seed, noise_cohort_size=cohort), values, rounds=2)
   expected_mean = _clipped_mean(values, CLIP, k)  # TFF divides by K.
   noises = [np.asarray(o.result, np.float64) - expected_mean
             for o in outputs]

@@ -5,10 +5,12 @@
                norm C (`--dp_clip`; without it, adaptive clipping at the
                `--dp_target_quantile` of the update norms, TFF's), Gaussian
                noise of stddev z·C on the sum (`--dp_noise_multiplier`),
-               divided by K; the noise seeded from (seed, round) and kept in
-               the process state (`learning.privacy`), so a run is
-               reproducible and resumes to the same numbers. Unweighted:
-               the mean of the clients' updates becomes uniform.
+               divided by K; in a simulation the noise is seeded from
+               (seed, round) and kept in the process state
+               (`learning.privacy`), so a run is reproducible and resumes
+               to the same numbers; a production build draws it
+               unseeded. Unweighted: the mean of the clients' updates
+               becomes uniform.
   compression  TFF's `compression_aggregator` (zeroing, clipping and
                8-bit stochastic quantization of the updates)
   robust       TFF's `robust_aggregator` (zeroing and adaptive clipping)
@@ -59,11 +61,15 @@ class AggregatorSettings:
     return self.kind != 'dp'
 
 
-def build(settings: AggregatorSettings | None):
+def build(settings: AggregatorSettings | None, seeded: bool = True):
   """The `model_aggregator` of `settings` (None for TFF's default, the
-  weighted mean)."""
+  weighted mean). DP noise is drawn from `settings.seed` when `seeded` (a
+  simulation: reproducible, resumable), else from TF's unseeded draws (a
+  production build: a seed in the state would let whoever reads it
+  subtract the noise)."""
   if settings is None or settings.kind == 'mean':
     return None
+  seed = settings.seed if seeded else None
   if settings.kind == 'compression':
     return tff.learning.compression_aggregator()
   if settings.kind == 'robust':
@@ -71,8 +77,8 @@ def build(settings: AggregatorSettings | None):
   if settings.clip is not None:
     return privacy.gaussian_fixed(
         settings.noise_multiplier, settings.clients_per_round, settings.clip,
-        seed=settings.seed, noise_cohort_size=settings.noise_cohort)
+        seed=seed, noise_cohort_size=settings.noise_cohort)
   return privacy.gaussian_adaptive(
       settings.noise_multiplier, settings.clients_per_round,
-      seed=settings.seed, target_unclipped_quantile=settings.target_quantile,
+      seed=seed, target_unclipped_quantile=settings.target_quantile,
       noise_cohort_size=settings.noise_cohort)

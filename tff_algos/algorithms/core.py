@@ -108,13 +108,16 @@ def arguments(settings, client_input, server_scale: float = 1.0) -> dict:
   """A builder's keyword arguments from an algorithm's resolved settings
   (`registry.AlgorithmSettings`, in a registry entry's `build`): its
   optimizers (the server's times `server_scale`, e.g. FedISGD's λ), the
-  client weighting, the model aggregator, the client input and whether to
-  report the update spread."""
+  client weighting, the model aggregator (a production build's DP noise
+  unseeded: `aggregators.build`), the client input and whether to report
+  the update spread."""
+  production = isinstance(client_input, learning.DatasetInput)
   built = dict(
       server_optimizer_fn=optimizers.build(settings.server_optimizer,
                                            scale=server_scale, server=True),
       client_weighting=settings.client_weighting, client_input=client_input,
-      model_aggregator=aggregators.build(settings.aggregator),
+      model_aggregator=aggregators.build(settings.aggregator,
+                                         seeded=not production),
       report_update_spread=settings.report_update_spread)
   if settings.client_optimizer is not None:
     built['client_optimizer_fn'] = optimizers.build(settings.client_optimizer)

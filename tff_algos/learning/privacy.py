@@ -41,6 +41,12 @@ state are TFF's:
     Its threshold follows the clients' norms without noise, a release the
     DP accounting does not cover, so it stays off unless asked for.
 
+A seed is for simulation only: whoever knows it can compute each round's
+noise and subtract it from the released model. The seed is a constant of
+the initial state and the state goes to checkpoints, so a deployment
+builds with `seed=None`: TF's unseeded draws, nothing kept (the production
+build does: `algorithms.aggregators`).
+
 Each factory returns an `UnweightedAggregationFactory` for the builders'
 `model_aggregator=` (they wrap it with `tff.aggregators
 .as_weighted_aggregator`: uniform weights). It compiles to TFF's
@@ -215,7 +221,7 @@ def gaussian_fixed(
     clients_per_round: float,
     clip: float,
     *,
-    seed: int,
+    seed: int | None,
     noise_cohort_size: int | None = None,
     zeroing: bool = False,
     record_aggregation_factory:
@@ -228,7 +234,9 @@ def gaussian_fixed(
     noise_multiplier: z ≥ 0: noise stddev z·C on the clipped sum.
     clients_per_round: K > 0, the expected cohort: the sum's divisor.
     clip: C > 0, the L2 norm each client's update is clipped to.
-    seed: a whole number in [0, 2⁶³): the noise's seed.
+    seed: a whole number in [0, 2⁶³): the noise's seed; None: TF's
+      unseeded draws, as TFF's own factories (a deployment's: module
+      docstring).
     noise_cohort_size: M ≥ K: noise as for M clients (stddev z·C·K/M on the
       sum of K); None: M = K.
     zeroing: first zero outlying updates, as `tff.learning.dp_aggregator`
@@ -240,9 +248,13 @@ def gaussian_fixed(
   clients = _positive(clients_per_round, 'clients_per_round')
   clip = _positive(clip, 'clip')
   scale = _noise_scale(clients, noise_cohort_size)
-  query = SeededQuery(lambda key: tfp.NormalizedQuery(
-      SeededGaussianSumQuery(clip, z * clip * scale, key, _VALUE_STREAM),
-      denominator=clients), seed)
+  if seed is None:
+    query = tfp.NormalizedQuery(tfp.GaussianSumQuery(clip, z * clip * scale),
+                                denominator=clients)
+  else:
+    query = SeededQuery(lambda key: tfp.NormalizedQuery(
+        SeededGaussianSumQuery(clip, z * clip * scale, key, _VALUE_STREAM),
+        denominator=clients), seed)
   return _factory(query, zeroing, record_aggregation_factory)
 
 
@@ -250,7 +262,7 @@ def gaussian_adaptive(
     noise_multiplier: float,
     clients_per_round: float,
     *,
-    seed: int,
+    seed: int | None,
     initial_l2_norm_clip: float = INITIAL_L2_NORM_CLIP,
     target_unclipped_quantile: float = TARGET_UNCLIPPED_QUANTILE,
     learning_rate: float = CLIP_LEARNING_RATE,
@@ -267,7 +279,9 @@ def gaussian_adaptive(
     noise_multiplier: z ≥ 0, the total, as TFF takes it: split between the
       updates and the clipped count (module docstring).
     clients_per_round: K > 0, the expected cohort.
-    seed: a whole number in [0, 2⁶³): the noise's seed.
+    seed: a whole number in [0, 2⁶³): the noise's seed; None: TF's
+      unseeded draws, as TFF's own factories (a deployment's: module
+      docstring).
     initial_l2_norm_clip: the clip before the first round.
     target_unclipped_quantile: the quantile of update norms the clip
       follows.
@@ -290,11 +304,17 @@ def gaussian_adaptive(
   cohort = clients / scale
   value_z, count_stddev = adaptive_noise_multipliers(z, cohort,
                                                      clipped_count_stddev)
-  query = SeededQuery(lambda key: tfp.NormalizedQuery(
-      _SeededQuantileAdaptiveClipSumQuery(
-          key, initial_clip, value_z * scale, quantile, learning_rate,
-          count_stddev * scale, clients),
-      denominator=clients), seed)
+  if seed is None:
+    query = tfp.NormalizedQuery(tfp.QuantileAdaptiveClipSumQuery(
+        initial_clip, value_z * scale, quantile, learning_rate,
+        count_stddev * scale, clients, geometric_update=True),
+                                denominator=clients)
+  else:
+    query = SeededQuery(lambda key: tfp.NormalizedQuery(
+        _SeededQuantileAdaptiveClipSumQuery(
+            key, initial_clip, value_z * scale, quantile, learning_rate,
+            count_stddev * scale, clients),
+        denominator=clients), seed)
   return _factory(query, zeroing, record_aggregation_factory)
 
 

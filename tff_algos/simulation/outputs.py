@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
+import numpy as np
 import tqdm
 
 from tff_algos.algorithms.callbacks import RoundCallback
@@ -48,7 +49,18 @@ class Release(RoundCallback):
               'record it', file=sys.stderr)
     # A namedtuple keeps the columns' order (a dict's keys would be sorted).
     wait(self._manager.release(
-        self._row_type(**{c: end.row.get(c) for c in names}), end.round_num))
+        self._row_type(**{c: _recorded(end.row.get(c)) for c in names}),
+        end.round_num))
+
+
+def _recorded(value):
+  """`value` at the precision TensorBoard keeps (tf.summary.scalar's
+  float32), so that rows written back from TensorBoard (`RunDir
+  .rebuild_rows`) are byte-identical to the ones metrics.csv held: a
+  float64 statistic (ε, the clients' percentiles) is released rounded."""
+  if isinstance(value, (float, np.floating)):
+    return float(np.float32(value))
+  return value
 
 
 class Checkpoints(RoundCallback):

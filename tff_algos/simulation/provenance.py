@@ -11,11 +11,15 @@ A record (`record`) holds content hashes only:
   modules      path → SHA-256 of every other module of the user's the
                process had loaded (the --import'ed file and whatever it
                imports from outside the Python installation);
-  computation  SHA-256 of the learning process's computations, whatever
-               shaped them (a data or config file the model reads, an
-               environment variable, Keras's settings: what no list of
-               files can name), independent of the names TensorFlow gives
-               its functions (`runtime.fingerprint`);
+  computation  SHA-256 of the learning process's round and its state's
+               accessors, whatever shaped them (a data or config file the
+               model reads, an environment variable, Keras's settings: what
+               no list of files can name), independent of the names
+               TensorFlow gives its functions (`runtime.fingerprint`);
+  initial_state  SHA-256 of its `initialize`, apart because it holds the
+               run's seed (a DP aggregator's noise seed is a constant of
+               the initial state): seeds of one experiment differ there
+               and nowhere else, and are averaged (`results.code_id`);
   data         SHA-256 of the task's client data as the run trains and
                evaluates on them.
 """
@@ -148,9 +152,9 @@ def code(process) -> dict:
   return dict(
       package=package(), modules=user_modules(),
       computation=fingerprint.sha256(
-          process.initialize, process.next, process.get_model_weights,
-          process.set_model_weights, process.get_hparams,
-          process.set_hparams))
+          process.next, process.get_model_weights, process.set_model_weights,
+          process.get_hparams, process.set_hparams),
+      initial_state=fingerprint.sha256(process.initialize))
 
 
 def record(process, client_ids, train_arrays, test_arrays) -> dict:
@@ -192,8 +196,10 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]
                  f'{new["git_commit"][:10]}'
                  f'{"+changes" if new.get("git_modified") else ""} here')
     found['package'] = f'the package\'s code{commits}'
-  if saved.get('computation') != current.get('computation') and not (
-      found.keys() - {'data'}):
+  computations = ('computation', 'initial_state')
+  if ([saved.get(k) for k in computations] !=
+      [current.get(k) for k in computations]) and not (
+          found.keys() - {'data'}):
     found['computation'] = (
         'the learning process\'s computation, with the same code and '
         'settings: something the model or algorithm reads differs (a file, '

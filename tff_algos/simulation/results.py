@@ -178,12 +178,15 @@ def read_config(run_dir):
 def code_id(run_dir) -> str:
   """A short id of what a run's numbers come from besides its settings
   (its latest provenance record: code, computation and data), '' when
-  config.json records none: runs with other ids are never averaged."""
+  config.json records none: runs with other ids are never averaged. The
+  initial state is left out: it holds the seed, which seeds of one
+  experiment differ in by design."""
   _, records = read_config(run_dir)
   if not records:
     return ''
   latest = dict(records[-1])
   latest.pop('from_round', None)
+  latest.pop('initial_state', None)
   latest['package'] = (latest.get('package') or {}).get('sha256')
   return hashlib.sha256(json.dumps(latest, sort_keys=True).encode()
                         ).hexdigest()[:8]

@@ -1,6 +1,8 @@
 """Plots a metric of one or more runs against rounds (the papers' figures).
 
   python -m tff_algos.plot RUN_DIR... --metric=train_loss --out=fig.png
+  python -m tff_algos.plot RUN_DIR... --metric=test_accuracy --x=epsilon \
+      --out=privacy_utility.png
 
 One line per run folder, named by what sets it apart from the others
 (algorithm and settings), under a title naming what they share; runs that
@@ -32,6 +34,10 @@ _FLAGS = (
              'objective f(w)), any column of the runs\' metrics.csv: '
              + ', '.join(COLUMNS[1:]) + ' and the columns of the runs\' '
              'algorithms and callbacks.'),
+    cli.Flag('DEFINE_string', 'x', 'round',
+             'The x axis: round, or a column that grows with the rounds, '
+             'the same for every seed: epsilon draws a privacy-utility '
+             'curve (the metric against the ε spent).'),
     cli.Flag('DEFINE_string', 'out', None,
              'The image to write (.png, .pdf, .svg).'),
     cli.Flag('DEFINE_string', 'title', None,
@@ -92,12 +98,13 @@ def main(argv=None):
     else:
       metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
           'round'}
-      if holder.metric not in metrics:
-        raise ValueError(f'--metric={holder.metric}: not a column of these '
-                         f'runs\' metrics.csv; choose from '
-                         f'{", ".join(sorted(metrics))}')
+      for flag, column in (('metric', holder.metric), ('x', holder.x)):
+        if column not in metrics | ({'round'} if flag == 'x' else set()):
+          raise ValueError(f'--{flag}={column}: not a column of these '
+                           f'runs\' metrics.csv; choose from '
+                           f'{", ".join(sorted(metrics))}')
       plot.plot_bands(groups, holder.metric, holder.out, holder.title,
-                      description=_description(holder.metric))
+                      description=_description(holder.metric), x=holder.x)
   except (ValueError, OSError, cli.UsageError) as e:
     cli.fail(PROGRAM, e)
   what = 'the clients\' final test accuracy' if holder.per_client else (

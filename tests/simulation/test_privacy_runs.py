@@ -134,6 +134,31 @@ def test_the_per_client_plot_pools_seeds_and_refuses_runs_without_it(
   assert exit_.value.code == 2
 
 
+def test_the_privacy_utility_plot_puts_each_line_at_its_epsilons(tmp_path):
+  from tff_algos import plot  # pylint: disable=g-import-not-at-top
+  from tff_algos.analysis import plot as plot_lib  # pylint: disable=g-import-not-at-top
+  runs = [tmp_path / name for name in ('seed0', 'seed1', 'noisier')]
+  for run, seed, z in zip(runs, (0, 1, 0), (0.8, 0.8, 2.0)):
+    _rows(tmp_path, run.name, **dict(DP, dp_noise_multiplier=z), seed=seed)
+  groups = plot_lib.seed_groups([str(r) for r in runs])
+  assert [len(g) for g in groups] == [2, 1]  # The seeds are one line.
+  rows = results.read_rows(runs[0])
+  rounds = [int(r['round']) for r in rows]
+  assert plot_lib._positions(groups[0], rounds, 'epsilon') == [
+      float(r['epsilon']) for r in rows]
+  assert plot.main([*map(str, runs), '--metric=test_accuracy',
+                    '--x=epsilon', f'--out={tmp_path / "pu.png"}']) == 0
+  _, labels = plot_lib.describe(groups)
+  assert ['z=0.8' in labels[0], 'z=2' in labels[1]] == [True, True]
+  with pytest.raises(ValueError, match='different .epsilon.'):
+    plot_lib._positions([str(runs[0]), str(runs[2])], rounds, 'epsilon')
+  _rows(tmp_path, 'no_dp')
+  with pytest.raises(SystemExit) as exit_:
+    plot.main([str(tmp_path / 'no_dp'), '--x=epsilon',
+               f'--out={tmp_path / "none.png"}'])
+  assert exit_.value.code == 2
+
+
 @pytest.mark.parametrize('aggregator', ['compression', 'robust'])
 def test_tffs_compression_and_robust_aggregators_train(tmp_path, aggregator):
   _, rows = _rows(tmp_path, aggregator, aggregator=aggregator)

@@ -1,4 +1,5 @@
-"""Plots a metric of runs against rounds (the papers' figures).
+"""Plots a metric of runs against rounds (the papers' figures) or against
+another column (accuracy against the privacy spent, ε).
 
 Each run folder holds a metrics.csv and a config.json. Runs that differ
 only in their seed are one line: their mean, with a band from their
@@ -51,13 +52,17 @@ _SHOWN = (
     ('straggler_policy', 'stragglers {}'),
     ('client_weighting', '{} weights'), ('partition', '{}'),
     ('train_fraction', 'train {:g}'), ('data_seed', 'data seed {}'),
-    ('rounds', '{} rounds'))
+    ('client_sampling', '{} sampling'), ('aggregator', '{} aggregator'),
+    ('dp_noise_multiplier', 'z={:g}'), ('dp_clip', 'C={:g}'),
+    ('dp_target_quantile', 'clip at quantile {:g}'),
+    ('dp_noise_cohort', 'noise cohort {}'), ('rounds', '{} rounds'))
 # Left out of a title (what all lines share there goes without saying, or
 # is the default): these settings appear only in labels, where they differ.
 _NOT_IN_TITLE = {'client_weighting', 'straggler_policy', 'data_seed',
                  'train_fraction', 'rounds'}
 _DEFAULTS = {'client_optimizer': 'sgd', 'server_optimizer': 'sgd',
-             'straggler_fraction': 0.0}
+             'straggler_fraction': 0.0, 'client_sampling': 'uniform',
+             'aggregator': 'mean'}
 
 
 class MixedTasksError(ValueError):
@@ -179,17 +184,36 @@ def plot_client_accuracy(groups, out, title=None, labels=None):
   _pyplot().close(figure)
 
 
+def _positions(run_dirs, rounds, x):
+  """The x positions of `rounds`: the rounds, or the `x` column's values
+  there, which the group's runs must share (ε is the same for every seed);
+  ValueError otherwise."""
+  if x == 'round':
+    return rounds
+  shared = None
+  for run_dir in run_dirs:
+    column = dict(zip(*results.series(results.read_rows(run_dir), x)))
+    if not set(rounds) <= set(column):
+      raise ValueError(f'{run_dir} has no {x!r} value at some of its '
+                       'rounds: it cannot be the x axis')
+    values = [column[r] for r in rounds]
+    if shared is not None and values != shared:
+      raise ValueError(f'the seeds of {run_dir} have different {x!r} '
+                       'values by round: it cannot be their common x axis')
+    shared = values
+  return shared
+
+
 def plot_bands(groups, metric, out, title=None, target=None,
-               description=None, labels=None):
-  """Draws `metric` against rounds for each group of `groups` ([run
-  folders] each, see `seed_groups`): one run as a line; several (seeds) as
-  their mean, with a band from their minimum to their maximum, over the
-  rounds all of them measured. Lines are labelled and the figure titled by
-  `describe` (`labels`, `title` replace them; title '' for none);
-  `description`
-  (default: the column's own) goes under the axes. Into the file `out`
-  (a dashed line at `target`, if given). ValueError if a run has no
-  `metric` values."""
+               description=None, labels=None, x='round'):
+  """Draws `metric` against rounds (or the column `x`, e.g. ε) for each
+  group of `groups` ([run folders] each, see `seed_groups`): one run as a
+  line; several (seeds) as their mean, with a band from their minimum to
+  their maximum, over the rounds all of them measured. Lines are labelled
+  and the figure titled by `describe` (`labels`, `title` replace them;
+  title '' for none); `description` (default: the column's own) goes
+  under the axes. Into the file `out` (a dashed line at `target`, if
+  given). ValueError if a run has no `metric` values."""
   if labels is None or title is None:
     shared, described = describe(groups)
     labels, title = labels or described, shared if title is None else title
@@ -200,17 +224,19 @@ def plot_bands(groups, metric, out, title=None, target=None,
     rounds = sorted(set.intersection(*(set(c) for c in curves)))
     if not rounds:
       raise ValueError(f'{run_dirs[0]} has no {metric!r} values')
+    positions = _positions(run_dirs, rounds, x)
     values = [[c[r] for c in curves] for r in rounds]
     mean = [sum(v) / len(v) for v in values]
-    line, = axes.plot(rounds, mean, label=label_text)
+    line, = axes.plot(positions, mean, label=label_text,
+                      marker=None if x == 'round' else '.')
     if len(run_dirs) > 1:
-      axes.fill_between(rounds, [min(v) for v in values],
+      axes.fill_between(positions, [min(v) for v in values],
                         [max(v) for v in values], color=line.get_color(),
                         alpha=0.2, linewidth=0)
   if target is not None:
     axes.axhline(target, color='gray', linestyle='--', linewidth=1,
                  label=f'target {target:g}')
-  axes.set_xlabel('# rounds')
+  axes.set_xlabel('# rounds' if x == 'round' else x)
   axes.set_ylabel(metric, fontsize=9)
   # Wrapped to the axes' width (about 60 characters at this size).
   axes.set_title(textwrap.fill(title, 60), fontsize=9)

@@ -255,6 +255,13 @@ def _contract(process, settings, task, client_input, production):
               contract=contract)
 
 
+def _round_callbacks(settings):
+  """The algorithm's round callbacks (class → what it does), which are
+  not in the computations."""
+  return {type(c).__name__: ' '.join((type(c).__doc__ or '').split())
+          for c in settings.entry.round_callbacks(settings.algorithm)}
+
+
 def _manifest(process, settings, task, client_input, holder):
   """What manifest.json says besides the computations written."""
   from tff_algos.simulation import provenance  # pylint: disable=g-import-not-at-top
@@ -274,6 +281,11 @@ def _manifest(process, settings, task, client_input, holder):
       hparams_note='get_hparams(state) / set_hparams(state, hparams) '
                    'read and change the hyper-parameters in the state '
                    '(e.g. client_work/mu) between rounds',
+      round_callbacks=_round_callbacks(settings),
+      round_callbacks_note='what the simulation runs between rounds, '
+                           'outside the computations: a pipeline repeats '
+                           'those that change the state (set_hparams), '
+                           'the others only measure',
       provenance=provenance.code(process))
 
 

@@ -129,3 +129,48 @@ def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
   assert err.count('aggregator/mean_update_norm =') == 1  # Its process's...
   assert err.count('server_lr_now =') == 1  # ...and its callback's.
   assert 'declare it in the algorithm' in err
+
+
+def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
+  """examples/fedprox_mu_decay.py, one file: with no decay it is FedProx,
+  byte for byte; with decay its callback sets μ_t = μ·decay^t each round;
+  its runs plot and it exports."""
+  example = f'--import={REPO / "examples" / "fedprox_mu_decay.py"}'
+  out = tmp_path / 'sweep'
+  command, kwargs = _command(
+      example, '--task=synthetic_1_1', '--rounds=3', '--clients_per_round=3',
+      '--epochs=1', '--progress=false',
+      '--variant=decaying: --algo=fedprox_mu_decay --hparam=mu_decay=0.5',
+      '--variant=constant: --algo=fedprox_mu_decay --hparam=mu_decay=1',
+      '--variant=fedprox: --algo=fedprox --mu=1', f'--output_dir={out}',
+      cwd=tmp_path)
+  result = subprocess.run(command, capture_output=True, timeout=600, **kwargs)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert ((out / 'constant' / 'metrics.csv').read_bytes() ==
+          (out / 'fedprox' / 'metrics.csv').read_bytes())
+  decaying = _rows(out / 'decaying' / 'metrics.csv')
+  assert [float(r['mu']) for r in decaying[1:]] == [1.0, 0.5, 0.25]
+  assert decaying[-1]['train_loss'] != _rows(
+      out / 'constant' / 'metrics.csv')[-1]['train_loss']
+
+  plot, plot_kwargs = _command(cwd=tmp_path)
+  plot[2] = 'tff_algos.plot'
+  plotted = subprocess.run(
+      [*plot, str(out / 'decaying'), str(out / 'fedprox'), '--metric=mu',
+       f'--out={tmp_path / "mu.png"}'], capture_output=True, **plot_kwargs)
+  assert plotted.returncode == 0, plotted.stderr
+  export, export_kwargs = _command(
+      example, '--algo=fedprox_mu_decay', '--task=synthetic_1_1',
+      f'--out={tmp_path / "export"}', cwd=tmp_path)
+  export[2] = 'tff_algos.export'
+  exported = subprocess.run(export, capture_output=True, timeout=600,
+                            **export_kwargs)
+  assert exported.returncode == 0, exported.stderr[-3000:]
+  manifest = json.loads((tmp_path / 'export' / 'manifest.json').read_text())
+  assert manifest['algorithm'] == 'fedprox_mu_decay'
+  assert manifest['hyperparameters']['mu'] == 1.0
+  assert manifest['hyperparameters']['hparams'] == dict(mu_decay=0.9)
+  # The decay is a round callback, not part of the computations: the
+  # manifest says what a pipeline has to do between rounds.
+  assert 'sets the client work\'s μ' in manifest['round_callbacks'][
+      'DecayingMu']

@@ -22,7 +22,7 @@ SOURCES = sorted(p for p in REPO.rglob('*.py')
                  if '.venv' not in p.parts and 'build' not in p.parts)
 # Bottom to top: a module may import its own layer and those below.
 LAYERS = (
-    ('utilities', ('tff_algos.lazy', 'tff_algos.logs')),
+    ('utilities', ('tff_algos.lazy', 'tff_algos.logs', 'tff_algos.dp_budget')),
     ('runtime', ('tff_algos.runtime',)),
     ('learning', ('tff_algos.learning',)),
     ('tasks', ('tasks',)),

@@ -62,14 +62,17 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 
+from tff_algos import dp_budget
+
 # TFF's defaults (`DifferentiallyPrivateFactory.gaussian_adaptive`).
 INITIAL_L2_NORM_CLIP = 0.1
 TARGET_UNCLIPPED_QUANTILE = 0.5
 CLIP_LEARNING_RATE = 0.2
-CLIPPED_COUNT_STDDEV_PER_CLIENT = 0.05
 # The random streams of one round: the updates' noise and the count's.
 _VALUE_STREAM, _COUNT_STREAM = 0, 1
 _MAX_SEED = 2**63 - 1
+# TFF's split of adaptive clipping's noise (`dp_budget`).
+adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
 
 
 class _RoundKey:
@@ -244,9 +247,9 @@ def gaussian_fixed(
     record_aggregation_factory: sums the clipped updates (default TFF's
       `SumFactory`; e.g. `tff.aggregators.SecureSumFactory`).
   """
-  z = _nonnegative(noise_multiplier, 'noise_multiplier')
-  clients = _positive(clients_per_round, 'clients_per_round')
-  clip = _positive(clip, 'clip')
+  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  clients = dp_budget.positive(clients_per_round, 'clients_per_round')
+  clip = dp_budget.positive(clip, 'clip')
   scale = _noise_scale(clients, noise_cohort_size)
   if seed is None:
     query = tfp.NormalizedQuery(tfp.GaussianSumQuery(clip, z * clip * scale),
@@ -292,17 +295,17 @@ def gaussian_adaptive(
     zeroing: as in `gaussian_fixed`.
     record_aggregation_factory: as in `gaussian_fixed`.
   """
-  z = _nonnegative(noise_multiplier, 'noise_multiplier')
-  clients = _positive(clients_per_round, 'clients_per_round')
-  initial_clip = _positive(initial_l2_norm_clip, 'initial_l2_norm_clip')
-  quantile = _real(target_unclipped_quantile, 'target_unclipped_quantile')
+  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  clients = dp_budget.positive(clients_per_round, 'clients_per_round')
+  initial_clip = dp_budget.positive(initial_l2_norm_clip, 'initial_l2_norm_clip')
+  quantile = dp_budget.real(target_unclipped_quantile, 'target_unclipped_quantile')
   if not 0 <= quantile <= 1:
     raise ValueError('target_unclipped_quantile must be in [0, 1], got '
                      f'{quantile}')
-  learning_rate = _nonnegative(learning_rate, 'learning_rate')
+  learning_rate = dp_budget.nonnegative(learning_rate, 'learning_rate')
   scale = _noise_scale(clients, noise_cohort_size)
   cohort = clients / scale
-  value_z, count_stddev = adaptive_noise_multipliers(z, cohort,
+  value_z, count_stddev = dp_budget.adaptive_noise_multipliers(z, cohort,
                                                      clipped_count_stddev)
   if seed is None:
     query = tfp.NormalizedQuery(tfp.QuantileAdaptiveClipSumQuery(
@@ -316,35 +319,6 @@ def gaussian_adaptive(
             count_stddev * scale, clients),
         denominator=clients), seed)
   return _factory(query, zeroing, record_aggregation_factory)
-
-
-def adaptive_noise_multipliers(
-    noise_multiplier: float, clients_per_round: float,
-    clipped_count_stddev: float | None = None) -> tuple[float, float]:
-  """TFF's split for adaptive clipping: (z_v, σ_b) with σ_b = 0.05·K unless
-  given and 1/z_v² + 1/(2σ_b)² = 1/z²; (0, 0) for z = 0. The same
-  arithmetic as `simulation.accounting.adaptive_noise_multipliers`, which the
-  accountant uses and which may not import this module (TensorFlow).
-
-  Raises:
-    ValueError: z ≥ 2σ_b, as TFF raises.
-  """
-  z = _nonnegative(noise_multiplier, 'noise_multiplier')
-  clients = _positive(clients_per_round, 'clients_per_round')
-  if clipped_count_stddev is not None:
-    clipped_count_stddev = _nonnegative(clipped_count_stddev,
-                                        'clipped_count_stddev')
-  if z == 0:
-    return 0.0, (0.0 if clipped_count_stddev is None
-                 else clipped_count_stddev)
-  if clipped_count_stddev is None:
-    clipped_count_stddev = CLIPPED_COUNT_STDDEV_PER_CLIENT * clients
-  if z >= 2 * clipped_count_stddev:
-    raise ValueError(
-        f'noise_multiplier {z} needs clipped_count_stddev > {z / 2} '
-        '(TFF refuses this too): raise clipped_count_stddev or the cohort, '
-        'or lower noise_multiplier')
-  return (z**-2 - (2 * clipped_count_stddev)**-2)**-0.5, clipped_count_stddev
 
 
 def _factory(query, zeroing, record_aggregation_factory):
@@ -365,7 +339,7 @@ def _noise_scale(clients, noise_cohort_size):
   """K/M: the share of the noise cohort's noise the K clients' sum gets."""
   if noise_cohort_size is None:
     return 1.0
-  cohort = _positive(noise_cohort_size, 'noise_cohort_size')
+  cohort = dp_budget.positive(noise_cohort_size, 'noise_cohort_size')
   if cohort < clients:
     raise ValueError(f'noise_cohort_size {cohort} < clients_per_round '
                      f'{clients}: the noise would be below that of the '
@@ -379,26 +353,3 @@ def _seed(seed):
   if not 0 <= seed <= _MAX_SEED:
     raise ValueError(f'seed must be in [0, 2**63), got {seed}')
   return int(seed)
-
-
-def _real(value, name):
-  if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    raise TypeError(f'{name} must be a number, got {value!r}')
-  value = float(value)
-  if not math.isfinite(value):
-    raise ValueError(f'{name} must be finite, got {value}')
-  return value
-
-
-def _nonnegative(value, name):
-  value = _real(value, name)
-  if value < 0:
-    raise ValueError(f'{name} must be >= 0, got {value}')
-  return value
-
-
-def _positive(value, name):
-  value = _real(value, name)
-  if value <= 0:
-    raise ValueError(f'{name} must be > 0, got {value}')
-  return value

@@ -101,6 +101,8 @@ import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
 
+from tff_algos import dp_budget
+
 UNIFORM, POISSON, PROPORTIONAL = 'uniform', 'poisson', 'proportional'
 SAMPLINGS = (UNIFORM, POISSON, PROPORTIONAL)
 RDP, PLD = 'rdp', 'pld'
@@ -109,15 +111,15 @@ REPLACE_ONE, ADD_OR_REMOVE_ONE = 'replace-one', 'add-or-remove-one'
 
 # The neighbouring relation each scheme's guarantee holds for (None: none
 # is certified), as config.json and the docs state it.
+# TFF's split of adaptive clipping's noise (tests and callers use it here).
+adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
+
 ADJACENCY = {UNIFORM: REPLACE_ONE, POISSON: ADD_OR_REMOVE_ONE,
              PROPORTIONAL: None}
 _RELATION = {REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
              ADD_OR_REMOVE_ONE:
              dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE}
 
-# TFF's default stddev of the clipped-count noise, per expected client
-# (`DifferentiallyPrivateFactory.gaussian_adaptive`: 0.05·clients_per_round).
-CLIPPED_COUNT_STDDEV_PER_CLIENT = 0.05
 # dp_accounting's PLD accountant uses 1e-4. 1e-3 changes ε by under 0.05%
 # here (q = 0.01 and 0.1, z = 1, T = 1000) and composes about three times
 # faster. The discretization is pessimistic, so any interval gives an upper
@@ -134,39 +136,6 @@ def adjacency(sampling: str) -> str | None:
   which `sampling`'s ε holds; None for 'proportional' (nothing certified)."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   return ADJACENCY[sampling]
-
-
-def adaptive_noise_multipliers(
-    noise_multiplier: float, clients_per_round: float,
-    clipped_count_stddev: float | None = None) -> tuple[float, float]:
-  """TFF's split of adaptive clipping's budget: (value noise multiplier z_v,
-  clipped-count stddev σ_b), as `gaussian_adaptive(noise_multiplier,
-  clients_per_round, clipped_count_stddev=...)` computes them.
-
-  σ_b defaults to 0.05·clients_per_round; z_v = (z⁻² − (2σ_b)⁻²)^(−1/2), so
-  that 1/z_v² + 1/(2σ_b)² = 1/z². z = 0 gives (0, 0) (TFF: no noise).
-
-  Raises:
-    ValueError: z ≥ 2σ_b (TFF refuses it: the count alone would need more
-      than the whole budget), or a negative or non-finite argument.
-  """
-  z = _nonnegative(noise_multiplier, 'noise_multiplier')
-  clients = _positive(clients_per_round, 'clients_per_round')
-  if clipped_count_stddev is not None:
-    clipped_count_stddev = _nonnegative(clipped_count_stddev,
-                                        'clipped_count_stddev')
-  if z == 0:
-    return 0.0, (0.0 if clipped_count_stddev is None
-                 else clipped_count_stddev)
-  if clipped_count_stddev is None:
-    clipped_count_stddev = CLIPPED_COUNT_STDDEV_PER_CLIENT * clients
-  if z >= 2 * clipped_count_stddev:
-    raise ValueError(
-        f'noise_multiplier {z} needs clipped_count_stddev > {z / 2} '
-        f'(adaptive clipping spends 1/(2·{clipped_count_stddev})² of the '
-        'budget 1/z² on the clipped count; TFF refuses this too): raise '
-        'clipped_count_stddev or the cohort, or lower noise_multiplier')
-  return (z**-2 - (2 * clipped_count_stddev)**-2)**-0.5, clipped_count_stddev
 
 
 def round_event(
@@ -190,7 +159,7 @@ def round_event(
     UncertifiedSamplingError: sampling 'proportional'.
     ValueError: an argument out of its range.
   """
-  z = _nonnegative(noise_multiplier, 'noise_multiplier')
+  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _refuse_uncertified(sampling)
   cohort, population = _cohort_and_population(
@@ -199,7 +168,7 @@ def round_event(
   if z == 0:  # TFF adds no noise at all then (adaptive clipping included).
     return dp_accounting.NonPrivateDpEvent()
   if adaptive_clipping:
-    value_z, count_stddev = adaptive_noise_multipliers(
+    value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
         z, cohort, clipped_count_stddev)
     multipliers = [value_z, 2 * count_stddev]
   else:
@@ -328,7 +297,7 @@ def _setup(noise_multiplier, delta, *, num_clients, clients_per_round,
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _check_choice(accountant, ACCOUNTANTS, 'accountant')
   delta = _probability(delta)
-  _nonnegative(noise_multiplier, 'noise_multiplier')
+  dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   _refuse_uncertified(sampling)
   if accountant == PLD and sampling == UNIFORM:
     raise ValueError(
@@ -345,7 +314,7 @@ def _setup(noise_multiplier, delta, *, num_clients, clients_per_round,
     orders = [float(o) for o in orders]
     if not orders or any(not math.isfinite(o) or o <= 1 for o in orders):
       raise ValueError(f'orders must be finite and > 1, got {orders}')
-  interval = _positive(value_discretization_interval,
+  interval = dp_budget.positive(value_discretization_interval,
                        'value_discretization_interval')
   return event, _RELATION[ADJACENCY[sampling]], accountant, dict(
       orders=orders, value_discretization_interval=interval)
@@ -407,29 +376,6 @@ def _check_choice(value, choices, name):
   if value not in choices:
     raise ValueError(f'{name} must be one of {", ".join(choices)}; '
                      f'got {value!r}')
-
-
-def _real(value, name):
-  if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    raise ValueError(f'{name} must be a number, got {value!r}')
-  value = float(value)
-  if not math.isfinite(value):
-    raise ValueError(f'{name} must be finite, got {value}')
-  return value
-
-
-def _nonnegative(value, name):
-  value = _real(value, name)
-  if value < 0:
-    raise ValueError(f'{name} must be >= 0, got {value}')
-  return value
-
-
-def _positive(value, name):
-  value = _real(value, name)
-  if value <= 0:
-    raise ValueError(f'{name} must be > 0, got {value}')
-  return value
 
 
 def _probability(delta):

@@ -42,6 +42,10 @@ def test_a_dp_run_reports_the_epsilon_of_its_sampling_each_round(tmp_path):
   assert [float(r['epsilon']) for r in rows] == [0.0, *expected]
   summary = json.loads((tmp_path / 'dp' / 'summary.json').read_text())
   assert summary['final_epsilon'] == expected[-1]
+  table_row = results.summarize(tmp_path / 'dp')  # A sweep summary's row.
+  assert table_row['final_epsilon'] == expected[-1]
+  assert table_row['final_client_test_accuracy_p50'] == summary[
+      'final_client_test_accuracy_p50']
   assert (summary['dp_adjacency'], summary['dp_accountant']) == (
       'add-or-remove-one', 'rdp')
   _, uniform = _rows(tmp_path, 'uniform', **DP)  # Replace-one: larger ε.

@@ -97,10 +97,11 @@ def _text(key, value):
     return f'{key}={value}'
 
 
-def describe(groups):
+def describe(groups, seeds='mean'):
   """(title, [label per group]) of `groups` ([run folders] each): a label
   names the group's algorithm and the settings in which the groups
-  differ; the title, the settings they all share."""
+  differ, and how its seeds are combined (`seeds`: 'mean' or 'pooled');
+  the title, the settings they all share."""
   described = [_settings(dirs[0]) for dirs in groups]
   keys = [k for k, _ in _SHOWN]
   if not any(v.get('straggler_fraction') for _, v in described):
@@ -111,8 +112,9 @@ def describe(groups):
     parts = [_text(k, values.get(k)) for k in differ
              if values.get(k) is not None]
     label = ', '.join([_legend(config, dirs[0])] + parts)
-    labels.append(f'{label} (mean of {len(dirs)})' if len(dirs) > 1 else
-                  label)
+    combined = (f'mean of {len(dirs)}' if seeds == 'mean' else
+                f'{len(dirs)} seeds pooled')
+    labels.append(f'{label} ({combined})' if len(dirs) > 1 else label)
   if len(set(labels)) < len(labels):  # Alike but their code: say which.
     labels = [f'{l} [code {results.code_id(d[0]) or "unrecorded"}]'
               for l, d in zip(labels, groups)]
@@ -159,7 +161,7 @@ def plot_client_accuracy(groups, out, title=None, labels=None):
   the model serves at most so well. ValueError for a run without that
   file (a model whose accuracy is not per client)."""
   if labels is None or title is None:
-    shared, described = describe(groups)
+    shared, described = describe(groups, seeds='pooled')
     labels, title = labels or described, shared if title is None else title
   figure, axes = _pyplot().subplots(figsize=(5.5, 4))
   for label_text, run_dirs in zip(labels, groups):

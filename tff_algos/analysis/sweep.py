@@ -50,6 +50,12 @@ SUMMARY_COLUMNS = {
     'updates_to_target': 'a centralized run\'s minibatch updates to the '
                          'target (rounds × updates per round; each a round '
                          'of communication if federated: FedAvg Table 3)',
+    'final_epsilon': 'a DP run\'s ε after the last round, at its δ',
+    'final_client_test_accuracy_p10': '10th percentile of the clients\' '
+                                      'own test accuracy after the last '
+                                      'round (unweighted)',
+    'final_client_test_accuracy_p50': 'their median',
+    'final_client_test_accuracy_min': 'the worst client\'s',
     'speedup': 'rounds to target of the first variant with the same swept '
                'values / this one',
     'code': 'the run\'s code, computation and data (config.json\'s '
@@ -60,7 +66,10 @@ SUMMARY_COLUMNS = {
 # reached it.
 SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
                 'last_half_test_accuracy', 'final_train_loss',
-                'rounds_to_target')
+                'rounds_to_target', 'final_epsilon',
+                'final_client_test_accuracy_p10',
+                'final_client_test_accuracy_p50',
+                'final_client_test_accuracy_min')
 METRICS_PLOTTED = ('train_loss', 'test_accuracy')
 
 

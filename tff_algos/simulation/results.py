@@ -229,6 +229,12 @@ def updates_per_round(epochs, batch_size, examples_per_client):
   return epochs * examples_per_client / batch_size
 
 
+# Columns some runs record (DP runs ε; models with a per-client accuracy
+# its spread), shown by their last value where they are.
+FINAL_WHEN_RECORDED = ('epsilon', 'client_test_accuracy_p10',
+                       'client_test_accuracy_p50', 'client_test_accuracy_min')
+
+
 def summarize(run_dir, target_accuracy=None, examples_per_client=None,
               rows=None):
   """The numbers a results table shows for one run (a dict).
@@ -258,6 +264,10 @@ def summarize(run_dir, target_accuracy=None, examples_per_client=None,
   elif examples_per_client and config:
     result['updates_per_round'] = updates_per_round(  # FedAvg's u.
         config['epochs'], config['batch_size'], examples_per_client)
+  for column in FINAL_WHEN_RECORDED:
+    _, values = series(rows, column)
+    if values:
+      result[f'final_{column}'] = values[-1]
   if target_accuracy is not None:
     result['target_accuracy'] = target_accuracy
     result['rounds_to_target'] = rounds_to_target(rounds, accuracy,

@@ -8,6 +8,8 @@ import pytest
 
 import helpers
 import tasks
+from tff_algos.simulation import client_inputs
+from tff_algos.simulation import sampling
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
@@ -30,9 +32,27 @@ def test_a_round_is_fedavg_on_one_client_holding_all_the_data():
       client_lr=0.05, hparams={'updates_per_round': n // batch})
   fedavg = trainer.train(None, one, algo='fedavg', rounds=2,
                          clients_per_round=1, epochs=1, batch_size=batch,
-                         client_lr=0.05)
+                         client_lr=0.05, client_weighting='uniform')
   assert helpers.max_abs_diff(centralized.weights, fedavg.weights) == 0
   assert [r['local_steps'] for r in centralized.rows[1:]] == [n // batch] * 2
+
+
+def test_a_block_is_sent_only_the_examples_it_reads():
+  """The pooled client's input holds the block's examples in its order
+  (CIFAR-10 pooled would exceed TFF's 100 MB limit on a dataset), and its
+  minibatches are those of the whole pooled data under the schedule."""
+  n, steps, batch = 1000, 7, 10
+  data = collections.OrderedDict(x=np.arange(n * 3, dtype=np.float32)
+                                 .reshape(n, 3), y=np.arange(n) % 5)
+  sampler = sampling.ClientSampler(1, 1, 1, seed=3, steps_per_round=steps)
+  plans = sampler.participants(2, sampling.StragglerPolicy.DROP)
+  (element,), = client_inputs.round_inputs(sampler, plans, [data], 2, batch)
+  order, ends = sampler.minibatch_schedule(2, 0, n, 1, batch)
+  assert len(element['data']['y']) == steps * batch
+  np.testing.assert_array_equal(element['data']['x'], data['x'][order])
+  np.testing.assert_array_equal(element['example_order'],
+                                np.arange(steps * batch))
+  np.testing.assert_array_equal(element['batch_ends'], ends)
 
 
 def test_its_summary_states_the_updates_to_the_target(tmp_path):

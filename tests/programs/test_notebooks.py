@@ -111,8 +111,8 @@ def test_the_worker_check_counts_only_workers_of_the_tagged_process(
 def test_a_kernel_that_never_stops_the_runtime_ends_quietly(capfd):
   """runtime.stop() is optional: a kernel whose notebook starts the runtime,
   trains and never stops it shuts down without a word on its streams (its
-  manager's SIGTERM, sent when a kernel is slow to exit, used to meet a
-  handler of ours that unwound mid-shutdown)."""
+  manager's SIGTERM, sent when a kernel is slow to exit, must not meet a
+  handler of ours that unwinds mid-shutdown)."""
   nb = nbformat.v4.new_notebook()
   nb.cells = [nbformat.v4.new_code_cell(
       'import tasks\n'

@@ -143,6 +143,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
       if len(calls) > 4:
         metrics['loss'] = math.nan
       return metrics
+    patched.per_client_accuracy = False  # Only the pooled metrics patched.
     return patched
 
   monkeypatch.setattr(trainer.evaluation, 'build_evaluation',
@@ -175,6 +176,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
       if len(calls) == 5:
         loop_lib.request_stop(signal.SIGTERM)  # Its raise "swallowed".
       return evaluate(weights, arrays)
+    patched.per_client_accuracy = False  # Only the pooled metrics patched.
     return patched
 
   monkeypatch.setattr(trainer.evaluation, 'build_evaluation',

@@ -10,7 +10,9 @@ algorithms, a "round" is a block of `updates_per_round` minibatch updates
 in the federated setting, so the summary also states the updates to the
 target (rounds × updates_per_round), which is what Table 3 compares. As a
 process it is FedAvg on the one pooled client (its update the whole
-block's, the server's step of 1 taking it as it is).
+block's, the server's step of 1 taking it as it is: weight 1, so the mean
+of one update is that update exactly). The client is sent only the
+examples its block reads.
 """
 
 from tff_algos.algorithms import core
@@ -35,7 +37,7 @@ ALGORITHM = registry.register(registry.Algorithm(
         'client_lr']),
     hparams=dict(updates_per_round=100),
     fixed=dict(epochs=1, server_lr=1.0, straggler_policy='drop',
-               client_weighting='num_examples', mu=0.0),
+               client_weighting='uniform', mu=0.0),
     describe=lambda settings: (
         f'SGD (centralized), {settings.hparams["updates_per_round"]:g} '
         'updates a round'),

@@ -9,6 +9,7 @@ algorithms, for equivalence tests and benchmarks.
 
 import collections
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -32,6 +33,12 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
     order, ends = sampler.minibatch_schedule(
         round_num, plan.client, len(next(iter(data.values()))), plan.epochs,
         batch_size)
+    if sampler.steps_per_round is not None:
+      # A block of steps reads a fraction of the (pooled) data: only that is
+      # sent. The whole pooled dataset could not be: TFF refuses to
+      # serialize a dataset over 100 MB (CIFAR-10's is 154 MB).
+      data = collections.OrderedDict((k, v[order]) for k, v in data.items())
+      order = np.arange(len(order), dtype=np.int32)
     inputs.append([collections.OrderedDict(
         data=data, example_order=order, batch_ends=ends)])
   return inputs

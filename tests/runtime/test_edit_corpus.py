@@ -6,9 +6,9 @@ than the run before the edit (the edit mattered).
 The edits reach the model through everything a cache key made of
 fingerprints of our own code could miss: the --import'ed file, modules it
 imports one and two levels deep, a config file the model function reads,
-an environment variable read at import, Keras's global settings, a
-kernel (this process) in which a cell redefines the model function, and a
-monkeypatched package function. The command-line cases run the real
+an environment variable read at import, Keras's global settings (the
+mixed-precision policy, floatx), a kernel (this process) in which a cell
+redefines the model function, and a monkeypatched package function. The command-line cases run the real
 command in subprocesses; the in-process ones use the package's run as a
 notebook does.
 """
@@ -113,6 +113,19 @@ def _replace(name, old, new):
   return edit
 
 
+def _keras_global(setting):
+  """An edit: the user's module sets a Keras global after its imports (in
+  place of one an earlier edit set)."""
+  def edit(folder, env):
+    path = folder / 'my_task.py'
+    text = ''.join(line for line in path.read_text().splitlines(True)
+                   if not line.startswith('tf.keras.'))
+    path.write_text(text.replace('import tasks\n',
+                                 f'import tasks\n{setting}\n'))
+    return env
+  return edit
+
+
 def _environment(name, value):
   def edit(folder, env):
     del folder
@@ -136,9 +149,11 @@ COMMAND_LINE_EDITS = {
         'model.json', '"depth": 1', '"depth": 2'),
     'an environment variable read at import': _environment(
         'MY_TASK_EXTRA_WIDTH', '4'),
-    'Keras\'s floatx, set by the user\'s module': _replace(
-        'my_task.py', 'import tasks\n',
-        'import tasks\ntf.keras.backend.set_floatx("float64")\n'),
+    'Keras\'s mixed-precision policy, set by the user\'s module': (
+        _keras_global('tf.keras.mixed_precision.set_global_policy('
+                      '"mixed_bfloat16")')),
+    'Keras\'s floatx, set by the user\'s module': _keras_global(
+        'tf.keras.backend.set_floatx("float64")'),
 }
 
 

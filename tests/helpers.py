@@ -20,6 +20,14 @@ def task_and_arrays(name='synthetic_1_1'):
   return task, tasks.client_arrays(task.train)
 
 
+def client_datasets(count, batch_size=10):
+  """The first `count` clients' training data of the default task, as
+  batched tf.data datasets (a production build's input)."""
+  task = task_and_arrays()[0]
+  return [task.train.create_tf_dataset_for_client(c).batch(batch_size)
+          for c in task.train.client_ids[:count]]
+
+
 def quick_config(**overrides):
   """A short run: 3 rounds, K=5, E=2 (settings tests override)."""
   values = dict(rounds=3, clients_per_round=5, epochs=2, batch_size=10,

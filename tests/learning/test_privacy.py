@@ -31,9 +31,7 @@ def _model_fn():
 
 
 def _client_data():
-  task = helpers.task_and_arrays()[0]
-  return [task.train.create_tf_dataset_for_client(c).batch(10)
-          for c in task.train.client_ids[:CLIENTS]]
+  return helpers.client_datasets(CLIENTS)
 
 
 def _build(aggregator, algorithm='fedprox'):

@@ -157,20 +157,18 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
   weights, for_each_batch) -> (update, steps, n_k)`.
 
   `for_each_batch(fn, carry) -> (carry, n_k)` folds `fn(batch, carry)` over
-  the client's batches: a `DatasetInput`'s for its epochs, a scheduled
-  input's as `scheduled_batches` gives them. n_k is the client's number of
-  local examples, counted once, whatever work it did.
-
-  `hparams` (e.g. μ, the client learning rate) are the state: kept at the
-  server, broadcast each round, exposed by get/set_hparams, so they change
-  between rounds without a new process.
+  the client's batches (a `DatasetInput`'s for its epochs, a scheduled
+  input's as `scheduled_batches` gives them); n_k, the client's number of
+  local examples, is counted once, whatever work it did. `hparams` (e.g.
+  μ, the client learning rate) are the state: kept at the server,
+  broadcast each round, exposed by get/set_hparams, so they change between
+  rounds without a new process.
 
   The update leaves the client only as the process's result (for the model
-  aggregator); all else goes through `metrics_aggregator` (default
+  aggregator); all else, summed by `metrics_aggregator` (default
   `tff.learning.metrics.sum_then_finalize`): its model's metrics (`train`),
   local steps, 1 (`participants`) and with `report_update_squared_norm`
-  ‖u_k‖² (`update_squared_norm`), summed.
-  """
+  ‖u_k‖² (`update_squared_norm`)."""
   model_fn = model_ops.variable_model_fn(model_fn)
   weighting = client_weighting(weighting)
   aggregator = metrics_aggregator or tff.learning.metrics.sum_then_finalize

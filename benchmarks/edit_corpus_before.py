@@ -83,11 +83,16 @@ class _File(str):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--checkout', action='append', required=True)
+  parser.add_argument('--only', action='append', default=[],
+                      help='run the edits whose name contains this '
+                      '(repeatable; default: all)')
   args = parser.parse_args()
+  edits = [edit for edit in corpus.COMMAND_LINE_EDITS
+           if not args.only or any(part in edit for part in args.only)]
   table = {}
   for checkout in args.checkout:
     cache = tempfile.mkdtemp(prefix='edit_corpus_cache_')
-    for edit in corpus.COMMAND_LINE_EDITS:
+    for edit in edits:
       work = tempfile.mkdtemp(prefix='edit_corpus_')
       try:
         table.setdefault(edit, []).append(_case(checkout, edit, work, cache))

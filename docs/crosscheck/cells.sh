@@ -23,9 +23,11 @@ $REF mnist --split=iid $B10 $T1 --clients_per_round=50 --lr=0.215 --cell="$(cell
 $REF mnist --split=iid $B10 $T1 --clients_per_round=100 --lr=0.215 --cell="$(cell 'IID, B=10, C=1.0')"
 $REF mnist --split=noniid $B10 $T1 --clients_per_round=10 --lr=0.215 --cell="$(cell 'non-IID, B=10, C=0.1')"
 $REF mnist --split=iid $BINF $T1 --clients_per_round=10 --lr=0.464 --cell="$(cell 'IID, B=∞, C=0.1')"
-# Cells run in this session (issue 23), at the η their grid chose:
+# Cells run on 2026-11-24, at the η their grid chose:
 $REF mnist --split=noniid $B10 $T1 --clients_per_round=1 --lr=0.1 --cell="$(cell 'non-IID, B=10, C=0')"
 $REF mnist --split=iid $BINF $T1 --clients_per_round=1 --lr=1 --cell="$(cell 'IID, B=∞, C=0')"
+# Run on 2026-11-26, at the η the grid chose:
+$REF mnist --split=noniid $BINF $T1 --clients_per_round=1 --lr=0.215 --cell="$(cell 'non-IID, B=∞, C=0')"
 
 # FedProx Figure 1, Synthetic(1,1), 90% stragglers: our generated dataset
 # (data seed 0, exported by our generator; the training is the reference's).

@@ -54,7 +54,7 @@ CONTEXT = {
     **{f'{role}_lr_decay{suffix}': [f'--{role}_lr_schedule=step']
        for role in ('client', 'server') for suffix in ('', '_every')},
     'num_clients': ['--task=shakespeare'],  # A task with that option.
-    'lam': ['--algo=fedisgd'],  # FedISGD's server step size.
+    'lam': ['--algo=fedisgd'],  # FedISGD's λ: its algorithm's own flag.
     'dp_noise_multiplier': ['--aggregator=dp', '--dp_clip=1'],
     'dp_target_quantile': ['--aggregator=dp', '--dp_noise_multiplier=0.1'],
     **{name: ['--aggregator=dp', '--dp_noise_multiplier=0.5', '--dp_clip=1']

@@ -8,9 +8,9 @@ fingerprints of our own code could miss: the --import'ed file, modules it
 imports one and two levels deep, a config file the model function reads,
 an environment variable read at import, Keras's global settings (the
 mixed-precision policy, floatx), a kernel (this process) in which a cell
-redefines the model function, and a monkeypatched package function. The command-line cases run the real
-command in subprocesses; the in-process ones use the package's run as a
-notebook does.
+redefines the model function, and a monkeypatched package function. The
+command-line cases run the real command in subprocesses; the in-process
+ones use the package's run as a notebook does.
 """
 
 import dataclasses

@@ -16,13 +16,14 @@ wrote. Bad input: one line on stderr, exit code 2, nothing written. Runs no
 TFF computation, so it starts no TFF worker.
 """
 
-import csv
 import os
 import sys
 import tempfile
 import time
 
 from tff_algos import cli
+from tff_algos.simulation import results
+from tff_algos.simulation import run_dir
 
 PROGRAM = 'python -m tff_algos.interpolate'
 TASK = 'mnist_iid_2nn'  # Its model is the paper's 2NN; its 100 IID clients
@@ -62,19 +63,13 @@ def _usage():
 
 def _check_output(path, flag):
   """UsageError unless `path` can be written as a file: not a folder, and
-  its folder exists or can be made (its nearest existing ancestor is a
-  folder this process can write in)."""
+  its folder exists or can be made (`run_dir.check_usable`'s rule)."""
   if os.path.isdir(path):
     raise cli.UsageError(f'{flag}={path} is a folder; give a file name')
-  existing = os.path.dirname(os.path.abspath(path))
-  while not os.path.lexists(existing):
-    existing = os.path.dirname(existing)
-  if not os.path.isdir(existing):
-    raise cli.UsageError(f'{flag}={path}: {existing} is a file, not a '
-                         'folder')
-  if not os.access(existing, os.W_OK | os.X_OK):
-    raise cli.UsageError(f'{flag}={path}: cannot write in {existing} '
-                         '(permission denied)')
+  try:
+    run_dir.check_usable(os.path.dirname(os.path.abspath(path)), flag)
+  except run_dir.OutputDirError as e:
+    raise cli.UsageError(str(e)) from None
 
 
 def _arguments(argv):
@@ -135,13 +130,14 @@ def _umask():
 
 def write_csv(path, curves):
   """case, theta, loss: one row per evaluated θ of each case."""
+  rows = [dict(case=case, theta=repr(float(theta)), loss=repr(float(loss)))
+          for case, curve in curves.items()
+          for theta, loss in zip(curve.thetas, curve.losses)]
+  text = results.csv_text(('case', 'theta', 'loss'), rows)
+
   def write(temporary):
     with open(temporary, 'w', newline='') as f:
-      writer = csv.writer(f)
-      writer.writerow(['case', 'theta', 'loss'])
-      for case, curve in curves.items():
-        for theta, loss in zip(curve.thetas, curve.losses):
-          writer.writerow([case, repr(float(theta)), repr(float(loss))])
+      f.write(text)
   _write_atomically(path, write)
 
 

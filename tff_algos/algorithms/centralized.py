@@ -15,15 +15,8 @@ of one update is that update exactly). The client is sent only the
 examples its block reads.
 """
 
-from tff_algos.algorithms import core
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import registry
-
-
-def _build(model_fn, settings, client_input):
-  return fedavg.build_fed_avg(model_fn,
-                              **core.arguments(settings, client_input))
-
 
 ALGORITHM = registry.register(registry.Algorithm(
     name='centralized',
@@ -31,7 +24,7 @@ ALGORITHM = registry.register(registry.Algorithm(
     summary='minibatch SGD on all clients\' data pooled (B = 100), a round '
             'a block of --hparam=updates_per_round updates: the baseline',
     paper='McMahan et al., AISTATS 2017, §3 (Table 3, Figure 9)',
-    build=_build,
+    build=fedavg.ALGORITHM.build,  # FedAvg's process on the pooled client.
     uses=('batch_size', 'client_lr'),
     defaults=dict(batch_size=100, client_lr=registry.LOCAL_SGD_DEFAULTS[
         'client_lr']),

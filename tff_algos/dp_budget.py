@@ -1,7 +1,8 @@
-"""The noise budget of TFF's adaptive clipping, and the argument checks it
-shares: no TensorFlow, so that the DP aggregator (`learning.privacy`) and
-the accountant (`simulation.accounting`, which imports no TensorFlow)
-split z one way.
+"""The noise budget of TFF's adaptive clipping, the argument checks it
+shares, and which neighbouring datasets each sampling scheme's ε is for:
+no TensorFlow (nor dp_accounting), so that the DP aggregator
+(`learning.privacy`), the accountant (`simulation.accounting`) and the
+run's settings (`simulation.config`) agree on them.
 """
 
 import math
@@ -10,6 +11,12 @@ import numbers
 # TFF's default stddev of the clipped-count noise, per expected client
 # (`DifferentiallyPrivateFactory.gaussian_adaptive`: 0.05·clients_per_round).
 CLIPPED_COUNT_STDDEV_PER_CLIENT = 0.05
+
+# The neighbouring relation each client-sampling scheme's guarantee holds
+# for (None: none is certified), as config.json and the docs state it.
+REPLACE_ONE, ADD_OR_REMOVE_ONE = 'replace-one', 'add-or-remove-one'
+ADJACENCY = {'uniform': REPLACE_ONE, 'poisson': ADD_OR_REMOVE_ONE,
+             'proportional': None}
 
 
 def adaptive_noise_multipliers(

@@ -107,15 +107,12 @@ UNIFORM, POISSON, PROPORTIONAL = 'uniform', 'poisson', 'proportional'
 SAMPLINGS = (UNIFORM, POISSON, PROPORTIONAL)
 RDP, PLD = 'rdp', 'pld'
 ACCOUNTANTS = (RDP, PLD)
-REPLACE_ONE, ADD_OR_REMOVE_ONE = 'replace-one', 'add-or-remove-one'
-
-# The neighbouring relation each scheme's guarantee holds for (None: none
-# is certified), as config.json and the docs state it.
+REPLACE_ONE, ADD_OR_REMOVE_ONE = dp_budget.REPLACE_ONE, (
+    dp_budget.ADD_OR_REMOVE_ONE)
+ADJACENCY = dp_budget.ADJACENCY  # By sampling scheme; None: no guarantee.
 # TFF's split of adaptive clipping's noise (tests and callers use it here).
 adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
 
-ADJACENCY = {UNIFORM: REPLACE_ONE, POISSON: ADD_OR_REMOVE_ONE,
-             PROPORTIONAL: None}
 _RELATION = {REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
              ADD_OR_REMOVE_ONE:
              dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE}

@@ -22,9 +22,11 @@ from typing import Any
 
 from tasks import partitions
 from tasks.validate import FLOAT32_MAX  # Rates and weights run in float32.
+from tff_algos import dp_budget
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
+from tff_algos.simulation.sampling import SamplingScheme
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
@@ -353,7 +355,7 @@ def _pooled(c: Config) -> Config:
 
 _DP_FLAGS = ('dp_noise_multiplier', 'dp_clip', 'dp_target_quantile',
              'dp_noise_cohort', 'dp_delta', 'dp_accountant')
-SAMPLING = ('uniform', 'poisson', 'proportional')
+SAMPLING = tuple(scheme.value for scheme in SamplingScheme)
 
 
 def _privacy(c: Config, num_clients) -> dict:
@@ -417,12 +419,7 @@ def _privacy(c: Config, num_clients) -> dict:
                                   else quantile),
               dp_noise_cohort=c.dp_noise_cohort, dp_delta=delta,
               dp_accountant=accountant,
-              dp_adjacency=_ADJACENCY[c.client_sampling])
-
-
-# The neighbouring datasets each sampling's ε is for (simulation.accounting).
-_ADJACENCY = {'uniform': 'replace-one', 'poisson': 'add-or-remove-one',
-              'proportional': None}
+              dp_adjacency=dp_budget.ADJACENCY[c.client_sampling])
 
 
 def _aggregator(c: Config):

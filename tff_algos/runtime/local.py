@@ -53,6 +53,7 @@ from tff_algos.runtime import prestart
 from tff_algos.runtime import stubs
 from tff_algos.runtime import parse_workers
 from tff_algos.runtime import tracing
+from tff_algos.runtime import type_memo
 from tff_algos.runtime import WorkerError
 
 # A local call may take DEADLINE_FACTOR × the longest call so far, and at
@@ -243,6 +244,7 @@ def program_context():
 
 
 tracing.install()  # Before anything is traced.
+type_memo.install()
 _worker = _Worker()
 # Installed at import, so TFF's own default context (whose never-started
 # service manager logs an error when collected at interpreter exit) is

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import tensorflow as tf
 
 import tasks
 from tff_algos import learning
@@ -22,10 +23,17 @@ def task_and_arrays(name='synthetic_1_1'):
 
 def client_datasets(count, batch_size=10):
   """The first `count` clients' training data of the default task, as
-  batched tf.data datasets (a production build's input)."""
+  batched tf.data datasets (a production build's input). Without tf.data's
+  static optimizations and autotuning, which the worker otherwise runs each
+  time it iterates one (they cannot speed up in-memory data and do not
+  change what a dataset yields): test_privacy.py took 84 s instead of
+  102 s."""
   task = task_and_arrays()[0]
+  options = tf.data.Options()
+  options.experimental_optimization.apply_default_optimizations = False
+  options.autotune.enabled = False
   return [task.train.create_tf_dataset_for_client(c).batch(batch_size)
-          for c in task.train.client_ids[:count]]
+          .with_options(options) for c in task.train.client_ids[:count]]
 
 
 def quick_config(**overrides):

@@ -18,6 +18,17 @@ NOTEBOOK_DIR = REPO / 'notebooks'
 NOTEBOOKS = ('01_compose_fedprox', '02_stragglers', '03_real_task')
 WORKER = 'worker_binary'
 TAG = 'TFF_ALGOS_TEST_KERNEL'  # Set in the kernel's environment only.
+# The settings line of each notebook and what the test runs instead (as
+# papermill's parameters would): every cell runs, with fewer rounds and
+# epochs, so the notebooks' work is a fraction of a user's.
+SMALLER = {
+    '01_compose_fedprox': (
+        'SETTINGS = dict(rounds=15, clients_per_round=10, epochs=20,',
+        'SETTINGS = dict(rounds=3, clients_per_round=10, epochs=2,'),
+    '02_stragglers': ('ROUNDS, K, EPOCHS, BATCH, LR = 8, 10, 20, 10, 0.01',
+                      'ROUNDS, K, EPOCHS, BATCH, LR = 3, 10, 2, 10, 0.01'),
+    '03_real_task': ('ROUNDS = 10\n', 'ROUNDS = 3\n'),
+}
 
 
 def _kernel_workers(tag):
@@ -38,11 +49,23 @@ def _kernel_workers(tag):
   return found
 
 
+def _smaller(nb, name):
+  """`nb` with its settings line replaced by SMALLER's (which must find it
+  exactly once)."""
+  old, new = SMALLER[name]
+  cells = [c for c in nb.cells if c.cell_type == 'code' and old in c.source]
+  assert len(cells) == 1 and cells[0].source.count(old) == 1, (
+      f'{name}: its settings line changed; update SMALLER')
+  cells[0].source = cells[0].source.replace(old, new)
+  return nb
+
+
 def _execute(name, monkeypatch, tmp_path):
-  """Runs notebooks/<name>.ipynb in a fresh kernel (its temporary folder
-  in `tmp_path`, which must be left empty); returns it executed."""
+  """Runs notebooks/<name>.ipynb, with SMALLER's settings, in a fresh
+  kernel (its temporary folder in `tmp_path`, which must be left empty);
+  returns it executed."""
   path = NOTEBOOK_DIR / f'{name}.ipynb'
-  nb = nbformat.read(path, as_version=4)
+  nb = _smaller(nbformat.read(path, as_version=4), name)
   scratch = tmp_path / 'kernel_tmp'
   scratch.mkdir()
   monkeypatch.setenv('TMPDIR', str(scratch))

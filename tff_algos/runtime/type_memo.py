@@ -10,7 +10,8 @@ took 62 of their 232 profiled seconds. With the memo, those tests took
 pytest's time (2 processes, nothing else running; docs/PERFORMANCE.md).
 
 TFF's types are interned (`computation_types._Intern`: equal construction
-arguments give the very same object, and the pool is never emptied), so
+arguments give the very same object, and the pool is emptied only at
+exit), so
 the type a proto deserializes to is a function of the proto's bytes alone,
 and a memo keyed by those bytes returns the object TFF itself returns. TFF
 keeps the memo in the other direction (`type_serialization.

@@ -11,11 +11,10 @@ pytest's time (2 processes, nothing else running; docs/PERFORMANCE.md).
 
 TFF's types are interned (`computation_types._Intern`: equal construction
 arguments give the very same object, and the pool is emptied only at
-exit), so
-the type a proto deserializes to is a function of the proto's bytes alone,
-and a memo keyed by those bytes returns the object TFF itself returns. TFF
-keeps the memo in the other direction (`type_serialization.
-_type_serialization_cache`).
+exit), so the type a proto deserializes to is a function of the proto's
+bytes alone, and a memo keyed by those bytes returns the object TFF itself
+returns. TFF keeps the memo in the other direction
+(`type_serialization._type_serialization_cache`).
 """
 
 from tensorflow_federated.python.core.impl.types import type_serialization

@@ -17,10 +17,8 @@ $(STAMP): requirements.txt setup.py
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	# Everything but TFF, with jax/jaxlib at 0.4.13 (TFF's pin 0.4.14 is gone).
 	grep -v '^tensorflow-federated' requirements.txt > $(VENV)/requirements-no-tff.txt
-	# --no-compile: Python compiles a module on its first import instead (a
-	# run imports ~4,500 of the ~14,000 installed).
-	$(VENV)/bin/python -m pip install -q --no-compile -r $(VENV)/requirements-no-tff.txt
-	$(VENV)/bin/python -m pip install -q --no-compile --no-deps $$(grep '^tensorflow-federated' requirements.txt)
+	$(VENV)/bin/python -m pip install -q -r $(VENV)/requirements-no-tff.txt
+	$(VENV)/bin/python -m pip install -q --no-deps $$(grep '^tensorflow-federated' requirements.txt)
 	$(VENV)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -33,6 +33,7 @@ from scipy import stats
 
 from conftest import REPO
 from tff_algos.simulation import accounting as privacy
+from tff_algos.simulation.sampling import SamplingScheme
 
 INTEGER_ORDERS = list(range(2, 65)) + [128, 256]
 REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -497,3 +498,9 @@ def test_imports_no_tensorflow():
        'assert not loaded, loaded'],
       cwd=REPO, capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_adjacency_table_covers_every_sampling_scheme():
+  """The accountant's schemes (dp_budget's adjacency table) are the
+  sampler's, so no run's scheme lacks its neighbouring relation."""
+  assert set(privacy.SAMPLINGS) == {s.value for s in SamplingScheme}

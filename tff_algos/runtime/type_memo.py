@@ -17,6 +17,8 @@ returns. TFF keeps the memo in the other direction
 (`type_serialization._type_serialization_cache`).
 """
 
+import functools
+
 from tensorflow_federated.python.core.impl.types import type_serialization
 
 
@@ -28,6 +30,7 @@ def install() -> None:
     return
   memo = {}
 
+  @functools.wraps(original)  # Its docstring; `__wrapped__` is TFF's own.
   def deserialize_type(type_proto):
     try:
       key = type_proto.SerializeToString(deterministic=True)
@@ -39,8 +42,6 @@ def install() -> None:
     return found
 
   deserialize_type.memoized = True
-  deserialize_type.__doc__ = original.__doc__
-  deserialize_type.__wrapped__ = original
   type_serialization.deserialize_type = deserialize_type
 
 

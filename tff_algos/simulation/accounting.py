@@ -104,18 +104,16 @@ from dp_accounting import rdp
 from tff_algos import dp_budget
 
 UNIFORM, POISSON, PROPORTIONAL = 'uniform', 'poisson', 'proportional'
-SAMPLINGS = (UNIFORM, POISSON, PROPORTIONAL)
+SAMPLINGS = tuple(dp_budget.ADJACENCY)  # The schemes the table covers.
 RDP, PLD = 'rdp', 'pld'
 ACCOUNTANTS = (RDP, PLD)
-REPLACE_ONE, ADD_OR_REMOVE_ONE = dp_budget.REPLACE_ONE, (
-    dp_budget.ADD_OR_REMOVE_ONE)
-ADJACENCY = dp_budget.ADJACENCY  # By sampling scheme; None: no guarantee.
 # TFF's split of adaptive clipping's noise (tests and callers use it here).
 adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
 
-_RELATION = {REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
-             ADD_OR_REMOVE_ONE:
-             dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE}
+_RELATION = {
+    dp_budget.REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
+    dp_budget.ADD_OR_REMOVE_ONE:
+    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE}
 
 # dp_accounting's PLD accountant uses 1e-4. 1e-3 changes ε by under 0.05%
 # here (q = 0.01 and 0.1, z = 1, T = 1000) and composes about three times
@@ -132,7 +130,7 @@ def adjacency(sampling: str) -> str | None:
   """'replace-one' or 'add-or-remove-one': the neighbouring relation under
   which `sampling`'s ε holds; None for 'proportional' (nothing certified)."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
-  return ADJACENCY[sampling]
+  return dp_budget.ADJACENCY[sampling]
 
 
 def round_event(
@@ -313,7 +311,7 @@ def _setup(noise_multiplier, delta, *, num_clients, clients_per_round,
       raise ValueError(f'orders must be finite and > 1, got {orders}')
   interval = dp_budget.positive(value_discretization_interval,
                        'value_discretization_interval')
-  return event, _RELATION[ADJACENCY[sampling]], accountant, dict(
+  return event, _RELATION[dp_budget.ADJACENCY[sampling]], accountant, dict(
       orders=orders, value_discretization_interval=interval)
 
 

@@ -60,3 +60,41 @@ def shared_data():
   if not SHARED_DATA.is_dir():
     pytest.skip(f'needs the shared datasets at {SHARED_DATA}')
   return SHARED_DATA
+
+
+# The files that took longest in a full run (test-seconds, 2026-11-26),
+# slowest first. xdist's --dist loadfile hands out the files with the most
+# tests first, which leaves these (few, long tests) for the end, where one
+# process finishes them while the other has nothing left to do; handed out
+# first, they end beside the many short files.
+SLOWEST_FILES = (
+    'tests/runtime/test_edit_corpus.py',
+    'tests/learning/test_production_arguments.py',
+    'tests/learning/test_privacy.py',
+    'tests/programs/test_own_research.py',
+    'tests/programs/test_notebooks.py',
+    'tests/programs/test_robustness.py',
+    'tests/simulation/test_privacy_runs.py',
+    'tests/programs/test_porting.py',
+)
+
+
+@pytest.hookimpl(optionalhook=True)  # Without xdist: no such hook.
+def pytest_xdist_make_scheduler(config, log):
+  """--dist loadfile, SLOWEST_FILES first (the others in xdist's order)."""
+  if config.getvalue('dist') != 'loadfile':
+    return None
+  from xdist.scheduler import LoadFileScheduling  # pylint: disable=g-import-not-at-top
+
+  class SlowestFilesFirst(LoadFileScheduling):
+
+    def _assign_work_unit(self, node):
+      if not getattr(self, '_reordered', False):  # Once all have collected.
+        self._reordered = True
+        rank = {name: i for i, name in enumerate(SLOWEST_FILES)}
+        for scope in sorted(self.workqueue,
+                            key=lambda s: rank.get(s, len(rank))):
+          self.workqueue.move_to_end(scope)
+      super()._assign_work_unit(node)
+
+  return SlowestFilesFirst(config, log)

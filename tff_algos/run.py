@@ -375,6 +375,32 @@ def _open_folder(folder, options, status_of):
   return status
 
 
+@contextlib.contextmanager
+def _prepared_in_held_folder(plan: RunPlan, stage: _Stage):
+  """(the run prepared: its data and process, its folder held). A folder
+  the user named is held first, so that one the OS or another run refuses
+  costs no data loading or tracing; the default folder is the first that
+  holds this very run (`default_output_dir`), so it is known only after."""
+  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  options = plan.options
+
+  def prepare():
+    task = cli.load_task(plan.config, plan.task_options)
+    return experiment.prepare(plan.settings_for(task), task)
+
+  if options.output_dir:
+    folder = run_dir.RunDir(options.output_dir)
+    with folder.hold():
+      yield prepare(), folder
+    return
+  prepared = prepare()
+  stage.output_dir = default_output_dir(prepared,
+                                        options.accept_package_change)
+  folder = run_dir.RunDir(stage.output_dir)
+  with folder.hold():
+    yield prepared, folder
+
+
 def run_single(plan: RunPlan, program: str):
   """One run into its folder."""
   options = plan.options
@@ -401,12 +427,8 @@ def run_single(plan: RunPlan, program: str):
   stage.output_dir = options.output_dir or 'runs'
   with _terminate_as_interrupt():
     try:
-      task = cli.load_task(plan.config, plan.task_options)
-      prepared = experiment.prepare(plan.settings_for(task), task)
-      stage.output_dir = output_dir = options.output_dir or (
-          default_output_dir(prepared, options.accept_package_change))
-      folder = run_dir.RunDir(output_dir)
-      with folder.hold():
+      with _prepared_in_held_folder(plan, stage) as (prepared, folder):
+        output_dir = folder.path
         status = _open_folder(folder, options, functools.partial(
             experiment.status, prepared,
             accept_package_change=options.accept_package_change))
@@ -417,7 +439,7 @@ def run_single(plan: RunPlan, program: str):
           return
         runtime.start(workers=options.workers, log_path=folder.worker_log,
                       wait=False)  # It starts while the run is set up.
-        print(_header(prepared.settings, task, output_dir, status),
+        print(_header(prepared.settings, prepared.task, output_dir, status),
               file=sys.stderr)
         stage.training = True
         experiment.train(prepared, folder, show_progress=options.progress,

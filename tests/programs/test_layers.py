@@ -17,9 +17,11 @@ from conftest import REPO
 
 RUNTIME = REPO / 'tff_algos' / 'runtime'
 # Every Python file of the project: the package, tasks, the command line,
-# the benchmarks and the tests.
-SOURCES = sorted(p for p in REPO.rglob('*.py')
-                 if '.venv' not in p.parts and 'build' not in p.parts)
+# the benchmarks and the tests (not hidden folders such as the virtual
+# environments .venv/ and `make notebook`'s .venv-jupyter/, nor build/).
+SOURCES = sorted(p for p in REPO.rglob('*.py') if not any(
+    part.startswith('.') or part == 'build'
+    for part in p.relative_to(REPO).parts[:-1]))
 # Bottom to top: a module may import its own layer and those below.
 LAYERS = (
     ('utilities', ('tff_algos.lazy', 'tff_algos.logs', 'tff_algos.dp_budget')),
@@ -192,3 +194,11 @@ def _python(code):
   result = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_suites_slowest_files_exist():
+  """conftest.SLOWEST_FILES (handed out first) names files of the suite:
+  a renamed one would silently go back to xdist's order."""
+  from conftest import SLOWEST_FILES  # pylint: disable=g-import-not-at-top
+  missing = [name for name in SLOWEST_FILES if not (REPO / name).is_file()]
+  assert not missing, missing

@@ -5,6 +5,7 @@ parent and summaries that never shrink."""
 
 import csv
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -199,6 +200,30 @@ def test_an_unusable_output_dir_is_refused_before_loading(tmp_path, where):
   assert 'is a file' in line or 'which is a file' in line
   assert time.monotonic() - start < 8  # Before TensorFlow is imported.
   assert (tmp_path / 'file').read_text() == 'x'
+
+
+def test_a_named_folder_is_held_before_the_data_load_and_the_build(
+    tmp_path, monkeypatch, capsys):
+  """A folder the user named is held first: one that the OS or another
+  run refuses costs no data loading and no tracing."""
+  from tff_algos import cli as cli_lib  # pylint: disable=g-import-not-at-top
+
+  def refused(*args):
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+  def loaded(*args, **kwargs):
+    raise AssertionError('the task was loaded before the folder was held')
+
+  monkeypatch.setattr(cli_lib, 'load_task', loaded)
+  with monkeypatch.context() as patched:
+    patched.setattr(fcntl, 'flock', refused)
+    with pytest.raises(SystemExit) as exit_code:
+      _main(f'--output_dir={tmp_path / "run"}')
+  assert exit_code.value.code == 2 and 'cannot lock' in capsys.readouterr().err
+  assert not (tmp_path / 'run').exists()
+  with pytest.raises(AssertionError, match='before the folder was held'):
+    _main(f'--output_dir={tmp_path / "run"}')  # Held: now it loads.
+  assert not (tmp_path / 'run').exists()  # Made, nothing written: removed.
 
 
 def test_an_unwritable_output_dir_is_refused(tmp_path, monkeypatch):

@@ -195,10 +195,3 @@ def _python(code):
                           capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
 
-
-def test_the_suites_slowest_files_exist():
-  """conftest.SLOWEST_FILES (handed out first) names files of the suite:
-  a renamed one would silently go back to xdist's order."""
-  from conftest import SLOWEST_FILES  # pylint: disable=g-import-not-at-top
-  missing = [name for name in SLOWEST_FILES if not (REPO / name).is_file()]
-  assert not missing, missing

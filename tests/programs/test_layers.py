@@ -194,4 +194,3 @@ def _python(code):
   result = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
-

@@ -376,7 +376,7 @@ def _open_folder(folder, options, status_of):
 
 
 @contextlib.contextmanager
-def _prepared_in_held_folder(plan: RunPlan, stage: _Stage):
+def _prepared_in_held_folder(plan: RunPlan):
   """(the run prepared: its data and process, its folder held). A folder
   the user named is held first, so that one the OS or another run refuses
   costs no data loading or tracing; the default folder is the first that
@@ -394,9 +394,8 @@ def _prepared_in_held_folder(plan: RunPlan, stage: _Stage):
       yield prepare(), folder
     return
   prepared = prepare()
-  stage.output_dir = default_output_dir(prepared,
-                                        options.accept_package_change)
-  folder = run_dir.RunDir(stage.output_dir)
+  folder = run_dir.RunDir(default_output_dir(prepared,
+                                             options.accept_package_change))
   with folder.hold():
     yield prepared, folder
 
@@ -427,8 +426,8 @@ def run_single(plan: RunPlan, program: str):
   stage.output_dir = options.output_dir or 'runs'
   with _terminate_as_interrupt():
     try:
-      with _prepared_in_held_folder(plan, stage) as (prepared, folder):
-        output_dir = folder.path
+      with _prepared_in_held_folder(plan) as (prepared, folder):
+        stage.output_dir = output_dir = folder.path
         status = _open_folder(folder, options, functools.partial(
             experiment.status, prepared,
             accept_package_change=options.accept_package_change))

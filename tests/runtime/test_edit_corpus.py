@@ -165,17 +165,32 @@ def _user_folder(tmp_path):
   return folder
 
 
-def _run(folder, out, env, cache_on=True):
-  """The command line as the user runs it, from their folder; metrics.csv's
-  bytes."""
+def _start(folder, out, env, cache_on):
+  """The command line as the user runs it, from their folder, started;
+  with the folder it writes."""
   env = dict(env, TFF_ALGOS_COMPUTATION_CACHE='1' if cache_on else '0',
              PYTHONPATH=str(REPO))
-  result = subprocess.run(
+  return subprocess.Popen(
       [sys.executable, '-m', 'tff_algos', f'--import={folder / "my_task.py"}',
        *RUN, f'--output_dir={out}'], cwd=folder, env=env,
-      capture_output=True, text=True, timeout=600)
-  assert result.returncode == 0, result.stderr[-2000:]
-  return (out / 'metrics.csv').read_bytes()
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out
+
+
+def _metrics(*runs):
+  """Each run's metrics.csv bytes, once all have ended. The runs go side
+  by side; one that fails stops the others."""
+  try:
+    outputs = []
+    for run, out in runs:
+      _, stderr = run.communicate(timeout=600)
+      assert run.returncode == 0, stderr[-2000:]
+      outputs.append((out / 'metrics.csv').read_bytes())
+    return outputs
+  finally:
+    for run, _ in runs:
+      if run.poll() is None:
+        run.terminate()
+        run.wait()
 
 
 @pytest.mark.slow
@@ -185,12 +200,14 @@ def test_each_edit_between_two_cached_runs_is_seen(tmp_path):
   run before the edit."""
   folder = _user_folder(tmp_path)
   env = dict(USER_ENV, TFF_ALGOS_CACHE=str(tmp_path / 'cache'))
-  before = _run(folder, tmp_path / 'before', env)  # Warms the cache.
+  # The first run warms the cache.
+  before, = _metrics(_start(folder, tmp_path / 'before', env, cache_on=True))
   for step, (name, edit) in enumerate(COMMAND_LINE_EDITS.items()):
     env = edit(folder, env)
-    cached = _run(folder, tmp_path / f'{step}_cached', env)
-    assert cached == _run(folder, tmp_path / f'{step}_off', env,
-                          cache_on=False), name
+    cached, off = _metrics(
+        _start(folder, tmp_path / f'{step}_cached', env, cache_on=True),
+        _start(folder, tmp_path / f'{step}_off', env, cache_on=False))
+    assert cached == off, name
     assert cached != before, name
     before = cached
 

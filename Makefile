@@ -7,7 +7,7 @@ RUN_ARGS ?=
 # Test processes (pytest-xdist): one per core by default.
 TEST_JOBS ?= auto
 UV_PIN := uv==0.13.9
-UV := $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --compile-bytecode
+UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --compile-bytecode
 
 .PHONY: install run test notebook tensorboard clean
 
@@ -16,14 +16,14 @@ install: $(STAMP)
 $(STAMP): requirements.txt setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "error: TFF 0.87 needs Python 3.11; set PYTHON=/path/to/python3.11" >&2; exit 2; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	# uv installs and byte-compiles on every core (pip: one); pip stays in
-	# the venv for the user.
+	# uv downloads, installs and byte-compiles in parallel; pip stays in the
+	# venv for the user.
 	$(VENV)/bin/python -m pip install -q $(UV_PIN)
 	# Everything but TFF, with jax/jaxlib at 0.4.13 (TFF's pin 0.4.14 is gone).
 	grep -v '^tensorflow-federated' requirements.txt > $(VENV)/requirements-no-tff.txt
-	$(UV) -r $(VENV)/requirements-no-tff.txt
-	$(UV) --no-deps $$(grep '^tensorflow-federated' requirements.txt)
-	$(UV) --no-deps --no-build-isolation -e .
+	$(UV_INSTALL) -r $(VENV)/requirements-no-tff.txt
+	$(UV_INSTALL) --no-deps $$(grep '^tensorflow-federated' requirements.txt)
+	$(UV_INSTALL) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 run: install

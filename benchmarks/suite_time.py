@@ -1,0 +1,138 @@
+"""The test suite's time: `make test` on a fresh clone of each version, one
+after the other, and each one's time as a multiple of the first's, taken
+in one run on one machine.
+
+  python3 benchmarks/suite_time.py 0feded5 HEAD [--cold] [--json=PATH]
+
+A version is anything `git rev-parse` takes; its committed tree is what
+runs (uncommitted changes are not). Each clone goes beside this repository,
+so its tests find ../shared as CI's do, and is removed afterwards. --cold
+gives each `make test` empty pip and uv caches of its own (new temporary
+folders; yours are left alone): everything is downloaded, as on a new
+machine. Set-up is the whole time minus the time pytest reports.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# pytest's last line: "2597 passed, 14 skipped in 1449.62s (0:24:09)".
+_SUMMARY = re.compile(r'(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s')
+
+
+def _fail(message, code):
+  print(f'suite_time.py: error: {message}', file=sys.stderr)
+  sys.exit(code)
+
+
+def _commit(repo, version):
+  result = subprocess.run(
+      ['git', '-C', repo, 'rev-parse', '--verify', '--quiet',
+       f'{version}^{{commit}}'], capture_output=True, text=True)
+  if result.returncode:
+    _fail(f'{version!r} is not a commit of {repo}', 2)
+  return result.stdout.strip()
+
+
+def _children_cpu_seconds():
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
+def _make_test(repo, commit, cold):
+  """Clones `commit` beside `repo`, runs `make test` there; its figures."""
+  clone = tempfile.mkdtemp(prefix=f'suite_time_{commit[:7]}_',
+                           dir=os.path.dirname(os.path.abspath(repo)))
+  caches = tempfile.mkdtemp(prefix='suite_time_caches_')
+  env = dict(os.environ)
+  if cold:
+    env.update(PIP_CACHE_DIR=os.path.join(caches, 'pip'),
+               UV_CACHE_DIR=os.path.join(caches, 'uv'))
+  try:
+    for git in (['clone', '-q', repo, clone], ['-C', clone, 'checkout', '-q',
+                                                commit]):
+      cloned = subprocess.run(['git', *git], capture_output=True, text=True)
+      if cloned.returncode:
+        _fail(f'git {git[0]}: {cloned.stderr.strip()}', 1)
+    cpu, start = _children_cpu_seconds(), time.monotonic()
+    result = subprocess.run(['make', 'test'], cwd=clone, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    whole = time.monotonic() - start
+    cpu = _children_cpu_seconds() - cpu
+  finally:
+    shutil.rmtree(clone, ignore_errors=True)
+    shutil.rmtree(caches, ignore_errors=True)
+  lines = result.stdout.strip().splitlines() or ['(no output)']
+  summary = next((m for m in map(_SUMMARY.search, reversed(lines)) if m),
+                 None)
+  if result.returncode or not summary:
+    _fail(f'make test of {commit[:7]} exited {result.returncode}: '
+          f'{lines[-1]}', 1)
+  passed, skipped, pytest_seconds = summary.groups()
+  return dict(commit=commit, passed=int(passed), skipped=int(skipped or 0),
+              pytest_seconds=float(pytest_seconds), whole_seconds=whole,
+              setup_seconds=whole - float(pytest_seconds), cpu_seconds=cpu)
+
+
+def _times(value, reference):
+  return f'{value / reference:.2f}×' if reference else '—'
+
+
+def _minutes(seconds):
+  return f'{int(seconds // 60)} min {seconds % 60:.0f} s'
+
+
+def _table(runs):
+  first = runs[0]
+  rows = ['| version | passed | skipped | set-up | pytest | whole `make test` '
+          '| CPU-s | × first (whole, pytest) |', '|---|' + '---:|' * 7]
+  for run in runs:
+    rows.append(
+        f"| {run['commit'][:7]} | {run['passed']:,} | {run['skipped']:,} "
+        f"| {run['setup_seconds']:.1f} s | {run['pytest_seconds']:.1f} s "
+        f"| {_minutes(run['whole_seconds'])} | {run['cpu_seconds']:,.0f} "
+        f"| {_times(run['whole_seconds'], first['whole_seconds'])}, "
+        f"{_times(run['pytest_seconds'], first['pytest_seconds'])} |")
+  return '\n'.join(rows)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('versions', nargs='+',
+                      help='the first is the reference of the multiples')
+  parser.add_argument('--cold', action='store_true',
+                      help='empty pip and uv caches for each make test')
+  parser.add_argument('--repo', default=_ROOT)
+  parser.add_argument('--json', help='also write the figures here')
+  args = parser.parse_args()
+  if args.json and not os.path.isdir(os.path.dirname(args.json) or '.'):
+    _fail(f'--json: no folder {os.path.dirname(args.json)}', 2)
+  commits = [_commit(args.repo, v) for v in args.versions]
+  runs = []
+  for commit in commits:
+    print(f'make test of {commit[:7]} on a fresh clone ...', file=sys.stderr,
+          flush=True)
+    run = _make_test(args.repo, commit, args.cold)
+    runs.append(run)
+    print(f"{commit[:7]}: {run['passed']:,} passed, {run['skipped']:,} "
+          f"skipped; pytest {run['pytest_seconds']:,.1f} s, in all "
+          f"{_minutes(run['whole_seconds'])}", file=sys.stderr, flush=True)
+  load = os.getloadavg()[0]
+  print(_table(runs))
+  print(f'(nproc {os.cpu_count()}, 1-minute load at the end {load:.2f}, '
+        f'caches {"empty" if args.cold else "as they were"})')
+  if args.json:
+    with open(args.json, 'w') as f:
+      json.dump(dict(runs=runs, cold=args.cold), f, indent=1)
+
+
+if __name__ == '__main__':
+  main()

@@ -50,18 +50,18 @@ def _children_cpu_seconds():
 def _make_test(repo, commit, cold):
   """Clones `commit` beside `repo`, runs `make test` there; its figures."""
   clone = tempfile.mkdtemp(prefix=f'suite_time_{commit[:7]}_',
-                           dir=os.path.dirname(os.path.abspath(repo)))
+                           dir=os.path.dirname(repo))
   caches = tempfile.mkdtemp(prefix='suite_time_caches_')
   env = dict(os.environ)
   if cold:
     env.update(PIP_CACHE_DIR=os.path.join(caches, 'pip'),
                UV_CACHE_DIR=os.path.join(caches, 'uv'))
   try:
-    for git in (['clone', '-q', repo, clone], ['-C', clone, 'checkout', '-q',
-                                                commit]):
-      cloned = subprocess.run(['git', *git], capture_output=True, text=True)
-      if cloned.returncode:
-        _fail(f'git {git[0]}: {cloned.stderr.strip()}', 1)
+    for step in (['clone', '-q', repo, clone], ['checkout', '-q', commit]):
+      done = subprocess.run(['git', '-C', clone, *step], capture_output=True,
+                            text=True)
+      if done.returncode:
+        _fail(f'git {step[0]}: {done.stderr.strip()}', 1)
     cpu, start = _children_cpu_seconds(), time.monotonic()
     result = subprocess.run(['make', 'test'], cwd=clone, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -115,6 +115,7 @@ def main():
   args = parser.parse_args()
   if args.json and not os.path.isdir(os.path.dirname(args.json) or '.'):
     _fail(f'--json: no folder {os.path.dirname(args.json)}', 2)
+  args.repo = os.path.abspath(args.repo)  # git clone runs in the clone.
   commits = [_commit(args.repo, v) for v in args.versions]
   runs = []
   for commit in commits:

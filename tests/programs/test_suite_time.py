@@ -34,16 +34,19 @@ def _repo(tmp_path, summaries):
   return repo, commits
 
 
-def _suite_time(repo, *args):
+def _suite_time(folder, repo, *args):
+  """The script, run from `folder`."""
   return subprocess.run([sys.executable, str(SCRIPT), f'--repo={repo}', *args],
-                        capture_output=True, text=True, timeout=120)
+                        cwd=folder, capture_output=True, text=True,
+                        timeout=120)
 
 
 def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
     tmp_path):
   repo, (a, b) = _repo(tmp_path, ['2 passed in 0.10s (0:00:00)',
                                   '3 passed, 1 skipped in 0.20s (0:00:00)'])
-  result = _suite_time(repo, a[:7], b, '--cold', f'--json={tmp_path}/t.json')
+  result = _suite_time(tmp_path, 'project', a[:7], b, '--cold',
+                       f'--json={tmp_path}/t.json')
   assert result.returncode == 0, result.stderr
   runs = json.loads((tmp_path / 't.json').read_text())['runs']
   assert [(r['commit'], r['passed'], r['skipped'], r['pytest_seconds'])
@@ -69,7 +72,7 @@ def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
 def test_a_failing_suite_is_an_error_naming_the_version(tmp_path):
   repo, (a, bad) = _repo(tmp_path, ['2 passed in 0.10s',
                                     '1 failed, 1 passed in 0.10s'])
-  result = _suite_time(repo, a, bad)
+  result = _suite_time(tmp_path, repo, a, bad)
   assert result.returncode == 1 and not result.stdout
   # The version measured before stays on record.
   assert f'{a[:7]}: 2 passed, 0 skipped; pytest 0.1 s, in all 0 min' in (
@@ -85,7 +88,7 @@ def test_an_unknown_version_or_json_folder_is_one_line_exit_2(tmp_path):
   for args, message in (
       (['nosuchrev'], f"'nosuchrev' is not a commit of {repo}"),
       ([a, f'--json={tmp_path}/no/t.json'], f'--json: no folder {tmp_path}/no')):
-    result = _suite_time(repo, *args)
+    result = _suite_time(tmp_path, repo, *args)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f'suite_time.py: error: {message}']
   assert not (tmp_path / 'seen').exists()  # Nothing ran.

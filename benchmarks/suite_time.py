@@ -52,7 +52,10 @@ def _make_test(repo, commit, cold):
   clone = tempfile.mkdtemp(prefix=f'suite_time_{commit[:7]}_',
                            dir=os.path.dirname(repo))
   caches = tempfile.mkdtemp(prefix='suite_time_caches_')
-  env = dict(os.environ)
+  # A top-level make, as a user's: nothing of a make this runs under
+  # (its -j, -n or level) reaches the one measured.
+  env = {k: v for k, v in os.environ.items()
+         if k not in ('MAKEFLAGS', 'MFLAGS', 'MAKELEVEL')}
   if cold:
     env.update(PIP_CACHE_DIR=os.path.join(caches, 'pip'),
                UV_CACHE_DIR=os.path.join(caches, 'uv'))
@@ -74,8 +77,12 @@ def _make_test(repo, commit, cold):
   summary = next((m for m in map(_SUMMARY.search, reversed(lines)) if m),
                  None)
   if result.returncode or not summary:
-    _fail(f'make test of {commit[:7]} exited {result.returncode}: '
-          f'{lines[-1]}', 1)
+    fd, log = tempfile.mkstemp(prefix=f'suite_time_{commit[:7]}_',
+                               suffix='.log')
+    with os.fdopen(fd, 'w') as f:
+      f.write(result.stdout)
+    _fail(f'make test of {commit[:7]} exited {result.returncode} (its '
+          f'output: {log}): {lines[-1]}', 1)
   passed, skipped, pytest_seconds = summary.groups()
   return dict(commit=commit, passed=int(passed), skipped=int(skipped or 0),
               pytest_seconds=float(pytest_seconds), whole_seconds=whole,

@@ -3,6 +3,7 @@ what pytest prints: the figures it reports, the fresh clones, the empty
 caches, and its errors."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -37,8 +38,8 @@ def _repo(tmp_path, summaries):
 def _suite_time(folder, repo, *args):
   """The script, run from `folder`."""
   return subprocess.run([sys.executable, str(SCRIPT), f'--repo={repo}', *args],
-                        cwd=folder, capture_output=True, text=True,
-                        timeout=120)
+                        cwd=folder, env=dict(os.environ, TMPDIR=str(folder)),
+                        capture_output=True, text=True, timeout=120)
 
 
 def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
@@ -77,10 +78,13 @@ def test_a_failing_suite_is_an_error_naming_the_version(tmp_path):
   # The version measured before stays on record.
   assert f'{a[:7]}: 2 passed, 0 skipped; pytest 0.1 s, in all 0 min' in (
       result.stderr)
+  log, = tmp_path.glob(f'suite_time_{bad[:7]}_*.log')
   assert result.stderr.splitlines()[-1] == (
-      f'suite_time.py: error: make test of {bad[:7]} exited 2: '
-      'make: *** [Makefile:5: test] Error 3')
-  assert sorted(p.name for p in tmp_path.iterdir()) == ['project', 'seen']
+      f'suite_time.py: error: make test of {bad[:7]} exited 2 (its output: '
+      f'{log}): make: *** [Makefile:5: test] Error 3')
+  assert log.read_text().splitlines()[0] == '1 failed, 1 passed in 0.10s'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['project', 'seen',
+                                                        log.name]
 
 
 def test_an_unknown_version_or_json_folder_is_one_line_exit_2(tmp_path):

@@ -104,7 +104,7 @@ def _table(runs):
   for run in runs:
     rows.append(
         f"| {run['commit'][:7]} | {run['passed']:,} | {run['skipped']:,} "
-        f"| {run['setup_seconds']:.1f} s | {run['pytest_seconds']:.1f} s "
+        f"| {run['setup_seconds']:,.1f} s | {run['pytest_seconds']:,.1f} s "
         f"| {_minutes(run['whole_seconds'])} | {run['cpu_seconds']:,.0f} "
         f"| {_times(run['whole_seconds'], first['whole_seconds'])}, "
         f"{_times(run['pytest_seconds'], first['pytest_seconds'])} |")

@@ -51,7 +51,7 @@ def _make_test(repo, commit, cold):
   """Clones `commit` beside `repo`, runs `make test` there; its figures."""
   clone = tempfile.mkdtemp(prefix=f'suite_time_{commit[:7]}_',
                            dir=os.path.dirname(repo))
-  caches = tempfile.mkdtemp(prefix='suite_time_caches_')
+  caches = tempfile.mkdtemp(prefix='suite_time_caches_') if cold else None
   # A top-level make, as a user's: nothing of a make this runs under
   # (its -j, -n or level) reaches the one measured.
   env = {k: v for k, v in os.environ.items()
@@ -72,7 +72,8 @@ def _make_test(repo, commit, cold):
     cpu = _children_cpu_seconds() - cpu
   finally:
     shutil.rmtree(clone, ignore_errors=True)
-    shutil.rmtree(caches, ignore_errors=True)
+    if caches:
+      shutil.rmtree(caches, ignore_errors=True)
   lines = result.stdout.strip().splitlines() or ['(no output)']
   summary = next((m for m in map(_SUMMARY.search, reversed(lines)) if m),
                  None)

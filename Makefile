@@ -9,7 +9,7 @@ TEST_JOBS ?= auto
 UV_PIN := uv==0.13.9
 UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --compile-bytecode
 
-.PHONY: install run test notebook tensorboard clean
+.PHONY: install run test notebook notebook-run tensorboard clean
 
 install: $(STAMP)
 
@@ -34,10 +34,24 @@ test: install
 
 # Jupyter on notebooks/, its kernel the project's .venv ("tff_algos"); the
 # server has an environment of its own (requirements-jupyter.txt).
+# NOTEBOOK_ARGS: more flags for Jupyter (e.g. --port=8889 --no-browser).
 JUPYTER := .venv-jupyter
-notebook: install $(JUPYTER)/.installed
+NOTEBOOK_ARGS ?=
+# Jupyter refuses to start as root unless told to.
+AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+KERNEL := $(JUPYTER)/share/jupyter/kernels/tff_algos/kernel.json
+notebook: install $(KERNEL)
+	$(JUPYTER)/bin/jupyter notebook --notebook-dir=notebooks --MultiKernelManager.default_kernel_name=tff_algos $(AS_ROOT) $(NOTEBOOK_ARGS)
+
+# One notebook top to bottom, headless: make notebook-run
+# NOTEBOOK=notebooks/02_stragglers.ipynb writes the executed copy, with its
+# outputs, to runs/notebooks/.
+NOTEBOOK ?= notebooks/01_compose_fedprox.ipynb
+notebook-run: install $(KERNEL)
+	$(JUPYTER)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.kernel_name=tff_algos --ExecutePreprocessor.timeout=-1 --output-dir=runs/notebooks $(NOTEBOOK_ARGS) $(NOTEBOOK)
+
+$(KERNEL): $(JUPYTER)/.installed $(STAMP)
 	$(VENV)/bin/python -m ipykernel install --prefix $(JUPYTER) --name tff_algos --display-name "tff_algos (.venv)" >/dev/null
-	$(JUPYTER)/bin/jupyter notebook --notebook-dir=notebooks --MultiKernelManager.default_kernel_name=tff_algos
 
 $(JUPYTER)/.installed: requirements-jupyter.txt
 	test -x $(JUPYTER)/bin/python || $(PYTHON) -m venv $(JUPYTER)

@@ -189,9 +189,20 @@ def _groups():
                 '--aggregator=dp, adaptive clipping: the quantile of the '
                 'update norms the clip follows (default 0.5, TFF\'s).'),
           Flag('DEFINE_integer', 'dp_noise_cohort', None,
-                '--aggregator=dp: calibrate the noise as if this many clients '
-                '(>= K) took part each round (pfl-research\'s noise cohort); '
-                'ε is then that of such rounds.'),
+                '--aggregator=dp: calibrate the noise as if M clients (K <= '
+                'M <= N) took part each round (pfl-research\'s noise cohort). '
+                'The trained model\'s noise multiplier is then z·K/M, and '
+                'its ε is the epsilon column; the M-client deployment\'s is '
+                'deployment_epsilon.'),
+          Flag('DEFINE_float', 'dp_initial_clip', None,
+                '--aggregator=dp, adaptive clipping: the clip norm before the '
+                'first round (default 0.1, TFF\'s). The clip moves by at most '
+                'a factor e^0.1 a round, so start it near the update norms.'),
+          Flag('DEFINE_integer', 'dp_noise_seed', None,
+                '--aggregator=dp: the seed of the DP noise alone (default '
+                '--seed): the sampling and the initial model stay those of '
+                '--seed, so runs that differ only in it show the noise\'s '
+                'own variance.'),
           Flag('DEFINE_float', 'dp_delta', None,
                 '--aggregator=dp: δ of the ε reported (default 0.1/N, N the '
                 'task\'s clients).'),
@@ -441,7 +452,8 @@ def _value(holder, name, default=None):
 
 
 _AGGREGATION = ('client_sampling', 'aggregator', 'dp_noise_multiplier',
-                'dp_clip', 'dp_target_quantile', 'dp_noise_cohort', 'dp_delta',
+                'dp_clip', 'dp_target_quantile', 'dp_noise_cohort',
+                'dp_initial_clip', 'dp_noise_seed', 'dp_delta',
                 'dp_accountant')
 OPTIMIZER_FIELDS = (optimizers.flag_names('client') +
                     optimizers.flag_names('server'))

@@ -42,6 +42,11 @@ _FLAGS = (
              'The image to write (.png, .pdf, .svg).'),
     cli.Flag('DEFINE_string', 'title', None,
              'The figure\'s title (default: what the runs share).'),
+    cli.Flag('DEFINE_multi_string', 'label', [],
+             'A line\'s legend entry, once per line in the order the lines '
+             'appear (default: what sets each line apart).'),
+    cli.Flag('DEFINE_string', 'figsize', '5.5,4',
+             'The figure\'s width and height in inches, WIDTH,HEIGHT.'),
     cli.Flag('DEFINE_bool', 'allow_mixed_tasks', False,
              'Plot runs of different tasks on one axis.'),
     cli.Flag('DEFINE_bool', 'per_client', False,
@@ -53,9 +58,12 @@ _FLAGS = (
 
 def _import_run_modules(run_dirs):
   """Imports the modules the runs were started with (config.json's
-  `imports`), so their algorithms' labels and metrics are known; a module
+  `imports`), so their algorithms' labels and metrics are known, for the
+  runs whose summary does not record them (unfinished ones); a module
   that cannot be imported leaves the folder's name as the label."""
   for run_dir in run_dirs:
+    if 'legend' in (results.read_json(run_dir, results.SUMMARY_FILE) or {}):
+      continue
     saved = results.read_json(run_dir, results.CONFIG_FILE) or {}
     try:
       cli.import_modules(saved.get('imports') or ())
@@ -75,6 +83,27 @@ def _arguments(argv):
   return holder, run_dirs
 
 
+def _figsize(text):
+  """(width, height) of --figsize; UsageError unless two positive numbers."""
+  try:
+    width, height = (float(v) for v in text.split(','))
+  except ValueError:
+    width = height = 0.0
+  if not (0 < width <= 100 and 0 < height <= 100):
+    raise cli.UsageError(f'--figsize={text}: expected WIDTH,HEIGHT in inches '
+                         '(numbers in (0, 100]), e.g. 8,5')
+  return width, height
+
+
+def _labels(holder, groups):
+  """--label's entries, one per line; UsageError for another count."""
+  if holder.label and len(holder.label) != len(groups):
+    raise cli.UsageError(
+        f'{len(holder.label)} --label for {len(groups)} lines (runs that '
+        'differ only in their seed are one line): give one per line')
+  return holder.label or None
+
+
 def main(argv=None):
   """The command line `argv` (the arguments after the program)."""
   argv = sys.argv[1:] if argv is None else list(argv)
@@ -90,11 +119,14 @@ def main(argv=None):
         raise ValueError(f'no rounds in {run_dir}/{results.METRICS_FILE}')
       results.read_json(run_dir, results.CONFIG_FILE)  # Checked here.
     _import_run_modules(run_dirs)
+    recorded = _recorded_metrics(run_dirs)
     groups = plot.seed_groups(run_dirs)
     if not holder.allow_mixed_tasks:
       plot.check_one_task(groups)
+    shape = dict(labels=_labels(holder, groups),
+                 figsize=_figsize(holder.figsize))
     if holder.per_client:
-      plot.plot_client_accuracy(groups, holder.out, holder.title)
+      plot.plot_client_accuracy(groups, holder.out, holder.title, **shape)
     else:
       metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
           'round'}
@@ -104,7 +136,9 @@ def main(argv=None):
                            f'runs\' metrics.csv; choose from '
                            f'{", ".join(sorted(metrics))}')
       plot.plot_bands(groups, holder.metric, holder.out, holder.title,
-                      description=_description(holder.metric), x=holder.x)
+                      description=_description(holder.metric, recorded),
+                      x=holder.x,
+                      **shape)
   except (ValueError, OSError, cli.UsageError) as e:
     cli.fail(PROGRAM, e)
   what = 'the clients\' final test accuracy' if holder.per_client else (
@@ -114,11 +148,24 @@ def main(argv=None):
   return 0
 
 
-def _description(metric):
-  """An algorithm's own metric's description (None for a built-in one)."""
+def _recorded_metrics(run_dirs):
+  """The algorithms' own columns and their descriptions, as the runs'
+  summaries recorded them."""
+  recorded = {}
+  for run_dir in run_dirs:
+    summary = results.read_json(run_dir, results.SUMMARY_FILE) or {}
+    recorded.update(summary.get('algorithm_metrics') or {})
+  return recorded
+
+
+def _description(metric, recorded):
+  """An algorithm's own metric's description (None for a built-in one):
+  a registered algorithm's, or one the runs recorded."""
   for name in registry.names():
     if metric in registry.get(name).metrics:
       return registry.get(name).metrics[metric].replace('$', r'\$')
+  if metric in recorded:
+    return str(recorded[metric]).replace('$', r'\$')
   return None
 
 

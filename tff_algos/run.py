@@ -21,15 +21,18 @@ worker, a full disk, a folder that cannot be written): one line, exit code
 
 import contextlib
 import dataclasses
+import difflib
 import errno
 import functools
 import json
+import multiprocessing
 import os
 import signal
 import sys
 from typing import Any, Mapping
 
 from tff_algos import cli
+from tff_algos.algorithms import optimizers
 from tff_algos.analysis import sweep
 from tff_algos.runtime import addresses
 from tff_algos.simulation import run_dir
@@ -152,6 +155,7 @@ def parse_command(args) -> Command:
     runs = sweep.expand(holder.variant, holder.sweep, holder.only)
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
+  _check_swept_flags(holder.sweep, holder)
   common = tuple(a for a in expanded if a.split('=')[0] not in _SWEEP_FLAGS)
   run_plans = []
   for run in runs:
@@ -165,6 +169,19 @@ def parse_command(args) -> Command:
       raise cli.UsageError(f'variant {run.variant}: {e}') from None
   return Command(plan, tuple(flagfiles), tuple(runs), tuple(run_plans),
                  common, tuple(holder.variant), tuple(holder.sweep))
+
+
+def _check_swept_flags(sweeps, holder):
+  """UsageError naming the --sweep whose flag the command does not have
+  (and the flags it may have meant)."""
+  for text in sweeps:
+    flag, _ = sweep.parse_sweep(text)
+    if flag not in holder:
+      close = difflib.get_close_matches(flag, list(holder), n=2)
+      raise cli.UsageError(
+          f'--sweep={text}: there is no flag --{flag}' +
+          (f' (did you mean {" or ".join(f"--{c}" for c in close)}?)'
+           if close else ''))
 
 
 # ------------------------------------------------------------ one run
@@ -309,28 +326,28 @@ def _finished(output_dir):
         f'{", ".join(experiment.output_files(output_dir))}', file=sys.stderr)
 
 
-def _header(settings, task, output_dir, status):
+def _header(settings, task, output_dir, status, mechanism=None, built=None):
   """The run's first line: the algorithm and every setting that changes it,
-  the task and where the results go."""
+  the task and where the results go (`mechanism`: the DP mechanism the
+  process was built with; `built`: its hyper-parameters, which name the
+  optimizers it was built with)."""
   algorithm = settings.algorithm
   parts = ([f'{len(task.client_ids)} clients pooled into one',
             f'B={algorithm.batch_size}'] if settings.entry.pooled else
            [f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
             f'E={algorithm.epochs}, B={algorithm.batch_size}'])
-  for role, optimizer in (('client', algorithm.client_optimizer),
-                          ('server', algorithm.server_optimizer)):
+  for role, optimizer, part in (
+      ('client', algorithm.client_optimizer, 'client_work'),
+      ('server', algorithm.server_optimizer, 'finalizer')):
     if optimizer is not None:
-      schedule = optimizer.schedule
-      parts.append(f'{role} {optimizer.kind} η={optimizer.learning_rate:g}' +
-                   ('' if schedule.kind == 'constant' else
-                    f' {schedule.kind} ×{schedule.decay:g}/'
-                    f'{schedule.decay_every}'))
+      parts.append(optimizers.describe(role, optimizer,
+                                       (built or {}).get(part)))
   parts += [f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
             for k, v in algorithm.hparams.items() if v is not False]
   parts.append(f'{algorithm.client_weighting} weights')
   if settings.client_sampling != 'uniform':
     parts.append(f'{settings.client_sampling} client sampling')
-  parts.append(_aggregation(settings.config))
+  parts.append(_aggregation(settings, mechanism))
   if settings.straggler_fraction:
     parts.append(f'{settings.straggler_fraction:.0%} stragglers '
                  f'({algorithm.straggler_policy})')
@@ -344,16 +361,33 @@ def _header(settings, task, output_dir, status):
           f'{output_dir}' + (' (resuming)' if status == 'resume' else ''))
 
 
-def _aggregation(c):
-  """The header's words for the model aggregator."""
+def _aggregation(settings, mechanism):
+  """The header's words for the model aggregator: DP as the process was
+  built (`trainer.accounted_mechanism`), said to differ from the flags
+  where it does."""
+  from tff_algos.simulation import accounting  # pylint: disable=g-import-not-at-top
+  c = settings.config
   if c.aggregator != 'dp':
     return f'{c.aggregator} aggregation'
   clip = (f'clip {c.dp_clip:g}' if c.dp_clip is not None else
-          f'adaptive clip at the {c.dp_target_quantile:g} quantile')
-  cohort = (f', noise as for {c.dp_noise_cohort} clients'
-            if c.dp_noise_cohort else '')
-  return (f'DP (z={c.dp_noise_multiplier:g}, {clip}{cohort}; unweighted '
-          f'mean; ε at δ={c.dp_delta:.2g}, {c.dp_adjacency}, '
+          f'adaptive clip at the {c.dp_target_quantile:g} quantile' + (
+              f' from {c.dp_initial_clip:g}' if c.dp_initial_clip else ''))
+  cohort = ''
+  if c.dp_noise_cohort:
+    cohort = (f', noise as for {c.dp_noise_cohort} clients: the model\'s '
+              f'noise multiplier is {mechanism.noise_multiplier:.4g}')
+  flags = accounting.mechanism(
+      c.dp_noise_multiplier, clients_per_round=settings.clients_per_round,
+      adaptive_clipping=c.dp_clip is None, noise_cohort_size=c.dp_noise_cohort)
+  if mechanism is not None and not mechanism.matches(flags):
+    return (f'DP as the algorithm built its aggregator (noise multiplier '
+            f'{mechanism.noise_multiplier:.4g}, not the flags\' '
+            f'{flags.noise_multiplier:.4g}: ε is for its own); ε at '
+            f'δ={c.dp_delta:.2g}, {c.dp_adjacency}, {c.dp_accountant}')
+  seed = (f', noise seed {c.dp_noise_seed}' if c.dp_noise_seed is not None
+          else '')
+  return (f'DP (z={c.dp_noise_multiplier:g}, {clip}{cohort}{seed}; '
+          f'unweighted mean; ε at δ={c.dp_delta:.2g}, {c.dp_adjacency}, '
           f'{c.dp_accountant})')
 
 
@@ -438,7 +472,10 @@ def run_single(plan: RunPlan, program: str):
           return
         runtime.start(workers=options.workers, log_path=folder.worker_log,
                       wait=False)  # It starts while the run is set up.
-        print(_header(prepared.settings, prepared.task, output_dir, status),
+        process = prepared.process
+        print(_header(prepared.settings, prepared.task, output_dir, status,
+                      prepared.mechanism,
+                      process.get_hparams(process.initialize())),
               file=sys.stderr)
         stage.training = True
         experiment.train(prepared, folder, show_progress=options.progress,
@@ -453,6 +490,57 @@ def run_single(plan: RunPlan, program: str):
     finally:
       runtime.stop()
   _finished(output_dir)
+
+
+def _finished_runs(command: Command, output_dir: str) -> set[str]:
+  """The names of the sweep's runs whose folders hold that very run,
+  finished: its settings, code, computation and data, the same check a
+  run's own process makes (`experiment.status`), made for all of them in
+  one process, so that re-running a finished sweep does not start a
+  process per run. Only folders with a summary are checked; the check
+  runs in a process of its own (spawned: the sweep's stays free of
+  TensorFlow and its threads, as it forks its runs)."""
+  candidates = [(run.name, plan) for run, plan in
+                zip(command.runs, command.run_plans)
+                if os.path.exists(os.path.join(output_dir, run.name,
+                                               run_dir.SUMMARY_FILE))]
+  if not candidates:
+    return set()
+  context = multiprocessing.get_context('spawn')
+  with context.Pool(1) as pool:
+    return set(pool.apply(_check_finished, (candidates, output_dir)))
+
+
+def _check_finished(candidates, output_dir):
+  """`_finished_runs`' check, in its process: the names of `candidates`
+  ((name, RunPlan) pairs) whose folders hold them finished. A run whose
+  check fails for any reason is not finished: its own process will say
+  why."""
+  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  runtime.prepare(start_worker=False)
+  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  runtime.start()
+  tasks_loaded, finished = {}, []
+  try:
+    for name, plan in candidates:
+      try:
+        cli.import_modules(plan.config.imports)
+        key = (plan.config.task, plan.config.data_seed, plan.config.data_dir,
+               plan.config.train_fraction, plan.config.partition,
+               tuple(sorted(plan.task_options.items())))
+        if key not in tasks_loaded:
+          tasks_loaded[key] = cli.load_task(plan.config, plan.task_options)
+        task = tasks_loaded[key]
+        prepared = experiment.prepare(plan.settings_for(task), task)
+        if experiment.status(prepared, run_dir.RunDir(
+            os.path.join(output_dir, name)),
+                             plan.options.accept_package_change) == 'finished':
+          finished.append(name)
+      except Exception:  # pylint: disable=broad-except
+        pass
+  finally:
+    runtime.stop()
+  return finished
 
 
 def _child_command():
@@ -483,10 +571,12 @@ def run_sweep(command: Command, program: str):
   try:
     run_dir.check_usable(output_dir)
     with run_dir.RunDir(output_dir).hold():
+      done = _finished_runs(command, output_dir)
       codes = sweep.run_all(
           command.runs, [*command.common, *(['--replace_other_run']
                                            if options.overwrite else [])],
-          output_dir, child, env=env)
+          output_dir, child, env=env,
+          finished=lambda run, _: run.name in done)
       # The summary and plots cover the command's whole plan: runs left out
       # by --only but already in the folder keep their rows.
       plan = sweep.expand(command.variants, command.sweeps)

@@ -87,7 +87,12 @@ def test_unknown_or_foreign_settings_are_usage_errors(fedavgm, tmp_path,
                           'hyper-parameter'),
                          (['--server_lr_decay=0.5'],
                           '--server_lr_decay needs --server_lr_schedule=step'
-                          ' or inverse_time')):
+                          ' or inverse_time'),
+                         # Its builder makes its own mean: no noise would
+                         # be added, so no ε may be reported.
+                         (['--aggregator=dp', '--dp_noise_multiplier=1',
+                           '--dp_clip=1'], '--aggregator=dp: the process of '
+                          '--algo=fedavgm_test carries no DP aggregator')):
     with pytest.raises(SystemExit) as exit_:
       _main('--algo=fedavgm_test', *flags, f'--output_dir={tmp_path}/x')
     assert exit_.value.code == 2

@@ -41,7 +41,8 @@ VALUES = ('0', '-1', 'nan', 'inf', '-inf', '1e400', '1e39', '0x10', '',
 # Numeric flags for which 0 / -1 are in range (everything else refuses
 # them); the context each numeric flag needs to mean something.
 ZERO_OK = {'straggler_fraction', 'seed', 'data_seed', 'dissimilarity_every',
-           'mu', 'lam', 'dp_noise_multiplier', 'client_momentum', 'server_momentum', 'client_beta1',
+           'mu', 'lam', 'dp_noise_multiplier', 'dp_noise_seed',
+           'client_momentum', 'server_momentum', 'client_beta1',
            'client_beta2', 'server_beta1', 'server_beta2',
            'max_concurrent_computation_calls'}
 MINUS_ONE_OK = {'batch_size', 'max_concurrent_computation_calls'}
@@ -56,9 +57,11 @@ CONTEXT = {
     'num_clients': ['--task=shakespeare'],  # A task with that option.
     'lam': ['--algo=fedisgd'],  # FedISGD's λ: its algorithm's own flag.
     'dp_noise_multiplier': ['--aggregator=dp', '--dp_clip=1'],
-    'dp_target_quantile': ['--aggregator=dp', '--dp_noise_multiplier=0.1'],
+    **{name: ['--aggregator=dp', '--dp_noise_multiplier=0.1']
+       for name in ('dp_target_quantile', 'dp_initial_clip')},
     **{name: ['--aggregator=dp', '--dp_noise_multiplier=0.5', '--dp_clip=1']
-       for name in ('dp_clip', 'dp_noise_cohort', 'dp_delta')},
+       for name in ('dp_clip', 'dp_noise_cohort', 'dp_delta',
+                    'dp_noise_seed')},
 }
 PROGRAMS = {'experiment': 'python -m tff_algos',
             'export': 'python -m tff_algos.export',

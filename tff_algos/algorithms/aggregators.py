@@ -41,11 +41,13 @@ class AggregatorSettings:
     kind: one of KINDS.
     clients_per_round: K (DP: the noised sum's divisor, the expected
       cohort).
-    seed: the run's seed (DP: the noise's).
+    seed: the noise's seed (DP: --dp_noise_seed, else the run's).
     noise_multiplier: z (DP).
     clip: C for fixed clipping, None for adaptive clipping (DP).
     target_quantile: adaptive clipping's target quantile (DP).
     noise_cohort: M ≥ K: noise as if M clients took part, or None (DP).
+    initial_clip: adaptive clipping's clip before the first round, or None
+      (TFF's 0.1) (DP).
   """
   kind: str = 'mean'
   clients_per_round: int = 1
@@ -54,6 +56,7 @@ class AggregatorSettings:
   clip: float | None = None
   target_quantile: float | None = None
   noise_cohort: int | None = None
+  initial_clip: float | None = None
 
   @property
   def weighted(self) -> bool:
@@ -78,7 +81,9 @@ def build(settings: AggregatorSettings | None, seeded: bool = True):
     return privacy.gaussian_fixed(
         settings.noise_multiplier, settings.clients_per_round, settings.clip,
         seed=seed, noise_cohort_size=settings.noise_cohort)
+  initial_clip = {} if settings.initial_clip is None else dict(
+      initial_l2_norm_clip=settings.initial_clip)
   return privacy.gaussian_adaptive(
       settings.noise_multiplier, settings.clients_per_round,
       seed=seed, target_unclipped_quantile=settings.target_quantile,
-      noise_cohort_size=settings.noise_cohort)
+      noise_cohort_size=settings.noise_cohort, **initial_clip)

@@ -104,6 +104,16 @@ def local_sgd_process(model_fn, *, mu: float, client_learning_rate,
       server_optimizer, **production)
 
 
+def model_aggregator(settings, client_input):
+  """The run's model aggregator (`--aggregator`: None for TFF's weighted
+  mean) for a builder's `model_aggregator`, from an algorithm's resolved
+  settings: a simulation's DP noise seeded, a production build's unseeded
+  (`aggregators.build`). An algorithm that builds its own process passes
+  it on, so that DP, compression and robust aggregation reach it."""
+  production = isinstance(client_input, learning.DatasetInput)
+  return aggregators.build(settings.aggregator, seeded=not production)
+
+
 def arguments(settings, client_input, server_scale: float = 1.0) -> dict:
   """A builder's keyword arguments from an algorithm's resolved settings
   (`registry.AlgorithmSettings`, in a registry entry's `build`): its
@@ -111,13 +121,11 @@ def arguments(settings, client_input, server_scale: float = 1.0) -> dict:
   client weighting, the model aggregator (a production build's DP noise
   unseeded: `aggregators.build`), the client input and whether to report
   the update spread."""
-  production = isinstance(client_input, learning.DatasetInput)
   built = dict(
       server_optimizer_fn=optimizers.build(settings.server_optimizer,
                                            scale=server_scale, server=True),
       client_weighting=settings.client_weighting, client_input=client_input,
-      model_aggregator=aggregators.build(settings.aggregator,
-                                         seeded=not production),
+      model_aggregator=model_aggregator(settings, client_input),
       report_update_spread=settings.report_update_spread)
   if settings.client_optimizer is not None:
     built['client_optimizer_fn'] = optimizers.build(settings.client_optimizer)

@@ -245,6 +245,31 @@ def build(settings: OptimizerSettings, scale: float = 1.0,
   return optimizer
 
 
+def describe(role: str, settings: OptimizerSettings,
+             built: Mapping[str, Any] | None = None) -> str:
+  """`role`'s optimizer in a run's header: its kind, learning rate and
+  schedule, or, where the optimizer hyper-parameters among the built
+  process's of that role (`built`: `process.get_hparams(state)[...]`; a
+  client work's own, such as μ, are not an optimizer's) show another
+  optimizer than `settings` make (an algorithm that builds its own), those
+  hyper-parameters, said to be the algorithm's."""
+  schedule = settings.schedule
+  words = f'{role} {settings.kind} η={settings.learning_rate:g}' + (
+      '' if schedule.kind == 'constant' else
+      f' {schedule.kind} ×{schedule.decay:g}/{schedule.decay_every}')
+  found = {k: float(v) for k, v in (built or {}).items()
+           if k in ('learning_rate', *PARAMETERS.values())}
+  if not found:  # Nothing to compare (e.g. a scheduled server rate).
+    return words
+  spec = OPTIMIZERS[settings.kind]
+  expected = {PARAMETERS[p]: getattr(settings, p) for p in spec.defaults}
+  if set(found) == {'learning_rate', *expected} and all(
+      np.isclose(found[k], v, rtol=1e-6) for k, v in expected.items()):
+    return words
+  return f'{role} optimizer as the algorithm built it (' + ', '.join(
+      f'{k}={v:g}' for k, v in found.items()) + ')'
+
+
 class ClientLearningRateSchedule(callbacks.RoundCallback):
   """Sets the client optimizer's learning rate of round t + 1 (in the
   process state) after round t, by the run's client schedule. Stateless:

@@ -55,7 +55,8 @@ _SHOWN = (
     ('client_sampling', '{} sampling'), ('aggregator', '{} aggregator'),
     ('dp_noise_multiplier', 'z={:g}'), ('dp_clip', 'C={:g}'),
     ('dp_target_quantile', 'clip at quantile {:g}'),
-    ('dp_noise_cohort', 'noise cohort {}'), ('rounds', '{} rounds'))
+    ('dp_noise_cohort', 'noise cohort {}'), ('dp_delta', 'δ={:.2g}'),
+    ('rounds', '{} rounds'))
 # Left out of a title (what all lines share there goes without saying, or
 # is the default): these settings appear only in labels, where they differ.
 _NOT_IN_TITLE = {'client_weighting', 'straggler_policy', 'data_seed',
@@ -84,9 +85,13 @@ def _settings(run_dir):
 
 
 def _legend(settings, run_dir):
-  if settings is None:
-    return os.path.basename(os.path.normpath(run_dir))
-  return settings.entry.legend(settings.algorithm)
+  """The run's algorithm and its own hyper-parameters: its entry's legend,
+  else the one its summary recorded (an algorithm of a module not
+  imported here), else the folder's name."""
+  if settings is not None:
+    return settings.entry.legend(settings.algorithm)
+  summary = results.read_json(run_dir, results.SUMMARY_FILE) or {}
+  return summary.get('legend') or os.path.basename(os.path.normpath(run_dir))
 
 
 def _text(key, value):
@@ -100,7 +105,8 @@ def _text(key, value):
 def describe(groups, seeds='mean'):
   """(title, [label per group]) of `groups` ([run folders] each): a label
   names the group's algorithm and the settings in which the groups
-  differ, and how its seeds are combined (`seeds`: 'mean' or 'pooled');
+  differ, and how its seeds are combined (`seeds`: 'mean', or 'pooled':
+  the caller says it);
   the title, the settings they all share."""
   described = [_settings(dirs[0]) for dirs in groups]
   keys = [k for k, _ in _SHOWN]
@@ -112,9 +118,8 @@ def describe(groups, seeds='mean'):
     parts = [_text(k, values.get(k)) for k in differ
              if values.get(k) is not None]
     label = ', '.join([_legend(config, dirs[0])] + parts)
-    combined = (f'mean of {len(dirs)}' if seeds == 'mean' else
-                f'{len(dirs)} seeds pooled')
-    labels.append(f'{label} ({combined})' if len(dirs) > 1 else label)
+    labels.append(f'{label} (mean of {len(dirs)} seeds, band min–max)'
+                  if len(dirs) > 1 and seeds == 'mean' else label)
   if len(set(labels)) < len(labels):  # Alike but their code: say which.
     labels = [f'{l} [code {results.code_id(d[0]) or "unrecorded"}]'
               for l, d in zip(labels, groups)]
@@ -154,7 +159,26 @@ def check_one_task(groups):
         '--allow_mixed_tasks')
 
 
-def plot_client_accuracy(groups, out, title=None, labels=None):
+# A figure's size in inches (matplotlib's unit), unless the caller's.
+FIGSIZE = (5.5, 4)
+
+
+def _save(figure, axes, out, footnote=None):
+  """Writes `figure` to `out`: the legend below the axes (long labels
+  never cover the curves or the axis) and the whole figure kept (nothing
+  clipped at the edges)."""
+  axes.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.16),
+              ncol=1, frameon=False)
+  if footnote:
+    axes.annotate(footnote, xy=(0, 1), xycoords='axes fraction',
+                  xytext=(0, 4), textcoords='offset points', fontsize=7,
+                  color='dimgray', va='bottom')
+  figure.savefig(out, dpi=120, bbox_inches='tight')
+  _pyplot().close(figure)
+
+
+def plot_client_accuracy(groups, out, title=None, labels=None,
+                         figsize=FIGSIZE):
   """The clients' final test accuracy, one empirical CDF per group of
   `groups` (its runs' clients pooled: seeds together), from each run's
   client_accuracy.csv, into the file `out`: what share of the clients
@@ -163,27 +187,31 @@ def plot_client_accuracy(groups, out, title=None, labels=None):
   if labels is None or title is None:
     shared, described = describe(groups, seeds='pooled')
     labels, title = labels or described, shared if title is None else title
-  figure, axes = _pyplot().subplots(figsize=(5.5, 4))
+  figure, axes = _pyplot().subplots(figsize=figsize)
   for label_text, run_dirs in zip(labels, groups):
-    accuracies = []
+    accuracies, clients = [], set()
     for run_dir in run_dirs:
       if not os.path.exists(os.path.join(run_dir,
                                          results.CLIENT_ACCURACY_FILE)):
         raise ValueError(f'{run_dir} has no {results.CLIENT_ACCURACY_FILE} '
                          '(runs of models with a per-client accuracy write '
                          'it when they finish)')
-      accuracies += results.read_client_accuracy(run_dir)
+      run_accuracies = results.read_client_accuracy(run_dir)
+      accuracies += run_accuracies
+      clients.add(len(run_accuracies))
     accuracies.sort()
     shares = [(i + 1) / len(accuracies) for i in range(len(accuracies))]
+    if len(clients) == 1:  # Seeds of one population: say it once.
+      counted = f'{min(clients):,} clients' + (
+          f' × {len(run_dirs)} seeds, pooled' if len(run_dirs) > 1 else '')
+    else:
+      counted = f'{len(accuracies):,} client results of {len(run_dirs)} runs'
     axes.step(accuracies, shares, where='post',
-              label=f'{label_text} ({len(accuracies)} clients)')
+              label=f'{label_text} ({counted})')
   axes.set_xlabel('final test accuracy of a client')
   axes.set_ylabel('share of clients with at most this accuracy', fontsize=9)
   axes.set_title(textwrap.fill(title, 60), fontsize=9)
-  axes.legend(fontsize=7)
-  figure.tight_layout()
-  figure.savefig(out, dpi=120)
-  _pyplot().close(figure)
+  _save(figure, axes, out)
 
 
 def _positions(run_dirs, rounds, x):
@@ -207,7 +235,7 @@ def _positions(run_dirs, rounds, x):
 
 
 def plot_bands(groups, metric, out, title=None, target=None,
-               description=None, labels=None, x='round'):
+               description=None, labels=None, x='round', figsize=FIGSIZE):
   """Draws `metric` against rounds (or the column `x`, e.g. ε) for each
   group of `groups` ([run folders] each, see `seed_groups`): one run as a
   line; several (seeds) as their mean, with a band from their minimum to
@@ -219,7 +247,7 @@ def plot_bands(groups, metric, out, title=None, target=None,
   if labels is None or title is None:
     shared, described = describe(groups)
     labels, title = labels or described, shared if title is None else title
-  figure, axes = _pyplot().subplots(figsize=(5.5, 4))
+  figure, axes = _pyplot().subplots(figsize=figsize)
   for label_text, run_dirs in zip(labels, groups):
     curves = [dict(zip(*results.series(results.read_rows(d), metric)))
               for d in run_dirs]
@@ -238,16 +266,26 @@ def plot_bands(groups, metric, out, title=None, target=None,
   if target is not None:
     axes.axhline(target, color='gray', linestyle='--', linewidth=1,
                  label=f'target {target:g}')
-  axes.set_xlabel('# rounds' if x == 'round' else x)
+  axes.set_xlabel('# rounds' if x == 'round' else _x_label(groups, x))
   axes.set_ylabel(metric, fontsize=9)
-  # Wrapped to the axes' width (about 60 characters at this size).
-  axes.set_title(textwrap.fill(title, 60), fontsize=9)
-  axes.legend(fontsize=7)
+  # Wrapped to the axes' width (about 60 characters at the default size).
+  axes.set_title(textwrap.fill(title, int(60 * figsize[0] / FIGSIZE[0])),
+                 fontsize=9, pad=14)
   description = description or MATH_DESCRIPTIONS.get(
       metric, DESCRIPTIONS.get(metric, '').replace('$', r'\$'))
-  if description:
-    figure.text(0.5, 0.015, f'{metric}: {description}', fontsize=7,
-                color='dimgray', ha='center', va='bottom', wrap=True)
-  figure.tight_layout(rect=(0, 0.06, 1, 1))
-  figure.savefig(out, dpi=120)
-  _pyplot().close(figure)
+  _save(figure, axes, out, textwrap.shorten(
+      f'{metric}: {description}', 110) if description else None)
+
+
+def _x_label(groups, x):
+  """The x axis's name: ε columns name their δ (and the runs' adjacency)."""
+  if 'epsilon' not in x:
+    return x
+  shared = {(_settings(d[0])[1].get('dp_delta'),
+             _settings(d[0])[1].get('dp_adjacency')) for d in groups}
+  if len(shared) != 1:
+    return f'{x} (at each line\'s δ)'
+  (delta, adjacency), = shared
+  what = 'ε of the deployment' if x == 'deployment_epsilon' else 'ε'
+  return (f'{what} at δ={delta:.2g} ({adjacency})' if delta is not None
+          else x)

@@ -50,12 +50,18 @@ SUMMARY_COLUMNS = {
     'updates_to_target': 'a centralized run\'s minibatch updates to the '
                          'target (rounds × updates per round; each a round '
                          'of communication if federated: FedAvg Table 3)',
-    'final_epsilon': 'a DP run\'s ε after the last round, at its δ',
+    'final_epsilon': 'a DP run\'s ε after the last round, at its δ (the '
+                     'trained model\'s)',
+    'final_deployment_epsilon': 'with a noise cohort, the ε of the '
+                                'deployment it stands for (not the trained '
+                                'model\'s)',
     'final_client_test_accuracy_p10': '10th percentile of the clients\' '
                                       'own test accuracy after the last '
                                       'round (unweighted)',
     'final_client_test_accuracy_p50': 'their median',
     'final_client_test_accuracy_min': 'the worst client\'s',
+    'final_client_test_accuracy_std': 'the spread (standard deviation) of '
+                                      'the clients\' own test accuracy',
     'speedup': 'rounds to target of the first variant with the same swept '
                'values / this one',
     'code': 'the run\'s code, computation and data (config.json\'s '
@@ -67,9 +73,11 @@ SUMMARY_COLUMNS = {
 SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
                 'last_half_test_accuracy', 'final_train_loss',
                 'rounds_to_target', 'final_epsilon',
+                'final_deployment_epsilon',
                 'final_client_test_accuracy_p10',
                 'final_client_test_accuracy_p50',
-                'final_client_test_accuracy_min')
+                'final_client_test_accuracy_min',
+                'final_client_test_accuracy_std')
 METRICS_PLOTTED = ('train_loss', 'test_accuracy')
 
 

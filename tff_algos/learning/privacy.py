@@ -54,6 +54,7 @@ MapReduceForm. The noise is drawn at the server, as TFF's is.
 """
 
 import collections
+import collections.abc
 import math
 import numbers
 
@@ -319,6 +320,51 @@ def gaussian_adaptive(
             count_stddev * scale, clients),
         denominator=clients), seed)
   return _factory(query, zeroing, record_aggregation_factory)
+
+
+def dp_events(state) -> list[dp_accounting.DpEvent]:
+  """The DP events of every `tff.aggregators.DifferentiallyPrivateFactory`
+  aggregator in a process state (e.g. a learning process's, however its
+  model aggregator is wrapped): each round's release as the aggregator
+  itself reports it (TFF's `extract_dp_event_from_state`, which 0.87 does
+  not export; an initial state holds the event its rounds will report).
+  The noise multipliers are Python floats: dp_accounting's RDP accountant
+  reads a composed event of float32 multipliers as its first Gaussian
+  alone (`simulation.accounting`)."""
+  found = []
+
+  def walk(value):
+    if _is_dp_state(value):
+      found.append(_python_floats(
+          dp_accounting.DpEvent.from_named_tuple(value.dp_event)))
+    elif isinstance(value, collections.abc.Mapping):
+      for item in value.values():
+        walk(item)
+    elif isinstance(value, (tuple, list)):
+      for item in value:
+        walk(item)
+
+  walk(state)
+  return found
+
+
+# The fields of TFF's `DPAggregatorState` (not exported by TFF 0.87).
+_DP_STATE_FIELDS = ('query_state', 'agg_state', 'dp_event', 'is_init_state')
+
+
+def _is_dp_state(value) -> bool:
+  return (isinstance(value, tuple) and
+          getattr(value, '_fields', None) == _DP_STATE_FIELDS)
+
+
+def _python_floats(event):
+  """`event` with its Gaussian noise multipliers as Python floats."""
+  if isinstance(event, dp_accounting.GaussianDpEvent):
+    return dp_accounting.GaussianDpEvent(float(event.noise_multiplier))
+  if isinstance(event, dp_accounting.ComposedDpEvent):
+    return dp_accounting.ComposedDpEvent(
+        [_python_floats(e) for e in event.events])
+  return event
 
 
 def _factory(query, zeroing, record_aggregation_factory):

@@ -49,14 +49,23 @@ Gaussian(z_b)])`, inside the sampling event.
 
 Noise cohort (pfl-research's `noise_cohort_size` M ≥ K): the simulation
 adds noise as if M clients took part while K are simulated (stddev z·C·K/M
-on the sum of K, so the mean carries z·C/M, as in a round of M). ε then
-describes the run being simulated, not the simulation: M clients per round
-from a population of `population` clients (default: `num_clients`) with
-noise z·C on their sum, sampling rate M/population. pfl-research does the
-same (`PLDPrivacyAccountant(sampling_probability=max(K, M)/population,
-noise_scale=K/M)`). The K-client simulation itself only has the guarantee
-of noise multiplier z·K/M at rate K/N (`epsilons(z * K / M, ...)` without a
-cohort).
+on the sum of K, so the mean carries z·C/M, as in a round of M). The model
+the simulation trains and releases is then K clients' sum with noise
+multiplier z·K/M at rate K/N: that is the run's ε (`mechanism(z,
+clients_per_round=K, noise_cohort_size=M)`, which is also what the
+aggregator's own DP event says). The deployment being simulated, M clients
+per round from a population of `population` clients (default
+`num_clients`) with noise z·C on their sum at rate M/population, has
+another ε, `epsilons(z, ..., noise_cohort_size=M)`: what pfl-research
+reports (`PLDPrivacyAccountant(sampling_probability=max(K, M)/population,
+noise_scale=K/M)`), and what a run reports as `deployment_epsilon`, never
+as the model's.
+
+The run's ε is computed from the mechanism its process was built with:
+the aggregator's DP event in the process state (`Mechanism.of_event`), not
+the flags. Where the event is the flags' mechanism to float32 precision
+(the state holds float32), the flags' exact values are used, so that the
+ε does not move in the last bits with the float32 rounding.
 
 'proportional' is refused because the probability that client k is drawn
 depends on n_k, its number of examples, which is part of its data. Under
@@ -93,6 +102,9 @@ clipped-count release. Convert such events before composing them.
 Imports no TensorFlow (dp_accounting only).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import math
 import numbers
 from typing import Iterator, Sequence
@@ -133,6 +145,84 @@ def adjacency(sampling: str) -> str | None:
   return dp_budget.ADJACENCY[sampling]
 
 
+@dataclasses.dataclass(frozen=True)
+class Mechanism:
+  """One round's Gaussian releases: each one's noise multiplier (noise
+  stddev over the L2 sensitivity of its records), as the aggregator's own
+  DP event states it (`tff.aggregators.DifferentiallyPrivateFactory` keeps
+  it in its state): one for fixed clipping, the updates' and the clipped
+  count's for adaptive clipping. Sampling is not part of it."""
+  noise_multipliers: tuple[float, ...]
+
+  def __post_init__(self):
+    if not self.noise_multipliers:
+      raise ValueError('a mechanism releases at least one Gaussian sum')
+    for z in self.noise_multipliers:
+      dp_budget.nonnegative(z, 'noise_multiplier')
+
+  @classmethod
+  def of_event(cls, event: dp_accounting.DpEvent) -> Mechanism:
+    """The mechanism of an aggregator's unsampled DP event (a Gaussian, or
+    a composition of Gaussians); UncertifiedMechanismError otherwise."""
+    parts = (event.events if isinstance(event, dp_accounting.ComposedDpEvent)
+             else [event])
+    if not all(isinstance(p, dp_accounting.GaussianDpEvent) for p in parts):
+      raise UncertifiedMechanismError(
+          f'the model aggregator reports the DP event {event}, which this '
+          'accountant cannot compose (it composes Gaussian releases)')
+    return cls(tuple(float(p.noise_multiplier) for p in parts))
+
+  @property
+  def noise_multiplier(self) -> float:
+    """The one Gaussian the releases together amount to:
+    (Σ z_i⁻²)^(−1/2) (0 if any release is noiseless)."""
+    if not all(self.noise_multipliers):
+      return 0.0
+    return sum(z**-2 for z in self.noise_multipliers)**-0.5
+
+  def matches(self, other: Mechanism) -> bool:
+    """Whether the two are one mechanism to float32 precision (an
+    aggregator's state holds its noise as float32)."""
+    return len(self.noise_multipliers) == len(other.noise_multipliers) and all(
+        math.isclose(a, b, rel_tol=FLOAT32_TOLERANCE, abs_tol=0)
+        for a, b in zip(self.noise_multipliers, other.noise_multipliers))
+
+
+# Two float32 noise multipliers of one mechanism, each rounded and divided
+# in float32, differ by a few units in the last place (2⁻²³ ≈ 1.2e-7).
+FLOAT32_TOLERANCE = 1e-6
+
+
+class UncertifiedMechanismError(ValueError):
+  """The aggregator's DP mechanism has no ε this accountant can compute."""
+
+
+def mechanism(noise_multiplier: float, *, clients_per_round: int,
+              adaptive_clipping: bool = False,
+              clipped_count_stddev: float | None = None,
+              noise_cohort_size: int | None = None) -> Mechanism:
+  """The releases `learning.privacy`'s aggregators make for a run's flags,
+  on the model they train: z (fixed clipping), or TFF's split of z for
+  adaptive clipping (z_v, 2σ_b). With a noise cohort M the noise is that
+  of M clients on the sum of K, so each multiplier is the M-client run's
+  times K/M."""
+  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  k = _count(clients_per_round, 'clients_per_round')
+  cohort = k if noise_cohort_size is None else _count(noise_cohort_size,
+                                                      'noise_cohort_size')
+  if z == 0:  # TFF adds no noise at all then (adaptive clipping included).
+    multipliers = [0.0]
+  elif adaptive_clipping:
+    value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
+        z, cohort, clipped_count_stddev)
+    multipliers = [value_z, 2 * count_stddev]
+  else:
+    multipliers = [z]
+  if noise_cohort_size is not None:
+    multipliers = [m * (k / cohort) for m in multipliers]
+  return Mechanism(tuple(multipliers))
+
+
 def round_event(
     noise_multiplier: float,
     *,
@@ -144,40 +234,61 @@ def round_event(
     noise_cohort_size: int | None = None,
     population: int | None = None,
 ) -> dp_accounting.DpEvent:
-  """One round's `dp_accounting.DpEvent`, under `adjacency(sampling)`.
-
-  The arguments are those of `epsilons`. 'uniform' halves the noise
-  multipliers (replace-one doubles the sensitivity: module docstring);
-  z = 0 is a `NonPrivateDpEvent`.
+  """One round's `dp_accounting.DpEvent` of the run the flags describe,
+  under `adjacency(sampling)`: the arguments are those of `epsilons` (with
+  a noise cohort, the M-client run's).
 
   Raises:
     UncertifiedSamplingError: sampling 'proportional'.
     ValueError: an argument out of its range.
   """
-  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  released, cohort, population = _run_of_flags(
+      noise_multiplier, sampling, num_clients, clients_per_round,
+      adaptive_clipping, clipped_count_stddev, noise_cohort_size, population)
+  return sampled_event(released, num_clients=population,
+                       clients_per_round=cohort, sampling=sampling)
+
+
+def _run_of_flags(noise_multiplier, sampling, num_clients, clients_per_round,
+                  adaptive_clipping, clipped_count_stddev, noise_cohort_size,
+                  population):
+  """(one round's releases, clients per round, population) of the run the
+  flags describe: with a noise cohort, the M-client run's."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _refuse_uncertified(sampling)
+  dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   cohort, population = _cohort_and_population(
       sampling, num_clients, clients_per_round, noise_cohort_size,
       population)
-  if z == 0:  # TFF adds no noise at all then (adaptive clipping included).
+  released = mechanism(noise_multiplier, clients_per_round=cohort,
+                       adaptive_clipping=adaptive_clipping,
+                       clipped_count_stddev=clipped_count_stddev)
+  return released, cohort, population
+
+
+def sampled_event(released: Mechanism, *, num_clients: int,
+                  clients_per_round: int,
+                  sampling: str = UNIFORM) -> dp_accounting.DpEvent:
+  """One round's event: `released` on the clients `sampling` draws (K of
+  N), under `adjacency(sampling)`. 'uniform' halves the noise multipliers
+  (replace-one doubles the sensitivity: module docstring); a noiseless
+  release is a `NonPrivateDpEvent`."""
+  _check_choice(sampling, SAMPLINGS, 'sampling')
+  _refuse_uncertified(sampling)
+  if not all(released.noise_multipliers):
     return dp_accounting.NonPrivateDpEvent()
-  if adaptive_clipping:
-    value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
-        z, cohort, clipped_count_stddev)
-    multipliers = [value_z, 2 * count_stddev]
-  else:
-    multipliers = [z]
+  multipliers = list(released.noise_multipliers)
   if sampling == UNIFORM:
     multipliers = [m / 2 for m in multipliers]
   gaussians = [dp_accounting.GaussianDpEvent(m) for m in multipliers]
-  mechanism = (gaussians[0] if len(gaussians) == 1
-               else dp_accounting.ComposedDpEvent(gaussians))
+  event = (gaussians[0] if len(gaussians) == 1
+           else dp_accounting.ComposedDpEvent(gaussians))
   if sampling == UNIFORM:
     return dp_accounting.SampledWithoutReplacementDpEvent(
-        source_dataset_size=population, sample_size=cohort, event=mechanism)
+        source_dataset_size=num_clients, sample_size=clients_per_round,
+        event=event)
   return dp_accounting.PoissonSampledDpEvent(
-      sampling_probability=cohort / population, event=mechanism)
+      sampling_probability=clients_per_round / num_clients, event=event)
 
 
 def epsilons(
@@ -196,7 +307,8 @@ def epsilons(
     orders: Sequence[float] | None = None,
     value_discretization_interval: float = PLD_VALUE_DISCRETIZATION_INTERVAL,
 ) -> list[float]:
-  """ε after each of rounds 1..`rounds` at `delta` (math.inf without noise).
+  """ε after each of rounds 1..`rounds` at `delta` (math.inf without noise)
+  of the run the flags describe.
 
   Args:
     noise_multiplier: z as the run's user gives it to TFF's DP factory
@@ -212,8 +324,9 @@ def epsilons(
       (`gaussian_adaptive`, `tff.learning.dp_aggregator`).
     clipped_count_stddev: adaptive clipping's σ_b if the run set it (TFF's
       default: 0.05 × the cohort).
-    noise_cohort_size: M ≥ K: noise calibrated for M clients per round; ε
-      is then that of M clients per round from `population`.
+    noise_cohort_size: M ≥ K: the deployment a noise cohort stands for, M
+      clients per round from `population` with noise z·C on their sum (not
+      the simulated model's ε: `epsilons_of(mechanism(...))` is that).
     population: the population the M-client rounds draw from (default N).
     orders: RDP orders (default dp_accounting's).
     value_discretization_interval: the PLD's loss grid.
@@ -226,13 +339,36 @@ def epsilons(
     ValueError: any other argument out of its range, or 'pld' with
       'uniform'.
   """
-  return list(_epsilon_stream(
-      noise_multiplier, rounds, delta, num_clients=num_clients,
-      clients_per_round=clients_per_round, sampling=sampling,
-      accountant=accountant, adaptive_clipping=adaptive_clipping,
-      clipped_count_stddev=clipped_count_stddev,
-      noise_cohort_size=noise_cohort_size, population=population,
+  released, cohort, population = _run_of_flags(
+      noise_multiplier, sampling, num_clients, clients_per_round,
+      adaptive_clipping, clipped_count_stddev, noise_cohort_size, population)
+  return epsilons_of(
+      released, rounds, delta, num_clients=population,
+      clients_per_round=cohort, sampling=sampling, accountant=accountant,
       orders=orders,
+      value_discretization_interval=value_discretization_interval)
+
+
+def epsilons_of(
+    released: Mechanism,
+    rounds: int,
+    delta: float,
+    *,
+    num_clients: int,
+    clients_per_round: int,
+    sampling: str = UNIFORM,
+    accountant: str = RDP,
+    orders: Sequence[float] | None = None,
+    value_discretization_interval: float = PLD_VALUE_DISCRETIZATION_INTERVAL,
+) -> list[float]:
+  """ε after each of rounds 1..`rounds` at `delta` (math.inf without noise)
+  when every round makes the releases `released` on the clients `sampling`
+  draws, K (expected K for 'poisson') of N; the other arguments are those
+  of `epsilons`."""
+  return list(_epsilon_stream(
+      released, rounds, delta, num_clients=num_clients,
+      clients_per_round=clients_per_round, sampling=sampling,
+      accountant=accountant, orders=orders,
       value_discretization_interval=value_discretization_interval))
 
 
@@ -255,11 +391,17 @@ def epsilon(noise_multiplier: float, rounds: int, delta: float,
   return float(one.self_compose(rounds).get_epsilon_for_delta(delta))
 
 
-def _epsilon_stream(noise_multiplier, rounds, delta, **kwargs
-                    ) -> Iterator[float]:
+def _epsilon_stream(released, rounds, delta, *, num_clients,
+                    clients_per_round, sampling, accountant, orders,
+                    value_discretization_interval) -> Iterator[float]:
   rounds = _rounds(rounds)
-  event, relation, accountant, options = _setup(noise_multiplier, delta,
-                                                **kwargs)
+  delta, relation, options = _options(
+      delta, sampling, accountant, orders, value_discretization_interval)
+  _cohort_and_population(sampling, num_clients, clients_per_round, None,
+                         None)
+  event = sampled_event(released, num_clients=num_clients,
+                        clients_per_round=clients_per_round,
+                        sampling=sampling)
   if rounds == 0:
     return
   if isinstance(event, dp_accounting.NonPrivateDpEvent):
@@ -291,27 +433,37 @@ def _setup(noise_multiplier, delta, *, num_clients, clients_per_round,
   accountant, accountant options)."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _check_choice(accountant, ACCOUNTANTS, 'accountant')
-  delta = _probability(delta)
   dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
-  _refuse_uncertified(sampling)
-  if accountant == PLD and sampling == UNIFORM:
-    raise ValueError(
-        "accountant 'pld' does not support sampling 'uniform' "
-        '(dp_accounting 0.4.3 has no PLD for fixed-size sampling without '
-        "replacement): use accountant 'rdp', or sampling 'poisson'")
+  delta, relation, options = _options(
+      delta, sampling, accountant, orders, value_discretization_interval)
   event = round_event(
       noise_multiplier, num_clients=num_clients,
       clients_per_round=clients_per_round, sampling=sampling,
       adaptive_clipping=adaptive_clipping,
       clipped_count_stddev=clipped_count_stddev,
       noise_cohort_size=noise_cohort_size, population=population)
+  return event, relation, accountant, options
+
+
+def _options(delta, sampling, accountant, orders,
+             value_discretization_interval):
+  """(δ, dp_accounting relation, accountant options), checked."""
+  _check_choice(sampling, SAMPLINGS, 'sampling')
+  _check_choice(accountant, ACCOUNTANTS, 'accountant')
+  delta = _probability(delta)
+  _refuse_uncertified(sampling)
+  if accountant == PLD and sampling == UNIFORM:
+    raise ValueError(
+        "accountant 'pld' does not support sampling 'uniform' "
+        '(dp_accounting 0.4.3 has no PLD for fixed-size sampling without '
+        "replacement): use accountant 'rdp', or sampling 'poisson'")
   if orders is not None:
     orders = [float(o) for o in orders]
     if not orders or any(not math.isfinite(o) or o <= 1 for o in orders):
       raise ValueError(f'orders must be finite and > 1, got {orders}')
   interval = dp_budget.positive(value_discretization_interval,
-                       'value_discretization_interval')
-  return event, _RELATION[dp_budget.ADJACENCY[sampling]], accountant, dict(
+                                'value_discretization_interval')
+  return delta, _RELATION[dp_budget.ADJACENCY[sampling]], dict(
       orders=orders, value_discretization_interval=interval)
 
 

@@ -21,6 +21,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from tff_algos.algorithms.callbacks import RoundCallback
+from tff_algos.learning import privacy
+from tff_algos.simulation import accounting
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import loop
 
@@ -114,33 +116,76 @@ class Evaluation(RoundCallback):
 
 
 class AdaptiveClip(RoundCallback):
-  """The clip norm adaptive clipping chose for the round (a DP run's
-  aggregator reports it)."""
+  """The clip norm adaptive clipping used in the round. The aggregator
+  reports, after round t, the clip it chose for round t + 1 (its state's,
+  from the round's noised count); the callback writes it in round t + 1's
+  row and keeps it meanwhile (checkpointed). Round 1 uses `initial`."""
+  name = 'adaptive_clip'
   columns = {'dp_clip_norm': 'the L2 norm the round\'s updates were '
                              'clipped to (adaptive clipping)'}
 
+  def __init__(self, initial: float):
+    self._next = float(initial)
+
+  def state(self):
+    return {'next_clip': np.asarray(self._next, np.float64)}
+
+  def restore(self, state):
+    self._next = float(state['next_clip'])
+
   def after_round(self, end):
-    if end.metrics is not None:
-      clip = end.metrics.get('aggregator', {}).get('dp_query_metrics',
-                                                   {}).get('clip')
-      if clip is not None:
-        end.row['dp_clip_norm'] = float(clip)
+    if end.round_num == 0:
+      return
+    end.row['dp_clip_norm'] = self._next
+    clip = (end.metrics or {}).get('aggregator', {}).get(
+        'dp_query_metrics', {}).get('clip')
+    if clip is not None:
+      self._next = float(clip)
 
 
 class PrivacySpent(RoundCallback):
   """The ε a DP run has spent after each round, at its δ: `epsilons[t-1]`
-  after round t (`accounting.epsilons`, computed once for the run's
-  sampling, noise and rounds); 0 at round 0, before anything is
-  released."""
-  columns = {'epsilon': 'ε spent after the round, at the run\'s δ (its '
-                        'sampling\'s adjacency: config.json dp_adjacency)'}
+  after round t (`accounting.epsilons_of` the mechanism the process was
+  built with, computed once for the run's sampling and rounds); 0 at round
+  0, before anything is released. With `deployment` (a noise cohort's),
+  also the ε of the deployment the run stands for, in its own column.
+  Every round it checks that the aggregator's state reports the
+  `mechanism` accounted for: an ε is never written for another one."""
 
-  def __init__(self, epsilons):
+  def __init__(self, mechanism: accounting.Mechanism, epsilons,
+               deployment=None):
+    self.mechanism = mechanism
     self._epsilons = list(epsilons)
+    self._deployment = None if deployment is None else list(deployment)
+    self.columns = dict(EPSILON_COLUMNS)
+    if deployment is None:
+      del self.columns['deployment_epsilon']
 
   def after_round(self, end):
-    end.row['epsilon'] = (self._epsilons[end.round_num - 1]
-                          if end.round_num else 0.0)
+    if end.round_num:
+      self._check(end)
+    for column, values in (('epsilon', self._epsilons),
+                           ('deployment_epsilon', self._deployment)):
+      if values is not None:
+        end.row[column] = values[end.round_num - 1] if end.round_num else 0.0
+
+  def _check(self, end):
+    events = privacy.dp_events(end.state)
+    released = (accounting.Mechanism.of_event(events[0])
+                if len(events) == 1 else None)
+    if released is None or not released.matches(self.mechanism):
+      raise RuntimeError(
+          f'round {end.round_num} released {events}, not the mechanism the '
+          f'ε is computed for ({self.mechanism}): no ε is written for it')
+
+
+EPSILON_COLUMNS = {
+    'epsilon': 'ε of the trained model after the round, at the run\'s δ (its '
+               'sampling\'s adjacency: config.json dp_adjacency)',
+    'deployment_epsilon': 'ε after the round of the deployment a noise '
+                          'cohort stands for (M clients per round, noise z): '
+                          'not the trained model\'s',
+}
 
 
 class Dissimilarity(RoundCallback):

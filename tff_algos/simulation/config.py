@@ -114,6 +114,8 @@ class Config:
   dp_clip: float | None = None      # C; None: adaptive clipping
   dp_target_quantile: float | None = None  # adaptive clipping's (0.5)
   dp_noise_cohort: int | None = None  # M >= K: noise as for M clients
+  dp_initial_clip: float | None = None  # adaptive clipping's first clip
+  dp_noise_seed: int | None = None  # the noise's seed (default: --seed)
   dp_delta: float | None = None     # δ of the ε reported; default 0.1/N
   dp_accountant: str | None = None  # rdp (default) or pld
   dp_adjacency: str | None = None   # set by resolve: the ε's relation
@@ -354,7 +356,8 @@ def _pooled(c: Config) -> Config:
 
 
 _DP_FLAGS = ('dp_noise_multiplier', 'dp_clip', 'dp_target_quantile',
-             'dp_noise_cohort', 'dp_delta', 'dp_accountant')
+             'dp_noise_cohort', 'dp_initial_clip', 'dp_noise_seed',
+             'dp_delta', 'dp_accountant')
 SAMPLING = tuple(scheme.value for scheme in SamplingScheme)
 
 
@@ -376,14 +379,15 @@ def _privacy(c: Config, num_clients) -> dict:
   z, clip, quantile = c.dp_noise_multiplier, c.dp_clip, c.dp_target_quantile
   if z is None:
     raise ConfigError('--aggregator=dp needs --dp_noise_multiplier (z >= 0)')
-  if clip is not None and quantile is not None:
-    raise ConfigError('--dp_target_quantile is adaptive clipping\'s: give it '
-                      'or --dp_clip (fixed clipping), not both')
+  for adaptive_only in ('dp_target_quantile', 'dp_initial_clip'):
+    if clip is not None and getattr(c, adaptive_only) is not None:
+      raise ConfigError(f'--{adaptive_only} is adaptive clipping\'s: give it '
+                        'or --dp_clip (fixed clipping), not both')
   delta = c.dp_delta
   if delta is None and num_clients is not None:
     delta = 0.1 / num_clients  # Well below 1/N, as a guarantee needs.
   accountant = c.dp_accountant or 'rdp'
-  k = c.clients_per_round
+  k, m = c.clients_per_round, c.dp_noise_cohort
   checks = [
       (0 <= z < FLOAT32_MAX, f'--dp_noise_multiplier must be a number >= 0, '
                              f'got {z}'),
@@ -393,9 +397,18 @@ def _privacy(c: Config, num_clients) -> dict:
        f'--dp_target_quantile must be in (0, 1), got {quantile}'),
       (delta is None or 0 < delta < 1, f'--dp_delta must be in (0, 1), got '
                                        f'{delta}'),
-      (c.dp_noise_cohort is None or k is None or c.dp_noise_cohort >= k,
-       f'--dp_noise_cohort must be >= --clients_per_round ({k}), got '
-       f'{c.dp_noise_cohort}'),
+      (m is None or m >= 1, f'--dp_noise_cohort must be >= 1, got {m}'),
+      (m is None or k is None or m >= k,
+       f'--dp_noise_cohort must be >= --clients_per_round ({k}), got {m}: '
+       'the noise of fewer clients than take part is below theirs'),
+      (m is None or num_clients is None or m <= num_clients,
+       f'--dp_noise_cohort={m} is more than the {num_clients} clients of '
+       f'{c.task}: a round cannot draw more clients than there are'),
+      (c.dp_initial_clip is None or 0 < c.dp_initial_clip < FLOAT32_MAX,
+       f'--dp_initial_clip must be a positive number, got '
+       f'{c.dp_initial_clip}'),
+      (c.dp_noise_seed is None or 0 <= c.dp_noise_seed <= MAX_SEED,
+       f'--dp_noise_seed must be in 0..{MAX_SEED}, got {c.dp_noise_seed}'),
       (accountant in ('rdp', 'pld'), f'--dp_accountant must be rdp or pld, '
                                      f'got {accountant!r}'),
       (c.client_sampling != 'proportional', '--client_sampling=proportional '
@@ -417,7 +430,9 @@ def _privacy(c: Config, num_clients) -> dict:
               dp_target_quantile=(aggregators.DEFAULT_TARGET_QUANTILE
                                   if clip is None and quantile is None
                                   else quantile),
-              dp_noise_cohort=c.dp_noise_cohort, dp_delta=delta,
+              dp_noise_cohort=c.dp_noise_cohort,
+              dp_initial_clip=c.dp_initial_clip,
+              dp_noise_seed=c.dp_noise_seed, dp_delta=delta,
               dp_accountant=accountant,
               dp_adjacency=dp_budget.ADJACENCY[c.client_sampling])
 
@@ -428,8 +443,10 @@ def _aggregator(c: Config):
     return None
   return aggregators.AggregatorSettings(
       kind=c.aggregator, clients_per_round=c.clients_per_round or 1,
-      seed=c.seed, noise_multiplier=c.dp_noise_multiplier, clip=c.dp_clip,
-      target_quantile=c.dp_target_quantile, noise_cohort=c.dp_noise_cohort)
+      seed=c.seed if c.dp_noise_seed is None else c.dp_noise_seed,
+      noise_multiplier=c.dp_noise_multiplier, clip=c.dp_clip,
+      target_quantile=c.dp_target_quantile, noise_cohort=c.dp_noise_cohort,
+      initial_clip=c.dp_initial_clip)
 
 
 def _check(c: Config, num_clients):

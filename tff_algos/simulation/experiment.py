@@ -48,22 +48,27 @@ class MetricsLost(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
-  """A run ready to train: its settings, task, data, process and what its
-  numbers come from (`provenance.record`)."""
+  """A run ready to train: its settings, task, data, process, what its
+  numbers come from (`provenance.record`) and the DP mechanism its ε is
+  computed for (`trainer.accounted_mechanism`; None without DP)."""
   settings: config_lib.Settings
   task: Any
   data: trainer.ClientData
   process: Any
   provenance: dict
+  mechanism: Any = None
 
 
 def prepare(settings: config_lib.Settings, task) -> Prepared:
   """The run of `settings` on `task`: its data and process, and their
-  provenance (which the folder's status compares)."""
+  provenance (which the folder's status compares). ConfigError for a DP
+  run whose process carries no DP aggregator to account for
+  (`trainer.accounted_mechanism`), before anything is written."""
   data = trainer.ClientData.of(task, settings)
   process = trainer.build_process(settings, task.model_fn)
   return Prepared(settings, task, data, process, provenance_lib.record(
-      process, data.client_ids, data.train, data.test))
+      process, data.client_ids, data.train, data.test),
+                  trainer.accounted_mechanism(settings, process))
 
 
 def status(prepared: Prepared, folder: run_dir_lib.RunDir,
@@ -123,7 +128,8 @@ def train(prepared: Prepared, folder: run_dir_lib.RunDir, *,
   or 'resume') to its last round, continuing from the latest checkpoint,
   and writes summary.json. Returns metrics.csv's rows as numbers."""
   settings, data = prepared.settings, prepared.data
-  callbacks = trainer.round_callbacks(settings, prepared.task.model_fn, data)
+  callbacks = trainer.round_callbacks(settings, prepared.task.model_fn, data,
+                                     prepared.process)
   columns = column_names(settings.entry.hparam_column,
                          [c for cb in callbacks for c in cb.columns])
   timer = outputs.Timer()
@@ -164,13 +170,19 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
   rows = [results.typed(row) for row in written]
   summary.update({f'final_{name}': next(
       (r[name] for r in reversed(rows) if name in r), None)
-                  for name in (*settings.entry.metrics, 'epsilon',
+                  for name in (*settings.entry.metrics,
+                               *callbacks_lib.EPSILON_COLUMNS,
                                *evaluation_columns())
                   if any(name in r for r in rows)})
   if settings.config.aggregator == 'dp':
     summary.update(dp_delta=settings.config.dp_delta,
                    dp_adjacency=settings.config.dp_adjacency,
-                   dp_accountant=settings.config.dp_accountant)
+                   dp_accountant=settings.config.dp_accountant,
+                   **_epsilon_descriptions(prepared))
+  # What a plot names the run and its algorithm's columns by, so that it
+  # need not import the modules (--import) that registered the algorithm.
+  summary.update(legend=settings.entry.legend(settings.algorithm),
+                 algorithm_metrics=dict(settings.entry.metrics))
   versions = len(folder.provenance())
   summary.update(
       finished=True, num_clients=len(data.train),
@@ -189,6 +201,24 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
         'which round each')
   folder.finish(summary)
   return rows
+
+
+def _epsilon_descriptions(prepared):
+  """What summary.json's final ε values are the ε of."""
+  settings = prepared.settings
+  c, n, k = settings.config, len(prepared.data.train), settings.clients_per_round
+  mechanism = prepared.mechanism
+  described = dict(final_epsilon_of=(
+      f'the trained model: {k} of {n} clients per round '
+      f'({settings.client_sampling}), noise multiplier '
+      f'{mechanism.noise_multiplier:.6g} on their clipped sum, as its DP '
+      'aggregator released it'))
+  if c.dp_noise_cohort is not None:
+    described['final_deployment_epsilon_of'] = (
+        f'the deployment the noise cohort stands for, not the trained '
+        f'model: {c.dp_noise_cohort} of {n} clients per round, noise '
+        f'multiplier {c.dp_noise_multiplier:g} on their clipped sum')
+  return described
 
 
 def run(config, task, output_dir: str, *, show_progress: bool = True,

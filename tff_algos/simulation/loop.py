@@ -75,6 +75,10 @@ class Loop:
     batch_size: B (-1: each client's whole dataset).
     train_arrays: every client's training data, by client index.
     callbacks: run in order at the end of every round.
+    release_empty_rounds: a round without participants runs the process
+      too (a DP aggregator releases the noise of a zero sum: every round
+      is a release, as the accountant counts it); otherwise it keeps the
+      model (w_{t+1} = w_t), as a mean of no updates is undefined.
   """
   process: Any
   sampler: ClientSampler
@@ -82,6 +86,7 @@ class Loop:
   batch_size: int
   train_arrays: Sequence[Mapping[str, np.ndarray]]
   callbacks: Sequence[RoundCallback] = ()
+  release_empty_rounds: bool = False
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""
@@ -102,13 +107,13 @@ class Loop:
 
   def train(self, state, round_num):
     """Round `round_num`'s training: (state, row, process metrics). Round 0
-    trains nothing; nor does a round whose participants were all dropped
-    (w_{t+1} = w_t)."""
+    trains nothing; nor does a round without participants (none drawn, or
+    all dropped), unless `release_empty_rounds`."""
     if round_num == 0:
       return state, {}, None
     plans = self.sampler.participants(round_num, self.policy)
     row = dict(participants=len(plans), local_steps=0)
-    if not plans:
+    if not plans and not self.release_empty_rounds:
       return state, row, None
     output = self.process.next(state, client_inputs.round_inputs(
         self.sampler, plans, self.train_arrays, round_num, self.batch_size))
@@ -118,7 +123,7 @@ class Loop:
     # rejected (keeping w_t).
     row['update_non_finite'] = output.metrics.get('finalizer', {}).get(
         'update_non_finite', 0)
-    if 'update_spread' in client_work:
+    if 'update_spread' in client_work and plans:  # 0/0 without clients.
       row['update_spread'] = client_work['update_spread']
     return output.state, row, output.metrics
 

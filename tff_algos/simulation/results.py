@@ -231,8 +231,9 @@ def updates_per_round(epochs, batch_size, examples_per_client):
 
 # Columns some runs record (DP runs ε; models with a per-client accuracy
 # its spread), shown by their last value where they are.
-FINAL_WHEN_RECORDED = ('epsilon', 'client_test_accuracy_p10',
-                       'client_test_accuracy_p50', 'client_test_accuracy_min')
+FINAL_WHEN_RECORDED = ('epsilon', 'deployment_epsilon',
+                       'client_test_accuracy_p10', 'client_test_accuracy_p50',
+                       'client_test_accuracy_min', 'client_test_accuracy_std')
 
 
 def summarize(run_dir, target_accuracy=None, examples_per_client=None,

@@ -39,8 +39,9 @@ class SamplingScheme(enum.Enum):
     always has K clients.
   POISSON: each client independently with probability q = K/N, so the
     cohort has K clients on average (Binomial(N, q)), and none with
-    probability (1 − q)^N. A round without clients trains nothing
-    (w_{t+1} = w_t), as a round whose participants were all dropped.
+    probability (1 − q)^N. A round without clients trains nothing, as a
+    round whose participants were all dropped: it keeps the model, or
+    under DP releases it with the noise of a zero sum (`loop.Loop`).
   PROPORTIONAL: K distinct clients drawn one after another, each with
     probability ∝ n_k among the clients not yet drawn: what the FedProx
     authors' code does (numpy's `choice(N, K, replace=False, p=n_k/n)`).

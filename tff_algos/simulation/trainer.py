@@ -21,12 +21,14 @@ flags), resolved once.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 import tasks as tasks_lib
 from tff_algos import learning
+from tff_algos.learning import privacy
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.simulation import accounting
@@ -106,20 +108,70 @@ def sampler(settings: config_lib.Settings, train) -> ClientSampler:
       steps_per_round=int(steps) if settings.entry.pooled else None)
 
 
-def privacy_spent(settings: config_lib.Settings,
-                  num_clients: int) -> list[RoundCallback]:
-  """A DP run's ε column (`callbacks.PrivacySpent`) and adaptive clipping's
-  clip norm (`callbacks.AdaptiveClip`), or [] for a run without DP."""
+def accounted_mechanism(settings: config_lib.Settings,
+                        process) -> accounting.Mechanism | None:
+  """The DP mechanism a run's ε is computed from: the one its process was
+  built with, as the model aggregator's own DP event in the process state
+  says (`learning.privacy.dp_events`); None for a run without
+  --aggregator=dp. Where that is the flags' mechanism to float32
+  precision, the flags' exact values (`accounting` says why); else the
+  process's (an algorithm that builds its own DP aggregator).
+
+  Raises:
+    ConfigError: the flags ask for DP and the process carries no DP
+      aggregator (e.g. an algorithm whose builder makes its own mean: no
+      noise would be added, so no ε can be claimed), more than one, or one
+      whose event the accountant cannot compose.
+  """
   c = settings.config
   if c.aggregator != 'dp':
-    return []
-  adaptive = [callbacks_lib.AdaptiveClip()] if c.dp_clip is None else []
-  return adaptive + [callbacks_lib.PrivacySpent(accounting.epsilons(
-      c.dp_noise_multiplier, settings.rounds, c.dp_delta,
-      num_clients=num_clients, clients_per_round=settings.clients_per_round,
-      sampling=settings.client_sampling, accountant=c.dp_accountant,
+    return None
+  events = privacy.dp_events(process.initialize())
+  if len(events) != 1:
+    raise config_lib.ConfigError(
+        f'--aggregator=dp: the process of --algo={settings.algo} carries '
+        'no DP aggregator, '
+        'so no ε can be claimed for it: its builder must pass the run\'s '
+        'aggregator on, model_aggregator=core.model_aggregator(settings, '
+        'client_input) (README, "Your own task, algorithm and optimizer")'
+        if not events else
+        f'--aggregator=dp: the process of --algo={settings.algo} carries '
+        f'{len(events)} DP aggregators; the accountant accounts for one')
+  try:
+    built = accounting.Mechanism.of_event(events[0])
+  except accounting.UncertifiedMechanismError as e:
+    raise config_lib.ConfigError(f'--aggregator=dp: {e}') from None
+  declared = accounting.mechanism(
+      c.dp_noise_multiplier, clients_per_round=settings.clients_per_round,
       adaptive_clipping=c.dp_clip is None,
-      noise_cohort_size=c.dp_noise_cohort))]
+      noise_cohort_size=c.dp_noise_cohort)
+  return declared if built.matches(declared) else built
+
+
+def privacy_spent(settings: config_lib.Settings,
+                  mechanism: accounting.Mechanism | None,
+                  num_clients: int) -> list[RoundCallback]:
+  """A DP run's ε column (`callbacks.PrivacySpent`: the ε of `mechanism`,
+  the trained model's, and with a noise cohort the deployment's) and
+  adaptive clipping's clip norm (`callbacks.AdaptiveClip`), or [] for a
+  run without DP (`mechanism` None)."""
+  if mechanism is None:
+    return []
+  c = settings.config
+  sampling = dict(num_clients=num_clients,
+                  clients_per_round=settings.clients_per_round,
+                  sampling=settings.client_sampling, accountant=c.dp_accountant)
+  deployment = None
+  if c.dp_noise_cohort is not None:
+    deployment = accounting.epsilons(
+        c.dp_noise_multiplier, settings.rounds, c.dp_delta,
+        adaptive_clipping=c.dp_clip is None,
+        noise_cohort_size=c.dp_noise_cohort, **sampling)
+  adaptive = [] if c.dp_clip is not None else [callbacks_lib.AdaptiveClip(
+      c.dp_initial_clip or privacy.INITIAL_L2_NORM_CLIP)]
+  return adaptive + [callbacks_lib.PrivacySpent(
+      mechanism, accounting.epsilons_of(mechanism, settings.rounds,
+                                        c.dp_delta, **sampling), deployment)]
 
 
 def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
@@ -139,10 +191,11 @@ def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
 
 
 def round_callbacks(settings: config_lib.Settings, model_fn,
-                    data: ClientData, evaluate: bool = True,
+                    data: ClientData, process, evaluate: bool = True,
                     more: Sequence[RoundCallback] = ()) -> list[RoundCallback]:
   """A run's callbacks before its outputs, in order: its constant columns,
-  the measurements (`evaluate`), the algorithm's own callbacks and
+  the measurements (`evaluate`), the ε of the DP mechanism `process` was
+  built with (`accounted_mechanism`), the algorithm's own callbacks and
   process metrics, `more` (a caller's), the client learning-rate schedule
   and --stop_at_target. (The divergence check comes after the outputs
   that keep the diverged round's row.)"""
@@ -154,7 +207,8 @@ def round_callbacks(settings: config_lib.Settings, model_fn,
   client = settings.algorithm.client_optimizer
   return [
       callbacks_lib.Columns({name: value}), *measured,
-      *privacy_spent(settings, len(data.train)), *algorithm,
+      *privacy_spent(settings, accounted_mechanism(settings, process),
+                     len(data.train)), *algorithm,
       callbacks_lib.ReportedMetrics(settings.entry.metrics), *more,
       *([optimizers.ClientLearningRateSchedule(client)]
         if client is not None and client.schedule.kind != 'constant' else []),
@@ -164,9 +218,15 @@ def round_callbacks(settings: config_lib.Settings, model_fn,
 
 def make_loop(settings: config_lib.Settings, process, data: ClientData,
               callbacks: Sequence[RoundCallback]) -> loop_lib.Loop:
+  """The loop of `process` on `data`. A process with a DP aggregator runs
+  every round, one without participants too: the server releases the
+  noise of a zero sum, as a deployment's would, and the accountant counts
+  every round."""
   return loop_lib.Loop(process, sampler(settings, data.train),
                        settings.policy, settings.algorithm.batch_size,
-                       data.train, list(callbacks))
+                       data.train, list(callbacks),
+                       release_empty_rounds=bool(privacy.dp_events(
+                           process.initialize())))
 
 
 def loop_for(settings: config_lib.Settings, model_fn, train, test=None, *,
@@ -178,7 +238,8 @@ def loop_for(settings: config_lib.Settings, model_fn, train, test=None, *,
   data = ClientData.from_arrays(settings, train, test)
   process = process or build_process(settings, model_fn)
   return make_loop(settings, process, data, [
-      *round_callbacks(settings, model_fn, data, evaluate=evaluate),
+      *round_callbacks(settings, model_fn, data, process,
+                       evaluate=evaluate),
       callbacks_lib.DivergenceCheck()])
 
 
@@ -241,7 +302,8 @@ def train(process_fn: ProcessFn | None, task, *,
   _check_model(process, initial)
   rows = Rows()
   loop = make_loop(settings, process, data, [
-      *round_callbacks(settings, model_fn, data, more=callbacks), rows,
+      *round_callbacks(settings, model_fn, data, process, more=callbacks),
+      rows,
       callbacks_lib.DivergenceCheck(),
       outputs.Progress(settings.entry.hparam_column, show_progress)])
   state = loop.run(loop.initial_state(initial), range(settings.rounds + 1))

@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from tff_algos import learning
 from tff_algos.algorithms import callbacks
+from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
 
@@ -30,7 +31,9 @@ def _mean_update_norm(mean):
 
 
 def build_fed_avg_m(model_fn, settings, client_input):
-  """FedAvg's client work; the server's SGD with momentum on the mean."""
+  """FedAvg's client work; the server's SGD with momentum on the mean. The
+  run's model aggregator (`--aggregator`: TFF's weighted mean by default)
+  measures the mean's norm."""
   return learning.build_process(
       model_fn,
       functools.partial(learning.build_proximal_sgd_client_work, mu=0.0,
@@ -41,6 +44,7 @@ def build_fed_avg_m(model_fn, settings, client_input):
           momentum=settings.hparams['server_momentum']),
       client_weighting=settings.client_weighting, client_input=client_input,
       model_aggregator=tff.aggregators.add_measurements(
+          core.model_aggregator(settings, client_input) or
           tff.aggregators.MeanFactory(),
           server_measurement_fn=_mean_update_norm))
 

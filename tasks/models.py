@@ -3,17 +3,18 @@
 import collections
 
 import tensorflow as tf
-import tensorflow_federated as tff
+
+from tff_algos.learning import model_ops
 
 
 def _classifier(keras_model_fn, input_spec):
-  def model_fn():
-    return tff.learning.models.from_keras_model(
-        keras_model_fn(),
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        input_spec=input_spec,
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
-  return model_fn
+  return model_ops.KerasModelFn(
+      keras_model_fn,
+      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(
+          from_logits=True),
+      input_spec=input_spec,
+      metrics_fn=lambda: [
+          tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
 
 
 def multinomial_logistic_regression(num_features: int, num_classes: int):

@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_algos.learning import model_ops
+
 
 class MaskedSparseCategoricalAccuracy(tf.keras.metrics.SparseCategoricalAccuracy):
   """Sparse categorical accuracy that ignores targets equal to `pad_id`."""
@@ -148,11 +150,11 @@ def sent140_lstm(vocab_size: int, sequence_length: int = 25,
   if embeddings is not None:
     embeddings = np.asarray(embeddings, np.float32)
 
-  def model_fn():
-    return tff.learning.models.from_keras_model(
-        sent140_lstm_keras(vocab_size, sequence_length, embedding_dim,
-                           embeddings),
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        input_spec=input_spec,
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
-  return model_fn
+  return model_ops.KerasModelFn(
+      lambda: sent140_lstm_keras(vocab_size, sequence_length, embedding_dim,
+                                 embeddings),
+      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(
+          from_logits=True),
+      input_spec=input_spec,
+      metrics_fn=lambda: [
+          tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])

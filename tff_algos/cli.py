@@ -122,8 +122,17 @@ def _groups():
           Flag('DEFINE_string', 'workers', '',
                 'Spread the client work over remote TFF workers, '
                 'host:port,... (python -m tff_algos.worker; README "Remote '
-                'workers": their protocol is unauthenticated). Empty: the '
-                'local runtime only.'),
+                'workers": their protocol is unauthenticated; the clients '
+                'then train per client). Empty: the local runtime only.'),
+          Flag('DEFINE_enum', 'client_execution',
+                _DEFAULTS.client_execution,
+                'How the clients\' local training runs: lockstep (many '
+                'clients at once in this process: the same computation, '
+                'summed in another order), per_client (a TFF call per '
+                'client, the reference) or auto (lockstep where it is the '
+                'faster: small, non-recurrent models). The header says '
+                'which ran, and why not lockstep.',
+                (list(config_lib.CLIENT_EXECUTIONS),)),
           Flag('DEFINE_multi_string', 'import', [],
                 'A module (my_pkg.my_module) or file (path/to/my_task.py) '
                 'that registers tasks or algorithms of your own; '
@@ -499,6 +508,8 @@ def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:
       data_seed=holder.data_seed, data_dir=holder.data_dir,
       train_fraction=holder.train_fraction,
       partition=_value(holder, 'partition'), imports=tuple(imports),
+      client_execution=_value(holder, 'client_execution',
+                              _DEFAULTS.client_execution),
       **{name: _value(holder, name, getattr(_DEFAULTS, name))
          for name in _AGGREGATION}, **given)
   if not tasks.is_known(config.task):

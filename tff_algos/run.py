@@ -326,11 +326,12 @@ def _finished(output_dir):
         f'{", ".join(experiment.output_files(output_dir))}', file=sys.stderr)
 
 
-def _header(settings, task, output_dir, status, mechanism=None, built=None):
+def _header(settings, task, output_dir, status, mechanism=None, built=None,
+            execution=''):
   """The run's first line: the algorithm and every setting that changes it,
   the task and where the results go (`mechanism`: the DP mechanism the
   process was built with; `built`: its hyper-parameters, which name the
-  optimizers it was built with)."""
+  optimizers it was built with; `execution`: how its clients train)."""
   algorithm = settings.algorithm
   parts = ([f'{len(task.client_ids)} clients pooled into one',
             f'B={algorithm.batch_size}'] if settings.entry.pooled else
@@ -357,6 +358,8 @@ def _header(settings, task, output_dir, status, mechanism=None, built=None):
                f'{settings.data_seed})')
   if settings.eval_clients is not None:
     parts.append(f'train metrics over {settings.eval_clients} clients')
+  if execution:
+    parts.append(f'clients trained {execution}')
   return (f'{settings.algo} on {task.description}: {", ".join(parts)} → '
           f'{output_dir}' + (' (resuming)' if status == 'resume' else ''))
 
@@ -420,7 +423,7 @@ def _prepared_in_held_folder(plan: RunPlan):
 
   def prepare():
     task = cli.load_task(plan.config, plan.task_options)
-    return experiment.prepare(plan.settings_for(task), task)
+    return experiment.prepare(plan.settings_for(task), task, options.workers)
 
   if options.output_dir:
     folder = run_dir.RunDir(options.output_dir)
@@ -475,8 +478,8 @@ def run_single(plan: RunPlan, program: str):
         process = prepared.process
         print(_header(prepared.settings, prepared.task, output_dir, status,
                       prepared.mechanism,
-                      process.get_hparams(process.initialize())),
-              file=sys.stderr)
+                      process.get_hparams(process.initialize()),
+                      prepared.execution), file=sys.stderr)
         stage.training = True
         experiment.train(prepared, folder, show_progress=options.progress,
                          checkpoint_every=options.checkpoint_every,
@@ -531,7 +534,8 @@ def _check_finished(candidates, output_dir):
         if key not in tasks_loaded:
           tasks_loaded[key] = cli.load_task(plan.config, plan.task_options)
         task = tasks_loaded[key]
-        prepared = experiment.prepare(plan.settings_for(task), task)
+        prepared = experiment.prepare(plan.settings_for(task), task,
+                                      plan.options.workers)
         if experiment.status(prepared, run_dir.RunDir(
             os.path.join(output_dir, name)),
                              plan.options.accept_package_change) == 'finished':

@@ -27,6 +27,7 @@ from conftest import REPO
 from conftest import USER_ENV
 import helpers
 from tff_algos.simulation import experiment
+from tff_algos.simulation import run_dir
 
 # The user's code: a task whose MLP's hidden layer comes from a module of
 # theirs, whose activation comes from a third; its depth from model.json.
@@ -212,12 +213,13 @@ def test_each_edit_between_two_cached_runs_is_seen(tmp_path):
     before = cached
 
 
-def _in_process_run(tmp_path, name, model_fn, cache_on, monkeypatch):
+def _in_process_run(tmp_path, name, model_fn, cache_on, monkeypatch,
+                    **settings):
   monkeypatch.setenv('TFF_ALGOS_COMPUTATION_CACHE', '1' if cache_on else '0')
   task, _ = helpers.task_and_arrays()
   task = dataclasses.replace(task, model_fn=model_fn)
   out = tmp_path / name
-  experiment.run(helpers.quick_config(rounds=2), task, str(out),
+  experiment.run(helpers.quick_config(rounds=2, **settings), task, str(out),
                  show_progress=False)
   return (out / 'metrics.csv').read_bytes()
 
@@ -245,10 +247,12 @@ def test_a_kernel_that_redefines_the_model_function(tmp_path, monkeypatch):
 
 
 def test_a_monkeypatched_package_function(tmp_path, monkeypatch):
+  """The per-client path takes each minibatch with `model_ops.take`."""
   from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
   task, _ = helpers.task_and_arrays()
+  per_client = dict(client_execution='per_client')
   before = _in_process_run(tmp_path, 'before', task.model_fn, True,
-                           monkeypatch)
+                           monkeypatch, **per_client)
   take = model_ops.take
 
   def half(data, indices):  # A patched minibatch: its first half only.
@@ -257,10 +261,28 @@ def test_a_monkeypatched_package_function(tmp_path, monkeypatch):
 
   monkeypatch.setattr(model_ops, 'take', half)
   cached = _in_process_run(tmp_path, 'cached', task.model_fn, True,
-                           monkeypatch)
+                           monkeypatch, **per_client)
   assert cached == _in_process_run(tmp_path, 'off', task.model_fn, False,
-                                   monkeypatch)
+                                   monkeypatch, **per_client)
   assert cached != before
+
+
+def test_a_monkeypatched_function_of_lockstep_clients(tmp_path, monkeypatch):
+  """Lockstep clients compute each example's loss with
+  `KerasModelFn.example_losses`: its patch changes the run, and a resumed
+  run of the patched code is told apart (the lockstep fingerprint)."""
+  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
+  task, _ = helpers.task_and_arrays()
+  before = _in_process_run(tmp_path, 'before', task.model_fn, True,
+                           monkeypatch)
+  losses = model_ops.KerasModelFn.example_losses
+  monkeypatch.setattr(model_ops.KerasModelFn, 'example_losses',
+                      lambda self, y, p: 2.0 * losses(self, y, p))
+  patched = _in_process_run(tmp_path, 'patched', task.model_fn, True,
+                            monkeypatch)
+  assert patched != before
+  with pytest.raises(run_dir.OutputDirError, match='computation'):
+    _in_process_run(tmp_path, 'before', task.model_fn, True, monkeypatch)
 
 
 def test_a_siblings_import_works_from_any_folder(tmp_path):

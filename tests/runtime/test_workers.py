@@ -1,5 +1,6 @@
 """Remote TFF workers (`--workers`), tested with two on loopback."""
 
+import json
 import os
 import signal
 import socket
@@ -77,14 +78,20 @@ def test_workers_listen_on_loopback_only(workers):
 
 @pytest.mark.parametrize('algo', ['fedprox', 'fedisgd'])
 def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
-  """FedISGD too: its update spread is in the round's one aggregation."""
+  """FedISGD too: its update spread is in the round's one aggregation.
+  With remote workers the clients train per client (lockstep clients would
+  train in this process and leave the workers idle): the same metrics as a
+  local per-client run."""
   processes, addresses = workers
   local, _ = helpers.run(tmp_path, 'local', algo=algo, rounds=2,
-                         straggler_fraction=0.5)
+                         straggler_fraction=0.5,
+                         client_execution='per_client')
   runtime.start(workers=addresses)
   cpu_before = [_cpu_seconds(p) for p in processes]
   spread, _ = helpers.run(tmp_path, 'spread', algo=algo, rounds=2,
                           straggler_fraction=0.5)
+  config = json.loads((tmp_path / 'spread' / 'config.json').read_text())
+  assert config['provenance'][0]['execution'] == 'per client'
   assert spread == local  # metrics.csv byte for byte.
   # Both workers did client work: each round's 5 clients are split 2 + 3
   # (and any federated evaluation in halves).

@@ -135,8 +135,8 @@ def _build(model_fn, settings, client_input):
   # only when asked (--update_spread).
   lam = settings.hparams['lam']
   arguments = core.arguments(settings, client_input, server_scale=lam)
-  arguments['report_update_spread'] |= isinstance(client_input,
-                                                  learning.ScheduledInput)
+  arguments['report_update_spread'] |= not isinstance(client_input,
+                                                      learning.DatasetInput)
   return build_fed_isgd(model_fn, lam=lam, **arguments)
 
 

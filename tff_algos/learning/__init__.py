@@ -10,6 +10,7 @@ from tff_algos.learning.client_work import build_proximal_sgd_client_work
 from tff_algos.learning.client_work import client_weighting
 from tff_algos.learning.client_work import ClientInput
 from tff_algos.learning.client_work import DatasetInput
+from tff_algos.learning.client_work import LockstepInput
 from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
@@ -17,3 +18,5 @@ from tff_algos.learning.composition import build_process
 from tff_algos.learning.composition import compose
 from tff_algos.learning.composition import ModelAggregator
 from tff_algos.learning.composition import initial_model_weights
+from tff_algos.learning.composition import LockstepProcess
+from tff_algos.learning.composition import LockstepUnavailable

@@ -60,7 +60,72 @@ class DatasetInput:
       raise ValueError(f'epochs must be >= 1, got {self.epochs}')
 
 
-ClientInput = ScheduledInput | DatasetInput
+@dataclasses.dataclass(frozen=True)
+class LockstepInput:
+  """Simulation: each client's local training is computed outside the
+  process, many clients at once (`simulation.lockstep`), and its input to
+  a round is its result: OrderedDict(update, weight, local_steps, train)
+  (`lockstep_data_type`). The process aggregates those as it aggregates
+  its own client work's; its client work says what a client computes
+  (`LockstepClientWork.local_training`)."""
+
+
+ClientInput = ScheduledInput | DatasetInput | LockstepInput
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalTraining:
+  """What a client of a lockstep process computes from the model it
+  receives (`LockstepInput`): `kind` 'proximal_sgd', minibatch steps of
+  `optimizer` on ∇F_k(w) + μ(w − w_t) (μ and the optimizer's
+  hyper-parameters: the client work's state), or 'gradient', one
+  full-batch gradient ∇F_k(w_t); weighted by `weighting`."""
+  kind: str
+  weighting: tff.learning.ClientWeighting
+  optimizer: tff.learning.optimizers.Optimizer | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LockstepClientWork:
+  """A client work whose clients' results come computed (`LockstepInput`),
+  with the `LocalTraining` they are computed by. It has a
+  `tff.learning.templates.ClientWorkProcess`'s computations, but its
+  client data are the results themselves, not a sequence: TFF serializes
+  a sequence as a dataset graph, milliseconds a client
+  (`composition.compose` composes it)."""
+  local_training: LocalTraining
+  initialize: tff.Computation
+  next: tff.Computation
+  get_hparams: tff.Computation
+  set_hparams: tff.Computation
+
+
+# What a lockstep client reports of its local training: its loss, as the
+# Keras model wrapper's mean (example-weighted over its batches), and its
+# counters, as TFF's.
+LOCKSTEP_METRICS = collections.OrderedDict(
+    loss=lambda total_and_count: tf.math.divide_no_nan(*total_and_count),
+    num_examples=lambda count: count[0],
+    num_batches=lambda count: count[0])
+
+
+def lockstep_data_type(weights_type):
+  """The TFF type of a lockstep client's round input: its update, weight,
+  statistics (local steps, participants: 1, ‖update‖²) and training
+  metrics (`LockstepInput`). A simulation may hand the process one input
+  for many clients whose updates only a mean aggregates
+  (`LockstepProcess.mean_of_updates`): their weighted mean and summed
+  weight, statistics and metrics."""
+  return tff.to_type(collections.OrderedDict(
+      update=weights_type.trainable,
+      weight=tff.TensorType(np.float32),
+      local_steps=tff.TensorType(np.int32),
+      participants=tff.TensorType(np.int32),
+      update_squared_norm=tff.TensorType(np.float64),
+      train=collections.OrderedDict(
+          loss=[tff.TensorType(np.float32)] * 2,
+          num_examples=[tff.TensorType(np.int64)],
+          num_batches=[tff.TensorType(np.int64)])))
 
 
 def client_weighting(value) -> tff.learning.ClientWeighting:
@@ -78,8 +143,13 @@ def client_weighting(value) -> tff.learning.ClientWeighting:
                      f'got {value!r}') from None
 
 
+# The builders' argument of that name hides the function.
+_weighting = client_weighting
+
+
 def client_data_type(input_spec, client_input: ClientInput):
-  """The TFF type of one client's training data (see the module docstring)."""
+  """The TFF type of one client's training data (see the module docstring;
+  a `LockstepInput` client's: `lockstep_data_type`)."""
   if isinstance(client_input, DatasetInput):
     return tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
   return tff.SequenceType(collections.OrderedDict(
@@ -152,7 +222,8 @@ def _client_statistics(steps, update, report_update_squared_norm):
 
 def _build_client_work(model_fn, hparams, local_update, weighting,
                        client_input, report_update_squared_norm,
-                       metrics_aggregator, scheduled_batches=_schedule):
+                       metrics_aggregator, scheduled_batches=_schedule,
+                       local_training=None):
   """A ClientWorkProcess around `local_update(hparams, model, initial
   weights, for_each_batch) -> (update, steps, n_k)`.
 
@@ -168,23 +239,31 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
   aggregator); all else, summed by `metrics_aggregator` (default
   `tff.learning.metrics.sum_then_finalize`): its model's metrics (`train`),
   local steps, 1 (`participants`) and with `report_update_squared_norm`
-  ‖u_k‖² (`update_squared_norm`)."""
+  ‖u_k‖² (`update_squared_norm`). With a `LockstepInput` the clients'
+  results come computed, by `local_training` (a `LocalTraining`)."""
   model_fn = model_ops.variable_model_fn(model_fn)
   weighting = client_weighting(weighting)
   aggregator = metrics_aggregator or tff.learning.metrics.sum_then_finalize
   finalizers, weights_type, data_type = _model_types(model_fn, client_input)
+  if isinstance(client_input, LockstepInput):
+    finalizers = LOCKSTEP_METRICS
+    data_type = lockstep_data_type(weights_type)
 
   @tff.federated_computation
   def init_fn():
     return tff.federated_value(hparams, tff.SERVER)
 
   state_type = init_fn.type_signature.result.member
-  train = _local_training(local_update, weighting, client_input,
-                          report_update_squared_norm, scheduled_batches)
+  if isinstance(client_input, LockstepInput):
+    train_client = _computed_client(state_type, weights_type, data_type,
+                                    report_update_squared_norm)
+  else:
+    train = _local_training(local_update, weighting, client_input,
+                            report_update_squared_norm, scheduled_batches)
 
-  @tff.tensorflow.computation(state_type, weights_type, data_type)
-  def train_client(state, initial_weights, data):
-    return train(model_fn(), state, initial_weights, data)
+    @tff.tensorflow.computation(state_type, weights_type, data_type)
+    def train_client(state, initial_weights, data):
+      return train(model_fn(), state, initial_weights, data)
 
   metrics_type, statistics_type = train_client.type_signature.result[1:]
   aggregate_metrics = aggregator(finalizers, metrics_type)
@@ -207,9 +286,31 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
         state, result, tff.federated_zip(reports))
 
   get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
+  if isinstance(client_input, LockstepInput):
+    return LockstepClientWork(local_training, init_fn, next_fn,
+                              get_hparams_fn, set_hparams_fn)
   return tff.learning.templates.ClientWorkProcess(
       init_fn, next_fn, get_hparams_fn=get_hparams_fn,
       set_hparams_fn=set_hparams_fn)
+
+
+def _computed_client(state_type, weights_type, data_type,
+                     report_update_squared_norm):
+  """A lockstep client's part of a round: its computed result, training
+  metrics and statistics (`_build_client_work`'s), from its input."""
+
+  @tff.tensorflow.computation(state_type, weights_type, data_type)
+  def computed_client(state, initial_weights, data):
+    del state, initial_weights
+    result = tff.learning.templates.ClientResult(
+        update=data['update'], update_weight=data['weight'])
+    statistics = collections.OrderedDict(local_steps=data['local_steps'],
+                                         participants=data['participants'])
+    if report_update_squared_norm:
+      statistics['update_squared_norm'] = data['update_squared_norm']
+    return result, data['train'], statistics
+
+  return computed_client
 
 
 def _model_types(model_fn, client_input):
@@ -305,9 +406,12 @@ def build_proximal_sgd_client_work(
         tf.TensorSpec([], tf.float32)))
   proximal_sgd = _proximal_sgd(optimizer, optimizer_hparams)
   hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
-  return _build_client_work(model_fn, hparams, proximal_sgd, client_weighting,
-                            client_input, report_update_squared_norm,
-                            metrics_aggregator)
+  return _build_client_work(
+      model_fn, hparams, proximal_sgd, client_weighting, client_input,
+      report_update_squared_norm, metrics_aggregator,
+      local_training=LocalTraining('proximal_sgd',
+                                   _weighting(client_weighting),
+                                   optimizer))
 
 
 def _proximal_sgd(optimizer, optimizer_hparams):
@@ -386,7 +490,9 @@ def build_gradient_client_work(
   if isinstance(client_input, DatasetInput) and client_input.epochs != 1:
     raise ValueError('a full-batch gradient is one pass (E = 1), got '
                      f'DatasetInput(epochs={client_input.epochs})')
-  return _build_client_work(model_fn, collections.OrderedDict(), gradient,
-                            client_weighting, client_input,
-                            report_update_squared_norm, metrics_aggregator,
-                            scheduled_batches=_whole_dataset)
+  return _build_client_work(
+      model_fn, collections.OrderedDict(), gradient, client_weighting,
+      client_input, report_update_squared_norm, metrics_aggregator,
+      scheduled_batches=_whole_dataset,
+      local_training=LocalTraining('gradient',
+                                   _weighting(client_weighting)))

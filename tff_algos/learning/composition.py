@@ -12,6 +12,7 @@ says). `build_process` takes what TFF's own builders take
 and `metrics_aggregator`, and checks them.
 """
 
+import collections
 from typing import Callable
 
 import numpy as np
@@ -22,6 +23,8 @@ from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 from tff_algos.learning.client_work import client_weighting as as_weighting
 from tff_algos.learning.client_work import ClientInput
+from tff_algos.learning.client_work import LockstepClientWork
+from tff_algos.learning.client_work import LockstepInput
 from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
@@ -51,7 +54,10 @@ def compose(
       model_ops.variable_model_fn(model_fn))
   weights_type = initial_model_weights_fn.type_signature.result
   aggregator = aggregator or tff.aggregators.MeanFactory()
-  return tff.learning.templates.compose_learning_process(
+  compose_process = (_compose_lockstep
+                     if isinstance(client_work, LockstepClientWork) else
+                     tff.learning.templates.compose_learning_process)
+  return compose_process(
       initial_model_weights_fn,
       model_distributor or tff.learning.templates.build_broadcast_process(
           weights_type),
@@ -59,6 +65,73 @@ def compose(
       aggregator.create(weights_type.trainable, tff.TensorType(np.float32)),
       tff.learning.templates.build_apply_optimizer_finalizer(
           server_optimizer, weights_type))
+
+
+def _compose_lockstep(initial_model_weights_fn, distributor, client_work,
+                      aggregator, finalizer):
+  """TFF's `compose_learning_process`, computation for computation, for a
+  `LockstepClientWork`, whose client data are not sequences (TFF's
+  composer requires them): the same state, hyper-parameters and metrics,
+  so that a lockstep run's checkpoints are the per-client run's."""
+  state_of = tff.learning.templates.LearningAlgorithmState
+
+  @tff.federated_computation()
+  def init_fn():
+    return tff.federated_zip(state_of(
+        tff.federated_eval(initial_model_weights_fn, tff.SERVER),
+        distributor.initialize(), client_work.initialize(),
+        aggregator.initialize(), finalizer.initialize()))
+
+  @tff.federated_computation(init_fn.type_signature.result,
+                             client_work.next.type_signature.parameter[2])
+  def next_fn(state, client_data):
+    distributed = distributor.next(state.distributor,
+                                   state.global_model_weights)
+    trained = client_work.next(state.client_work, distributed.result,
+                               client_data)
+    aggregated = aggregator.next(state.aggregator, trained.result.update,
+                                 trained.result.update_weight)
+    finalized = finalizer.next(state.finalizer, state.global_model_weights,
+                               aggregated.result)
+    return tff.learning.templates.LearningProcessOutput(
+        tff.federated_zip(state_of(
+            finalized.result, distributed.state, trained.state,
+            aggregated.state, finalized.state)),
+        tff.federated_zip(collections.OrderedDict(
+            distributor=distributed.measurements,
+            client_work=trained.measurements,
+            aggregator=aggregated.measurements,
+            finalizer=finalized.measurements)))
+
+  state_type = init_fn.type_signature.result.member
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights_fn(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(state_type, state_type.global_model_weights)
+  def set_model_weights_fn(state, model_weights):
+    return state_of(model_weights, state.distributor, state.client_work,
+                    state.aggregator, state.finalizer)
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams_fn(state):
+    return collections.OrderedDict(
+        client_work=client_work.get_hparams(state.client_work),
+        finalizer=finalizer.get_hparams(state.finalizer))
+
+  @tff.tensorflow.computation(state_type,
+                              get_hparams_fn.type_signature.result)
+  def set_hparams_fn(state, hparams):
+    return state_of(
+        state.global_model_weights, state.distributor,
+        client_work.set_hparams(state.client_work, hparams['client_work']),
+        state.aggregator,
+        finalizer.set_hparams(state.finalizer, hparams['finalizer']))
+
+  return tff.learning.templates.LearningProcess(
+      init_fn, next_fn, get_model_weights_fn, set_model_weights_fn,
+      get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
 
 
 def weighting_and_aggregator(
@@ -147,10 +220,15 @@ def build_process(
       ['update_spread'] = (1/K)Σ_k‖u_k − ū‖² (`measurements`).
 
   Returns:
-    A `tff.learning.templates.LearningProcess`.
+    A `tff.learning.templates.LearningProcess`; with a `LockstepInput`, a
+    `LockstepProcess`.
   """
+  given_model_fn = model_fn
   model_fn = model_ops.variable_model_fn(model_fn)
   _check_blocks(server_optimizer, model_distributor, metrics_aggregator)
+  if isinstance(client_input, LockstepInput) and model_distributor:
+    raise LockstepUnavailable('the process has a model_distributor of its '
+                              'own: its clients may not receive w_t')
   weighting, aggregator = weighting_and_aggregator(
       client_weighting, default_weighting, model_aggregator)
   client_work = build_client_work(
@@ -163,8 +241,42 @@ def build_process(
                                                    weighting == UNIFORM)
   process = compose(model_fn, client_work, server_optimizer, aggregator,
                     model_distributor)
-  return (measurements.with_update_spread(process) if report_update_spread
-          else process)
+  if report_update_spread:
+    process = measurements.with_update_spread(process)
+  if isinstance(client_input, LockstepInput):
+    return LockstepProcess(
+        process, given_model_fn, client_work.local_training,
+        mean_of_updates=model_aggregator is None and
+        metrics_aggregator is None and
+        (not report_update_spread or weighting == UNIFORM))
+  return process
+
+
+class LockstepUnavailable(ValueError):
+  """The process cannot take its clients' results computed outside it."""
+
+
+class LockstepProcess(tff.learning.templates.LearningProcess):
+  """A learning process built with `LockstepInput`: its clients' results
+  come computed (`simulation.lockstep`), each client training `model_fn`'s
+  model from the global model w_t, as `local_training` says. Its state
+  is that of the same algorithm built with `ScheduledInput`.
+
+  `mean_of_updates`: its model aggregator is TFF's weighted mean and its
+  metrics aggregator sums, and it measures no spread that needs each
+  client's update apart: a round's clients may come as one input, their
+  updates' weighted mean with the sum of their weights, statistics and
+  metrics (what the mean and the sums make of them all the same)."""
+
+  def __init__(self, process, model_fn, local_training,
+               mean_of_updates=False):
+    super().__init__(process.initialize, process.next,
+                     process.get_model_weights, process.set_model_weights,
+                     get_hparams_fn=process.get_hparams,
+                     set_hparams_fn=process.set_hparams)
+    self.model_fn = model_fn
+    self.local_training = local_training
+    self.mean_of_updates = mean_of_updates
 
 
 def initial_model_weights(model_fn: ModelFn, seed: int):

@@ -8,6 +8,7 @@ VariableModel, or a `tff.learning.models.FunctionalModel`
 """
 
 import collections.abc
+import dataclasses
 from typing import Callable
 
 import tensorflow as tf
@@ -97,6 +98,58 @@ class _FunctionalVariableModel(tff.learning.models.VariableModel):
     for variable, value in zip(tf.nest.flatten(self._metrics), tf.nest.flatten(
         self._model.initialize_metrics_state())):
       variable.assign(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class KerasModelFn:
+  """A model_fn of a Keras model: called, the VariableModel that TFF's
+  `tff.learning.models.from_keras_model` makes of a new
+  `keras_model_fn()` with `loss_fn()`, `input_spec` and `metrics_fn()`.
+
+  Its parts also let a simulation compute many clients' copies of the
+  model at once (`simulation.lockstep`): the model with its weights given
+  as tensors, and the loss of each example. `loss_fn()` must be a
+  `tf.keras.losses.Loss` whose batch value is the mean of its examples'
+  (Keras's default reduction)."""
+  keras_model_fn: Callable[[], tf.keras.Model]
+  loss_fn: Callable[[], tf.keras.losses.Loss]
+  input_spec: object
+  metrics_fn: Callable[[], list] = list
+
+  def __call__(self) -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(
+        self.keras_model_fn(), loss=self.loss_fn(),
+        input_spec=self.input_spec, metrics=self.metrics_fn())
+
+  def predict(self, trainable, x, training=True):
+    """The model's output for inputs `x` at the trainable weights
+    `trainable` (tensors, in the order of the model's trainable
+    variables), and its regularization losses: the Keras model is built
+    with those tensors in place of its trainable variables (the way TFF's
+    `functional_model_from_keras` makes a model functional)."""
+    weights = list(trainable)
+
+    def with_given_weights(next_creator, **kwargs):
+      if kwargs.get('trainable', True):
+        return weights.pop(0)
+      return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(with_given_weights):
+      model = self.keras_model_fn()
+    if weights:
+      raise ValueError(f'the Keras model takes {len(trainable) - len(weights)}'
+                       f' trainable weights, not {len(trainable)}')
+    return model(x, training=training), list(model.losses)
+
+  def example_losses(self, y_true, y_pred):
+    """Each example's loss (the mean over its elements for a sequence
+    output): the loss with no reduction, then averaged within examples, so
+    that their mean is the loss of the batch."""
+    config = dict(self.loss_fn().get_config(), reduction='none')
+    per_element = type(self.loss_fn()).from_config(config)(y_true, y_pred)
+    rank = per_element.shape.rank
+    return (per_element if rank == 1 else
+            tf.reduce_mean(per_element, axis=list(range(1, rank))))
 
 
 def variable_model_fn(model_fn: ModelFn) -> VariableModelFn:

@@ -76,10 +76,12 @@ def _rename(message, rename):
       setattr(message, field.name, renamed(value))
 
 
-def _canonical_graph(graph_def):
+def _canonical_graph(graph_def, prefixed=False):
   """`graph_def` with its function library's names replaced by their order
   of first reference (from the graph's nodes, then into each function's
-  body)."""
+  body). With `prefixed`, also where a name follows an underscore (a
+  while loop's names derived from its condition's: `while_cond_555___
+  redundant_placeholder0`)."""
   functions = {f.signature.name: f for f in graph_def.library.function}
   order = {}
 
@@ -98,7 +100,8 @@ def _canonical_graph(graph_def):
       order[name] = f'function_{len(order)}'
       visit(functions[name])
   if order:  # A name also prefixes names derived from it (an argument's).
-    pattern = re.compile('(?<![0-9A-Za-z_])(' + '|'.join(
+    before = '(?<![0-9A-Za-z])' if prefixed else '(?<![0-9A-Za-z_])'
+    pattern = re.compile(before + '(' + '|'.join(
         re.escape(n) for n in sorted(order, key=len, reverse=True)) +
                          ')(?![0-9])')
     _rename(graph_def, lambda text: pattern.sub(
@@ -142,3 +145,12 @@ def sha256(*computations) -> str:
     digest.update(len(data).to_bytes(8, 'little'))
     digest.update(data)
   return digest.hexdigest()
+
+
+def graph_sha256(graph_def) -> str:
+  """The SHA-256 of a TensorFlow graph's content (a `GraphDef`, e.g. a
+  traced `tf.function`'s), its function names canonical as above."""
+  canonical = _canonical_graph(graph_pb2.GraphDef.FromString(
+      graph_def.SerializeToString()), prefixed=True)
+  return hashlib.sha256(canonical.SerializeToString(
+      deterministic=True)).hexdigest()

@@ -47,6 +47,7 @@ import portpicker
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
 
+from tff_algos.runtime import client_values
 from tff_algos.runtime import computation_cache
 from tff_algos.runtime import loopback
 from tff_algos.runtime import prestart
@@ -245,6 +246,7 @@ def program_context():
 
 tracing.install()  # Before anything is traced.
 type_memo.install()
+client_values.install()
 _worker = _Worker()
 # Installed at import, so TFF's own default context (whose never-started
 # service manager logs an error when collected at interpreter exit) is

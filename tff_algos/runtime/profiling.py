@@ -16,6 +16,7 @@ from tensorflow_federated.python.core.impl.executors import remote_executor_grpc
 from tensorflow_federated.python.core.impl.executors import value_serialization  # pylint: disable=g-direct-tensorflow-import
 
 SECONDS = collections.defaultdict(float)  # label → seconds since clear()
+SENT = collections.Counter()  # 'bytes' serialized for the worker
 
 
 def _timed(owner, name, label):
@@ -35,11 +36,20 @@ def _timed(owner, name, label):
 def instrument():
   """Starts timing, once per process: serialization, the gRPC calls that
   create values in the worker, the call that runs the computation there,
-  and the one that brings the results back."""
+  and the one that brings the results back; and counting the bytes
+  serialized (`SENT`)."""
   if getattr(instrument, 'done', False):
     return
   instrument.done = True
   _timed(value_serialization, 'serialize_value', 'serialize (Python)')
+  serialize = value_serialization.serialize_value
+
+  def counted(*args, **kwargs):
+    proto, type_spec = serialize(*args, **kwargs)
+    SENT['bytes'] += proto.ByteSize()
+    return proto, type_spec
+
+  value_serialization.serialize_value = counted
   stub = remote_executor_grpc_stub.RemoteExecutorGrpcStub
   _timed(stub, 'create_value', 'create_value (gRPC + worker)')
   _timed(stub, 'create_call', 'create_call (the worker computes)')

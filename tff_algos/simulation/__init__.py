@@ -6,7 +6,8 @@ Modules: `config` (a run's flags and their resolution into Settings; no
 TensorFlow), `sampling` (who trains, who straggles, minibatch order; no
 TensorFlow), `accounting` (a DP run's ε; no TensorFlow), `client_inputs`
 (each client's round input), `evaluation` (f(w), accuracy, per-client
-accuracy, dissimilarity), `loop` (the one round loop), `callbacks` and
+accuracy, dissimilarity), `lockstep` (a round's clients trained at once
+in this process), `loop` (the one round loop), `callbacks` and
 `outputs` (what runs between rounds), `trainer` (train any process on a
 task), `provenance` (a run's code, computation and data), `run_dir` (a
 run's folder) and `experiment` (one run into its folder, wired from the

@@ -28,11 +28,9 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
     sequences) holding OrderedDict(data, example_order, batch_ends).
   """
   inputs = []
-  for plan in plans:
+  for plan, (_, order, ends) in zip(plans, schedules(
+      sampler, plans, arrays, round_num, batch_size)):
     data = arrays[plan.client]
-    order, ends = sampler.minibatch_schedule(
-        round_num, plan.client, len(next(iter(data.values()))), plan.epochs,
-        batch_size)
     if sampler.steps_per_round is not None:
       # A block of steps reads a fraction of the (pooled) data: only that is
       # sent. The whole pooled dataset could not be: TFF refuses to
@@ -42,6 +40,15 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
     inputs.append([collections.OrderedDict(
         data=data, example_order=order, batch_ends=ends)])
   return inputs
+
+
+def schedules(sampler, plans, arrays, round_num, batch_size):
+  """(client index, example order, batch ends) of each participant: the
+  minibatches the sampler drew for it this round (`round_inputs`'
+  arguments)."""
+  return [(plan.client, *sampler.minibatch_schedule(
+      round_num, plan.client, len(next(iter(arrays[plan.client].values()))),
+      plan.epochs, batch_size)) for plan in plans]
 
 
 def as_dataset(client_input) -> tf.data.Dataset:

@@ -30,6 +30,7 @@ from tff_algos.simulation.sampling import SamplingScheme
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
+CLIENT_EXECUTIONS = ('auto', 'lockstep', 'per_client')
 _OPTIMIZER_FLAGS = (optimizers.flag_names('client') +
                     optimizers.flag_names('server'))
 
@@ -133,6 +134,10 @@ class Config:
   train_fraction: float | None = None  # None: the task's own split
   partition: str | None = None  # e.g. 'dirichlet:0.5' (None: the task's)
   imports: tuple[str, ...] = ()  # modules registering the task/algorithm
+  # How the clients' local training runs: 'lockstep' (many clients at once
+  # in this process, where the run allows it), 'per_client' (a TFF call
+  # each) or 'auto' (lockstep where it is the faster, `simulation.lockstep`).
+  client_execution: str = 'auto'
 
   @classmethod
   def from_json(cls, values: dict[str, Any]) -> Config:
@@ -146,6 +151,8 @@ class Config:
     values = {k: v for k, v in values.items() if k != 'provenance'}
     if values.get('algo') == 'fedisgd' and 'lam' not in values:
       values['lam'] = values.pop('mu', None)  # Older files: λ was "mu".
+    # Runs recorded before lockstep clients existed trained one by one.
+    values.setdefault('client_execution', 'per_client')
     unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
       raise ConfigError(f'unknown settings {sorted(unknown)}')
@@ -510,6 +517,9 @@ def _check(c: Config, num_clients):
        f'--seed must be in 0..{MAX_SEED}, got {c.seed}'),
       (0 <= c.data_seed <= MAX_SEED,
        f'--data_seed must be in 0..{MAX_SEED}, got {c.data_seed}'),
+      (c.client_execution in CLIENT_EXECUTIONS,
+       f'--client_execution must be one of {", ".join(CLIENT_EXECUTIONS)}, '
+       f'got {c.client_execution!r}'),
   ]
   for ok, message in checks:
     if not ok:

@@ -116,6 +116,15 @@ _CLIENTS = _AllClients()  # Shared: evaluation and dissimilarity of a run
                           # read the same training clients.
 
 
+def client_tensors(data):
+  """All clients' arrays (`data`, by client) as one tensor per feature,
+  without a copy where they are one packed array, and each client's first
+  row in it: what the evaluation reads, and the lockstep clients
+  (`lockstep.Engine`)."""
+  concatenated, splits = _CLIENTS(data)
+  return concatenated, splits.numpy()[:-1]
+
+
 class _InProcess:
   """A model built once in this process, and what a tf.function over all
   clients needs: its input signature, the weights' structure, the reset of

@@ -49,26 +49,40 @@ class MetricsLost(RuntimeError):
 @dataclasses.dataclass(frozen=True)
 class Prepared:
   """A run ready to train: its settings, task, data, process, what its
-  numbers come from (`provenance.record`) and the DP mechanism its ε is
-  computed for (`trainer.accounted_mechanism`; None without DP)."""
+  numbers come from (`provenance.record`), the DP mechanism its ε is
+  computed for (`trainer.accounted_mechanism`; None without DP), how
+  its clients train (`trainer.build_for_run`) and, for lockstep clients,
+  their engine (`lockstep.Engine`)."""
   settings: config_lib.Settings
   task: Any
   data: trainer.ClientData
   process: Any
   provenance: dict
   mechanism: Any = None
+  execution: str = 'per client'
+  engine: Any = None
 
 
-def prepare(settings: config_lib.Settings, task) -> Prepared:
-  """The run of `settings` on `task`: its data and process, and their
-  provenance (which the folder's status compares). ConfigError for a DP
-  run whose process carries no DP aggregator to account for
-  (`trainer.accounted_mechanism`), before anything is written."""
+def prepare(settings: config_lib.Settings, task,
+            workers: str = '') -> Prepared:
+  """The run of `settings` on `task`: its data and process, how its
+  clients train (`trainer.build_for_run`; `workers`: the remote workers'
+  addresses) and their provenance (which the folder's status compares).
+  ConfigError for a DP run whose process carries no DP aggregator to
+  account for (`trainer.accounted_mechanism`), before anything is
+  written."""
   data = trainer.ClientData.of(task, settings)
-  process = trainer.build_process(settings, task.model_fn)
-  return Prepared(settings, task, data, process, provenance_lib.record(
-      process, data.client_ids, data.train, data.test),
-                  trainer.accounted_mechanism(settings, process))
+  process, execution = trainer.build_for_run(settings, task.model_fn,
+                                             workers=workers)
+  engine = trainer.lockstep_engine(settings, process, data)
+  provenance = provenance_lib.record(process, data.client_ids, data.train,
+                                     data.test)
+  if engine is not None:
+    provenance['lockstep'] = engine.fingerprint()
+  return Prepared(settings, task, data, process,
+                  dict(provenance, execution=execution.split(' (')[0]),
+                  trainer.accounted_mechanism(settings, process), execution,
+                  engine)
 
 
 def status(prepared: Prepared, folder: run_dir_lib.RunDir,
@@ -133,7 +147,8 @@ def train(prepared: Prepared, folder: run_dir_lib.RunDir, *,
   columns = column_names(settings.entry.hparam_column,
                          [c for cb in callbacks for c in cb.columns])
   timer = outputs.Timer()
-  loop = trainer.make_loop(settings, prepared.process, data, callbacks)
+  loop = trainer.make_loop(settings, prepared.process, data, callbacks,
+                           prepared.engine)
   folder.start(settings.to_json(), prepared.provenance)
   if settings.partition is not None:
     folder.write_label_histogram(partitions.label_histogram(

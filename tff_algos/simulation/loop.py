@@ -12,7 +12,7 @@ callback's request.
 import collections
 import dataclasses
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -79,6 +79,10 @@ class Loop:
       too (a DP aggregator releases the noise of a zero sum: every round
       is a release, as the accountant counts it); otherwise it keeps the
       model (w_{t+1} = w_t), as a mean of no updates is undefined.
+    lockstep: for a `learning.LockstepProcess`, `lockstep(state,
+      schedules, round_num)` → the clients' computed results
+      (`simulation.lockstep.Engine.inputs`); None: each client's data and
+      minibatch schedule go to the process (`client_inputs`).
   """
   process: Any
   sampler: ClientSampler
@@ -87,6 +91,7 @@ class Loop:
   train_arrays: Sequence[Mapping[str, np.ndarray]]
   callbacks: Sequence[RoundCallback] = ()
   release_empty_rounds: bool = False
+  lockstep: Callable[[Any, Sequence[Any], int], list] | None = None
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""
@@ -115,8 +120,14 @@ class Loop:
     row = dict(participants=len(plans), local_steps=0)
     if not plans and not self.release_empty_rounds:
       return state, row, None
-    output = self.process.next(state, client_inputs.round_inputs(
-        self.sampler, plans, self.train_arrays, round_num, self.batch_size))
+    if self.lockstep is not None:
+      inputs = self.lockstep(state, client_inputs.schedules(
+          self.sampler, plans, self.train_arrays, round_num,
+          self.batch_size), round_num)
+    else:
+      inputs = client_inputs.round_inputs(
+          self.sampler, plans, self.train_arrays, round_num, self.batch_size)
+    output = self.process.next(state, inputs)
     client_work = output.metrics['client_work']
     row['local_steps'] = client_work['local_steps']
     # TFF's apply-optimizer finalizer counts the non-finite updates it

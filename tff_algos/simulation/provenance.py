@@ -21,7 +21,11 @@ A record (`record`) holds content hashes only:
                the initial state): seeds of one experiment differ there
                and nowhere else, and are averaged (`results.code_id`);
   data         SHA-256 of the task's client data as the run trains and
-               evaluates on them.
+               evaluates on them;
+  lockstep     with lockstep clients, SHA-256 of the TensorFlow graph the
+               clients train by (`simulation.lockstep`), which the
+               process's computations do not hold;
+  execution    how the clients trained: lockstep or per client.
 """
 
 from __future__ import annotations
@@ -228,7 +232,7 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]
                  f'{new["git_commit"][:10]}'
                  f'{"+changes" if new.get("git_modified") else ""} here')
     found['package'] = f'the package\'s code{commits}'
-  computations = ('computation', 'initial_state')
+  computations = ('computation', 'initial_state', 'lockstep')
   if ([saved.get(k) for k in computations] !=
       [current.get(k) for k in computations]) and not (
           found.keys() - {'data'}):

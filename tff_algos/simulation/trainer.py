@@ -32,10 +32,12 @@ from tff_algos.learning import privacy
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.simulation import accounting
+from tff_algos import runtime
 from tff_algos.runtime import tracing
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import evaluation
+from tff_algos.simulation import lockstep
 from tff_algos.simulation import loop as loop_lib
 from tff_algos.simulation import outputs
 from tff_algos.simulation.sampling import ClientSampler
@@ -54,6 +56,37 @@ def build_process(settings: config_lib.Settings, model_fn,
       return process_fn(model_fn)
     return settings.entry.build(model_fn, settings.algorithm,
                                 client_input or learning.ScheduledInput())
+
+
+def build_for_run(settings: config_lib.Settings, model_fn,
+                  process_fn: ProcessFn | None = None,
+                  workers: str = '') -> tuple[Any, str]:
+  """(the run's process, how its clients train): with
+  --client_execution=lockstep, or auto, where the run allows it and (auto)
+  it pays (`lockstep.unavailable`), the algorithm built with
+  `learning.LockstepInput` ('lockstep'); else the per-client process
+  ('per client', and why where lockstep was asked for)."""
+  execution = settings.config.client_execution
+  if execution == 'per_client':
+    return build_process(settings, model_fn, process_fn=process_fn), (
+        'per client (--client_execution=per_client)')
+  if process_fn is not None:
+    why = 'a process_fn of its own takes the per-client input'
+  else:
+    try:
+      process = build_process(settings, model_fn, learning.LockstepInput())
+      why = lockstep.unavailable(
+          process, workers or runtime.remote_workers(),
+          only_where_it_pays=execution == 'auto')
+    except learning.LockstepUnavailable as e:
+      why = str(e)
+    except Exception as e:  # pylint: disable=broad-except
+      why = (f'the algorithm\'s builder refused learning.LockstepInput '
+             f'({type(e).__name__}: {e})')
+    if why is None:
+      return process, 'lockstep'
+  return build_process(settings, model_fn, process_fn=process_fn), (
+      f'per client ({why})')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,17 +249,30 @@ def round_callbacks(settings: config_lib.Settings, model_fn,
         if settings.stop_at_accuracy is not None else [])]
 
 
+def lockstep_engine(settings: config_lib.Settings, process,
+                    data: ClientData) -> lockstep.Engine | None:
+  """The lockstep engine of a `learning.LockstepProcess` on `data` (None
+  for another process)."""
+  if not isinstance(process, learning.LockstepProcess):
+    return None
+  return lockstep.Engine(process, data.train, settings.algorithm.batch_size,
+                         settings.clients_per_round)
+
+
 def make_loop(settings: config_lib.Settings, process, data: ClientData,
-              callbacks: Sequence[RoundCallback]) -> loop_lib.Loop:
+              callbacks: Sequence[RoundCallback],
+              engine: lockstep.Engine | None = None) -> loop_lib.Loop:
   """The loop of `process` on `data`. A process with a DP aggregator runs
   every round, one without participants too: the server releases the
   noise of a zero sum, as a deployment's would, and the accountant counts
   every round."""
+  engine = engine or lockstep_engine(settings, process, data)
   return loop_lib.Loop(process, sampler(settings, data.train),
                        settings.policy, settings.algorithm.batch_size,
                        data.train, list(callbacks),
                        release_empty_rounds=bool(privacy.dp_events(
-                           process.initialize())))
+                           process.initialize())),
+                       lockstep=engine.inputs if engine else None)
 
 
 def loop_for(settings: config_lib.Settings, model_fn, train, test=None, *,
@@ -236,7 +282,7 @@ def loop_for(settings: config_lib.Settings, model_fn, train, test=None, *,
   `evaluate`, no measurement of the global model): for tests, benchmarks
   and scripts that step rounds themselves."""
   data = ClientData.from_arrays(settings, train, test)
-  process = process or build_process(settings, model_fn)
+  process = process or build_for_run(settings, model_fn)[0]
   return make_loop(settings, process, data, [
       *round_callbacks(settings, model_fn, data, process,
                        evaluate=evaluate),
@@ -297,7 +343,7 @@ def train(process_fn: ProcessFn | None, task, *,
       config_lib.Config(task=task.name, **settings),
       num_clients=len(task.client_ids))
   data = ClientData.of(task, settings)
-  process = build_process(settings, model_fn, process_fn=process_fn)
+  process, _ = build_for_run(settings, model_fn, process_fn=process_fn)
   initial = learning.initial_model_weights(model_fn, settings.seed)
   _check_model(process, initial)
   rows = Rows()

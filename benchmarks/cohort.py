@@ -1,0 +1,175 @@
+"""Large cohorts of small models: seconds per round with the clients in
+lockstep against one TFF call per client, side by side.
+
+  .venv/bin/python benchmarks/cohort.py [--cases=NAME,...] [--rounds=N]
+      [--data_dir=DIR] [--json=PATH]
+
+For each case (CASES below: a task, its model, the cohort K and the local
+work) the same rounds are run in ONE process by the two executions of the
+simulation loop (`trainer.loop_for`, without the evaluation: the training
+round as run_experiment.py runs it, drawing the schedule and calling the
+process), alternating round by round so that load from other processes
+hits both alike:
+  lockstep     --client_execution=lockstep (`simulation.lockstep`);
+  per_client   --client_execution=per_client (the reference path).
+Each reports the median seconds of a training round over --rounds measured
+rounds (after one warm-up round, which traces), the seconds per client,
+and the bytes serialized to the TFF worker per round (the Python side's
+serialization of every value a round sends). The last column is
+per_client / lockstep. Both start from the same model and draw the same
+clients and minibatches; the final line of each case gives the largest
+relative difference of their models after the rounds run.
+"""
+
+import collections
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import logging  # pylint: disable=g-import-not-at-top
+import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+import tasks  # pylint: disable=g-import-not-at-top
+from tff_algos import learning  # pylint: disable=g-import-not-at-top
+from tff_algos.runtime import profiling  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+
+Case = collections.namedtuple(
+    'Case', 'task model algo clients_per_round epochs batch_size client_lr '
+    'sampling')
+CASES = {
+    # `make run`: FedProx on Synthetic(1,1) (Li et al. 2020, §5.2).
+    'mlr_synthetic_10': Case('synthetic_1_1', 'MLR', 'fedprox', 10, 20, 10,
+                             0.01, 'uniform'),
+    # FedProx's MNIST (MLR, 1,000 power-law devices), E = 1.
+    'mlr_mnist_10': Case('mnist_powerlaw', 'MLR', 'fedavg', 10, 1, 10, 0.1,
+                         'uniform'),
+    'mlr_mnist_100': Case('mnist_powerlaw', 'MLR', 'fedavg', 100, 1, 10, 0.1,
+                          'uniform'),
+    'mlr_mnist_1000': Case('mnist_powerlaw', 'MLR', 'fedavg', 1000, 1, 10,
+                           0.1, 'poisson'),  # q = 1: every client.
+    # FedAvg's MNIST 2NN, IID (100 clients of 600), E = 1, B = 10.
+    '2nn_mnist_10': Case('mnist_iid_2nn', '2NN', 'fedavg', 10, 1, 10, 0.05,
+                         'uniform'),
+    '2nn_mnist_100': Case('mnist_iid_2nn', '2NN', 'fedavg', 100, 1, 10, 0.05,
+                          'uniform'),
+    # FedAvg's CNN, IID, E = 5, B = 10 (Table 2's setting).
+    'cnn_mnist_10': Case('mnist_iid_cnn', 'CNN', 'fedavg', 10, 5, 10, 0.05,
+                         'uniform'),
+    # FedProx's Sent140 LSTM (Appendix C.2: K = 10, E = 20 is the paper's;
+    # E = 1 keeps a round short) and Shakespeare's char-LSTM.
+    'lstm_sent140_10': Case('sent140', 'LSTM', 'fedprox', 10, 1, 10, 0.3,
+                            'uniform'),
+    'lstm_shakespeare_10': Case('shakespeare', 'LSTM', 'fedprox', 10, 1, 10,
+                                0.8, 'uniform'),
+}
+EXECUTIONS = ('lockstep', 'per_client')
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('cases', ['mlr_synthetic_10', 'mlr_mnist_100'],
+                  f'Cases to run, of: {", ".join(CASES)}.')
+flags.DEFINE_integer('rounds', 5, 'Measured rounds (after one warm-up).')
+flags.DEFINE_string('data_dir', None, 'Where the dataset tasks read their '
+                    'data (as $TFF_DATA_DIR).')
+flags.DEFINE_string('json', None, 'Also write the results here.')
+
+def _loops(case, task, train):
+  """The case's loop per execution, and how each trains its clients."""
+  loops = {}
+  for execution in EXECUTIONS:
+    settings = resolve(Config(
+        algo=case.algo, task=case.task,
+        clients_per_round=case.clients_per_round, epochs=case.epochs,
+        batch_size=case.batch_size, client_lr=case.client_lr,
+        client_sampling=case.sampling, rounds=FLAGS.rounds + 1,
+        client_execution=execution), num_clients=len(train))
+    process, how = trainer.build_for_run(settings, task.model_fn)
+    loops[execution] = (trainer.loop_for(settings, task.model_fn, train,
+                                         process=process, evaluate=False),
+                        how)
+  return loops
+
+
+def run_case(name):
+  case = CASES[name]
+  task = common.load_task_or_exit(case.task, None)
+  train = tasks.client_arrays(task.train)
+  loops = _loops(case, task, train)
+  initial = learning.initial_model_weights(task.model_fn, 0)
+  states = {e: loop.initial_state(initial) for e, (loop, _) in loops.items()}
+  seconds = collections.defaultdict(list)
+  sent = collections.defaultdict(list)
+  for round_num in range(1, FLAGS.rounds + 2):
+    for execution, (loop, _) in loops.items():
+      profiling.SENT.clear()
+      start = time.perf_counter()
+      states[execution], _, _ = loop.train(states[execution], round_num)
+      seconds[execution].append(time.perf_counter() - start)
+      sent[execution].append(profiling.SENT['bytes'])
+  weights = {e: loop.process.get_model_weights(states[e]).trainable
+             for e, (loop, _) in loops.items()}
+  difference = max(
+      float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+      for a, b in zip(weights['lockstep'], weights['per_client']))
+  result = dict(case=name, task=case.task, model=case.model,
+                clients_per_round=case.clients_per_round,
+                epochs=case.epochs, batch_size=case.batch_size,
+                rounds=FLAGS.rounds, relative_difference=difference)
+  for execution, (_, how) in loops.items():
+    median = statistics.median(seconds[execution][1:])
+    result[execution] = dict(
+        how=how, seconds_per_round=median,
+        seconds_per_client=median / case.clients_per_round,
+        bytes_per_round=statistics.median(sent[execution][1:]),
+        first_round_seconds=seconds[execution][0])
+  result['ratio'] = (result['per_client']['seconds_per_round'] /
+                     result['lockstep']['seconds_per_round'])
+  return result
+
+
+def _print(result):
+  print(f"{result['case']}: {result['task']} {result['model']}, "
+        f"K={result['clients_per_round']}, E={result['epochs']}, "
+        f"B={result['batch_size']} (median of {result['rounds']} rounds)")
+  for execution in EXECUTIONS:
+    r = result[execution]
+    print(f'  {execution:10s} {r["seconds_per_round"]:8.4f} s/round  '
+          f'{1e3 * r["seconds_per_client"]:8.3f} ms/client  '
+          f'{r["bytes_per_round"] / 1e6:9.3f} MB sent  ({r["how"]})')
+  print(f"  per_client / lockstep: {result['ratio']:.2f}x; models after "
+        f"{result['rounds'] + 1} rounds differ by at most "
+        f"{result['relative_difference']:.2e} (relative)", flush=True)
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  unknown = [c for c in FLAGS.cases if c not in CASES]
+  if unknown:
+    raise app.UsageError(f'unknown cases {unknown}; of {", ".join(CASES)}')
+  if FLAGS.data_dir:
+    os.environ['TFF_DATA_DIR'] = FLAGS.data_dir
+  common.runtime.start()
+  profiling.instrument()
+  results = []
+  try:
+    for name in FLAGS.cases:
+      results.append(run_case(name))
+      _print(results[-1])
+  finally:
+    common.runtime.stop()
+  if FLAGS.json:
+    with open(FLAGS.json, 'w') as f:
+      json.dump(results, f, indent=2)
+
+
+if __name__ == '__main__':
+  app.run(main)

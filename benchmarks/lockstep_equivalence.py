@@ -1,0 +1,91 @@
+"""How far lockstep clients' models are from the per-client path's: the
+table of docs/PERFORMANCE.md ("Lockstep clients").
+
+  .venv/bin/python benchmarks/lockstep_equivalence.py [--rounds=1,20]
+      [--json=PATH]
+
+For every case of tests/simulation/test_lockstep.py (algorithm, aggregator,
+stragglers, sampling, client optimizer; Synthetic(1,1), MLR), the same run
+with --client_execution=lockstep and =per_client, from the same initial
+model and with the same draws, and after each of --rounds rounds the
+largest relative difference of their models: max over weight tensors of
+max |w_lockstep − w_per_client| / max |w_per_client|.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import logging  # pylint: disable=g-import-not-at-top
+import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+import tasks  # pylint: disable=g-import-not-at-top
+from tff_algos import learning  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+
+_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                      'tests')
+sys.path += [_TESTS, os.path.join(_TESTS, 'simulation')]  # Its cases.
+import test_lockstep  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('rounds', ['1', '20'], 'The rounds after which to compare.')
+flags.DEFINE_string('json', None, 'Also write the table here.')
+
+
+def _differences(case, rounds, task, arrays):
+  """{round: the relative difference after it}."""
+  loops, states = {}, {}
+  for execution in ('lockstep', 'per_client'):
+    settings = resolve(Config(**dict(test_lockstep.QUICK, **case,
+                                     rounds=max(rounds)),
+                              client_execution=execution),
+                       num_clients=len(arrays))
+    loops[execution] = trainer.loop_for(settings, task.model_fn, arrays)
+    states[execution] = loops[execution].initial_state(
+        learning.initial_model_weights(task.model_fn, settings.seed))
+  found = {}
+  for round_num in range(max(rounds) + 1):
+    for execution, loop in loops.items():
+      states[execution] = loop.step(states[execution], round_num).state
+    if round_num in rounds:
+      pair = [loops[e].process.get_model_weights(states[e]).trainable
+              for e in ('lockstep', 'per_client')]
+      found[round_num] = max(
+          float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+          for a, b in zip(*pair))
+  return found
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  rounds = sorted(int(r) for r in FLAGS.rounds)
+  common.runtime.start()
+  task = tasks.load_task('synthetic_1_1')
+  arrays = tasks.client_arrays(task.train)
+  table = {}
+  try:
+    print('| case | ' + ' | '.join(f'after {r} round{"s" * (r > 1)}'
+                                    for r in rounds) + ' |')
+    print('|---|' + '---:|' * len(rounds))
+    for name, case in test_lockstep.CASES.items():
+      table[name] = _differences(case, rounds, task, arrays)
+      print(f'| {name} | ' + ' | '.join(f'{table[name][r]:.1e}'
+                                         for r in rounds) + ' |', flush=True)
+  finally:
+    common.runtime.stop()
+  if FLAGS.json:
+    with open(FLAGS.json, 'w') as f:
+      json.dump(table, f, indent=2)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,522 @@
+"""Lockstep clients: a round's local training for all of its clients at
+once, in this process, as a few batched computations instead of a TFF
+call per client.
+
+A simulation runs the client work of a `learning.LockstepProcess` here and
+hands the process each client's result (`learning.LockstepInput`): its
+update, weight, local steps and training loss. The process then does what
+it does with its own client work's results: the model aggregator sees each
+client's update (DP clipping and noise, compression, robust aggregation
+are unchanged), the metrics aggregator sums the rest, the server optimizer
+steps. What crosses to the TFF worker each round is the clients' updates,
+not their data.
+
+How: the round's clients are packed into `slots` lanes, longest first into
+the least loaded lane; every lane holds a copy of the model weights (and
+of the client optimizer's state), and one step advances every lane by one
+minibatch: a client's first step starts from w_t, its last writes w_t − w
+to its row of the output. The model is the task's Keras model built with
+the lanes' weights as tensors (`learning.model_ops.KerasModelFn`),
+vectorized over the lanes with `tf.vectorized_map`; each lane's batch is
+padded to B, and the padding is masked out of the loss. A client computes
+exactly what it computes alone: the same minibatches in the same order
+(`sampling.ClientSampler.minibatch_schedule`), the same optimizer steps,
+in float32; only the order of some float32 sums differs, so the models
+agree to float32 rounding (tests/simulation/test_lockstep.py).
+
+What it needs, else the run uses the per-client path and its header says
+why (`unavailable`): a process built by `learning.build_process` with
+TFF's broadcast (no model distributor of its own), a task whose model_fn
+is a `KerasModelFn` (the tasks' models are) with a loss that averages its
+examples and no layer that draws randomness or batch statistics in
+training (dropout, batch normalization), and a local run (remote workers
+train clients where they are).
+
+The training metrics it reports (`metrics['client_work']['train']`) are
+the model wrapper's loss and counters (loss, num_examples, num_batches),
+not the model's own Keras metrics (accuracy over the training batches):
+nothing the package records reads them.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tff_algos import learning
+from tff_algos.learning import model_ops
+from tff_algos.simulation import evaluation
+
+# The most lanes a round's computation takes (benchmarks/cohort.py: the
+# MNIST MLR at K = 1,000); the lane counts it is traced for, each once
+# (`lanes`).
+MAX_SLOTS = 64
+_LANE_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64)
+# --client_execution=auto trains a model of more weights per client: its
+# steps are arithmetic, which the lanes do not make cheaper
+# (`unavailable`).
+MAX_WEIGHTS = 50_000
+# Steps per pass of the round's loop: a pass's own cost (its loop
+# variables' control flow) is shared by this many steps; a round's steps
+# are padded to a multiple of it with steps of no lane.
+UNROLL = 4
+# A full-batch gradient's chunk (the per-client path's too).
+CHUNK_SIZE = model_ops.CHUNK_SIZE
+# Layers whose training pass draws randomness or reads the batch: a lane
+# cannot reproduce them client by client.
+_STOCHASTIC_LAYERS = (tf.keras.layers.Dropout, tf.keras.layers.GaussianNoise,
+                      tf.keras.layers.GaussianDropout,
+                      tf.keras.layers.BatchNormalization)
+
+
+def unavailable(process, workers: str = '', only_where_it_pays: bool = True
+                ) -> str | None:
+  """Why `process` does not run its clients in lockstep here (a phrase for
+  the run's header), or None when it does. With `only_where_it_pays`
+  (--client_execution=auto), also a model for which the per-client path
+  is as fast or faster on this machine's CPU: a recurrent one (a lane's
+  time loop runs lane by lane: Sent140's LSTM, K = 10, took 8.4 s a round
+  against 1.1 s) or one of more than MAX_WEIGHTS weights (its batched
+  matrix products cost more than the per-client overhead saved: the MNIST
+  2NN, 199,210 weights, K = 10, took 1.25 s against 0.57 s); both
+  measured with benchmarks/cohort.py (docs/PERFORMANCE.md)."""
+  if not isinstance(process, learning.LockstepProcess):
+    return 'the algorithm\'s builder does not take learning.LockstepInput'
+  if workers:
+    return 'remote workers train the clients where they are'
+  model_fn = process.model_fn
+  if not isinstance(model_fn, model_ops.KerasModelFn):
+    return ('the task\'s model_fn is not a learning.model_ops.KerasModelFn '
+            '(a Keras model with its loss)')
+  with tf.Graph().as_default():
+    model = model_fn.keras_model_fn()
+    loss = model_fn.loss_fn()
+    layers = list(_layers(model))
+    weights = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+  stochastic = [l.name for l in layers if isinstance(l, _STOCHASTIC_LAYERS)]
+  if stochastic:
+    return (f'the model\'s layers {", ".join(stochastic)} draw randomness or '
+            'batch statistics in training')
+  if getattr(loss, 'reduction', None) not in (
+      tf.keras.losses.Reduction.AUTO,
+      tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE):
+    return 'the model\'s loss is not a mean over the batch\'s examples'
+  if not only_where_it_pays:
+    return None
+  recurrent = [l.name for l in layers if isinstance(l, tf.keras.layers.RNN)]
+  if recurrent:
+    return (f'its recurrent layers ({", ".join(recurrent)}) are faster per '
+            'client (--client_execution=lockstep runs them in lockstep)')
+  if weights > MAX_WEIGHTS:
+    return (f'its {weights:,} weights are faster per client (over '
+            f'{MAX_WEIGHTS:,}; --client_execution=lockstep runs it in '
+            'lockstep)')
+  return None
+
+
+def _layers(model):
+  for layer in model.layers:
+    yield layer
+    if isinstance(layer, tf.keras.Model):
+      yield from _layers(layer)
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundPlan:
+  """One round's clients packed into lanes (numpy; see the module
+  docstring). `indices`, `valid`: [steps, slots, batch] examples (indices
+  into the resident data) and whether each is real; `start`: [steps,
+  slots] a client's first step; `finish`: [steps, slots] the client (its
+  position among the round's) whose last step it is, else -1; per client
+  its weight, local steps and examples processed."""
+  indices: np.ndarray
+  valid: np.ndarray
+  start: np.ndarray
+  finish: np.ndarray
+  weights: np.ndarray
+  steps: np.ndarray
+  examples: np.ndarray
+
+
+def lanes(batches: Sequence[Sequence[np.ndarray]],
+          traced: Sequence[int] = ()) -> int:
+  """How many lanes a round's clients (their minibatches) take: about the
+  fewest in which the longest client sets the round's steps (where a
+  step's cost is TensorFlow's per op, a lane costs about as much as a
+  client alone): a count the computation is already `traced` for if it
+  has at most twice the lanes needed (a trace costs seconds), else the
+  next of _LANE_COUNTS; at most MAX_SLOTS."""
+  longest = max((len(b) for b in batches), default=1) or 1
+  needed = min(-(-sum(len(b) for b in batches) // longest), MAX_SLOTS)
+  reused = [n for n in traced if needed <= n <= 2 * needed]
+  if reused:
+    return min(reused)
+  return next(n for n in _LANE_COUNTS if n >= needed)
+
+
+def pack(batches: Sequence[Sequence[np.ndarray]], slots: int,
+         batch_size: int, weights: Sequence[float]) -> RoundPlan:
+  """The plan of clients whose minibatches (example indices into the
+  resident data, per step) are `batches`: each client into the least
+  loaded of `slots` lanes, the longest first."""
+  load, lanes = [0] * slots, [[] for _ in range(slots)]
+  for client in sorted(range(len(batches)), key=lambda c: -len(batches[c])):
+    lane = int(np.argmin(load))
+    lanes[lane].append(client)
+    load[lane] += len(batches[client])
+  steps = -(-max(load, default=0) // UNROLL) * UNROLL
+  indices = np.zeros((steps, slots, batch_size), np.int32)
+  valid = np.zeros((steps, slots, batch_size), np.float32)
+  start = np.zeros((steps, slots), bool)
+  finish = np.full((steps, slots), -1, np.int32)
+  for lane, clients in enumerate(lanes):
+    step = 0
+    for client in clients:
+      start[step, lane] = True
+      for batch in batches[client]:
+        indices[step, lane, :len(batch)] = batch
+        valid[step, lane, :len(batch)] = 1.0
+        step += 1
+      finish[step - 1, lane] = client
+  return RoundPlan(
+      indices, valid, start, finish, np.asarray(weights, np.float32),
+      np.array([len(b) for b in batches], np.int32),
+      np.array([sum(len(x) for x in b) for b in batches], np.int64))
+
+
+class Engine:
+  """The lockstep client work of one run: its process's model and local
+  training, the clients' training data resident here, and the traced
+  computation of a round (built once)."""
+
+  def __init__(self, process: learning.LockstepProcess,
+               train_arrays: Sequence[Mapping[str, np.ndarray]],
+               batch_size: int, clients_per_round: int):
+    self._model_fn = process.model_fn
+    self._local = process.local_training
+    self._mean_of_updates = process.mean_of_updates
+    self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
+    self._data, self._offsets = evaluation.client_tensors(train_arrays)
+    self._gradient = self._local.kind == 'gradient'
+    if self._gradient:  # One pass in chunks, as the per-client path.
+      batch_size = int(min(self._sizes.max(), CHUNK_SIZE))
+    self._batch_size = batch_size
+    trainable = process.get_model_weights(process.initialize()).trainable
+    self._specs = [tf.TensorSpec(np.shape(w), tf.float32) for w in trainable]
+    self._rounds = {}  # Lanes → the round's computation, traced for them.
+    # One step of all lanes as a function of its own: TensorFlow optimizes
+    # it whole (measured: ~135 against ~200 µs a step inlined in the loop,
+    # Synthetic(1,1), 4 lanes). XLA did not pay here: compiling the
+    # vectorized step did not finish in 5 minutes, and a compiled MLR step
+    # ran at half the speed (benchmark notes, docs/PERFORMANCE.md).
+    self._step = tf.function(self._step_fn, autograph=False)
+
+  def inputs(self, state, schedules, round_num):
+    """The round's client inputs (`learning.LockstepInput`), one per
+    client of `schedules` ((client index, example order, batch ends) each,
+    as the sampler drew them), from the process state `state` (its global
+    model and client work hyper-parameters)."""
+    del round_num  # The schedules hold the round's draws.
+    if not schedules:  # A DP round without clients: noise on a zero sum.
+      return []
+    batches = [self._batches(*schedule) for schedule in schedules]
+    plan = pack(batches, lanes(batches, list(self._rounds)), self._batch_size,
+                [self._weight(client) for client, _, _ in schedules])
+    hparams = {k: tf.constant(v, tf.float32)
+               for k, v in state.client_work.items()}
+    updates, losses = self._traced(plan.start.shape[1])(
+        [tf.constant(w, tf.float32)
+         for w in state.global_model_weights.trainable],
+        hparams, plan.indices, plan.valid, plan.start, plan.finish,
+        len(schedules))
+    updates = [u.numpy() for u in updates]
+    if self._gradient:  # ∇F_k = Σ_b n_b ∇F_b / n_k, as the per-client path.
+      n = np.array([self._sizes[client] for client, _, _ in schedules],
+                   np.float32)
+      updates = [u / n.reshape((-1,) + (1,) * (u.ndim - 1)) for u in updates]
+    computed = Computed(
+        updates, plan.weights,
+        plan.steps if not self._gradient else np.ones_like(plan.steps),
+        sum(np.sum(np.square(u, dtype=np.float64),
+                   axis=tuple(range(1, u.ndim))) for u in updates),
+        losses.numpy(), plan.examples)
+    if self._mean_of_updates:
+      return [computed.one_input()]
+    return computed.inputs()
+
+  def fingerprint(self) -> str:
+    """The SHA-256 of the computation the clients train by (traced for one
+    lane): with lockstep clients the learning process's own computations
+    do not hold the model's training step, so a run records this too
+    (`provenance`)."""
+    from tff_algos.runtime import fingerprint  # pylint: disable=g-import-not-at-top
+    function = self._traced(1).get_concrete_function()
+    return fingerprint.graph_sha256(function.graph.as_graph_def())
+
+  def _batches(self, client, order, ends):
+    """A client's minibatches as indices into the resident data."""
+    order = self._offsets[client] + np.asarray(order)
+    if self._gradient:  # The whole dataset in chunks, its order unused.
+      n = self._sizes[client]
+      whole = self._offsets[client] + np.arange(n)
+      return [whole[i:i + self._batch_size]
+              for i in range(0, n, self._batch_size)]
+    starts = np.concatenate([[0], ends[:-1]])
+    return [order[a:b] for a, b in zip(starts, ends)]
+
+  def _weight(self, client):
+    if self._local.weighting == learning.client_weighting('num_examples'):
+      return float(self._sizes[client])
+    return 1.0
+
+  def _traced(self, slots):
+    """The round's computation on `slots` lanes: (updates by client,
+    training loss sums); traced once for each number of lanes."""
+    if slots in self._rounds:
+      return self._rounds[slots]
+    batch = self._batch_size
+    hparam_names = ['mu', *self._optimizer_hparams()]
+    signature = [
+        self._specs,
+        {name: tf.TensorSpec([], tf.float32) for name in hparam_names},
+        tf.TensorSpec([None, slots, batch], tf.int32),
+        tf.TensorSpec([None, slots, batch], tf.float32),
+        tf.TensorSpec([None, slots], tf.bool),
+        tf.TensorSpec([None, slots], tf.int32),
+        tf.TensorSpec([], tf.int32)]
+    if self._gradient:
+      signature[1] = {}
+    self._rounds[slots] = tf.function(
+        functools.partial(self._round_fn, slots=slots),
+        input_signature=signature, autograph=False)
+    return self._rounds[slots]
+
+  @functools.cached_property
+  def _elementwise(self) -> bool:
+    """Whether the client optimizer's step is elementwise with a state of
+    its hyper-parameters and tensors shaped like the weights (SGD with or
+    without momentum), so that one step on the lanes stacked is each lane's
+    step; otherwise (Adam's step count, ...) it is vectorized per lane."""
+    if self._gradient:
+      return True
+    with tf.Graph().as_default():
+      optimizer = self._local.optimizer
+      state = optimizer.initialize(tuple(self._specs))
+      hparams = optimizer.get_hparams(state)
+      shapes = {tuple(spec.shape) for spec in self._specs}
+      return all(tuple(np.shape(t)) in shapes
+                 for name, value in state.items() if name not in hparams
+                 for t in tf.nest.flatten(value))
+
+  def _optimizer_hparams(self):
+    if self._gradient:
+      return []
+    with tf.Graph().as_default():
+      optimizer = self._local.optimizer
+      return list(optimizer.get_hparams(optimizer.initialize(self._specs)))
+
+  def _round_fn(self, global_weights, hparams, indices, valid, start, finish,
+                clients, slots):
+    """Every lane's steps (see the module docstring): the clients' updates
+    w_t − w (the gradient kind: Σ_b n_b ∇F_b, divided by n_k in `inputs`)
+    and the sums of their batches' losses times their sizes."""
+    fresh = self._fresh_state(global_weights, hparams, slots)
+    outputs = [tf.TensorArray(tf.float32, size=clients,
+                              element_shape=spec.shape)
+               for spec in self._specs]
+    loss_sums = tf.TensorArray(tf.float32, size=clients, element_shape=[])
+
+    def reset(first, lanes, state, lane_loss):
+      return ([_where(first, w, lane) for lane, w in zip(lanes, fresh[0])],
+              tf.nest.map_structure(lambda f, now: _where(first, f, now),
+                                    fresh[1], state),
+              tf.where(first, 0.0, lane_loss))
+
+    def write(s, done, lanes, state, lane_loss, outputs, loss_sums):
+      finished = tf.boolean_mask(finish[s], done)
+      results = state if self._gradient else [
+          w - lane for lane, w in zip(lanes, global_weights)]
+      return ([o.scatter(finished, tf.boolean_mask(r, done))
+               for o, r in zip(outputs, results)],
+              loss_sums.scatter(finished, tf.boolean_mask(lane_loss, done)))
+
+    def steps(s, *carried):
+      for offset in range(UNROLL):
+        carried = step(s + offset, *carried)
+      return (s + UNROLL, *carried)
+
+    def step(s, lanes, state, lane_loss, outputs, loss_sums):
+      first = start[s]
+      lanes, state, lane_loss = _when(
+          tf.reduce_any(first), lambda: reset(first, lanes, state, lane_loss),
+          (lanes, state, lane_loss))
+      mask = valid[s]
+      examples = tf.reduce_sum(mask, axis=1)
+      lanes, state, losses = self._step(lanes, state, {
+          name: tf.gather(data, indices[s])
+          for name, data in self._data.items()}, mask, global_weights,
+                                         hparams, examples > 0)
+      lane_loss += losses * examples
+      done = finish[s] >= 0
+      outputs, loss_sums = _when(
+          tf.reduce_any(done),
+          lambda: write(s, done, lanes, state, lane_loss, outputs,
+                        loss_sums),
+          (outputs, loss_sums))
+      return lanes, state, lane_loss, outputs, loss_sums
+
+    _, _, _, _, outputs, loss_sums = tf.while_loop(
+        lambda s, *_: s < tf.shape(indices)[0], steps,
+        (0, fresh[0], fresh[1], tf.zeros([slots]), outputs, loss_sums))
+    return [o.stack() for o in outputs], loss_sums.stack()
+
+  def _step_fn(self, lanes, state, batch, mask, global_weights, hparams,
+               active):
+    """One step of every lane: the gradients, then `_advance`."""
+    gradients, losses = self._gradients(lanes, batch, mask)
+    lanes, state = self._advance(lanes, state, gradients, global_weights,
+                                 hparams, active)
+    return lanes, state, losses
+
+  def _advance(self, lanes, state, gradients, global_weights, hparams,
+               active):
+    """One step of the active lanes: the client optimizer on ∇F + μ(w −
+    w_t); the gradient kind adds the gradient to its sum (`state`) and
+    keeps w_t."""
+    all_active = tf.reduce_all(active)
+    if self._gradient:
+      summed = [a + g for a, g in zip(state, gradients)]
+      return lanes, _when(all_active, lambda: summed, [
+          _where(active, n, o) for n, o in zip(summed, state)])
+    # μ = 0 (FedAvg) skips the proximal term, as the per-client path does:
+    # the same values, g + 0·(w − w_t) = g.
+    proximal = _when(tf.equal(hparams['mu'], 0.0), lambda: tuple(gradients),
+                     lambda: tuple(
+                         g + hparams['mu'] * (lane - w) for g, lane, w in
+                         zip(gradients, lanes, global_weights)))
+    optimizer = self._local.optimizer
+    if self._elementwise:  # Its state is per weight: all lanes at once.
+      new_state, stepped = optimizer.next(state, tuple(lanes), proximal)
+    else:
+      new_state, stepped = tf.vectorized_map(
+          lambda a: optimizer.next(a[0], a[1], a[2]),
+          (state, tuple(lanes), proximal))
+    return _when(all_active, lambda: (list(stepped), new_state), lambda: (
+        [_where(active, n, o) for n, o in zip(stepped, lanes)],
+        tf.nest.map_structure(lambda n, o: _where(active, n, o), new_state,
+                              state)))
+
+  def _fresh_state(self, global_weights, hparams, slots):
+    """What a lane holds when a client starts: w_t, and a fresh client
+    optimizer state at `hparams` (the gradient kind: a zero sum)."""
+    lanes = [tf.repeat(w[None], slots, axis=0) for w in global_weights]
+    if self._gradient:
+      return lanes, [tf.zeros_like(lane) for lane in lanes]
+    optimizer = self._local.optimizer
+    state = optimizer.set_hparams(
+        optimizer.initialize(tuple(self._specs)), collections.OrderedDict(
+            (k, hparams[k]) for k in self._optimizer_hparams()))
+    if self._elementwise:  # Its hyper-parameters stay scalars.
+      hparams_now = optimizer.get_hparams(state)
+      return lanes, collections.OrderedDict(
+          (name, value if name in hparams_now else tf.nest.map_structure(
+              lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0),
+              value)) for name, value in state.items())
+    return lanes, tf.nest.map_structure(
+        lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0),
+        state)
+
+  def _gradients(self, lanes, batch, mask):
+    """Each lane's gradient of its batch's loss (the mean over the real
+    examples, plus the regularization; the gradient kind: n_b times it, as
+    `model_ops.weighted_gradient`), and the mean without the
+    regularization (the wrapper's loss metric)."""
+    model_fn = self._model_fn
+
+    def lane_loss(args):
+      weights, x, y, m = args
+      prediction, regularization = model_fn.predict(weights, x)
+      examples = model_fn.example_losses(y, prediction)
+      total = tf.reduce_sum(examples * m)
+      mean = total / tf.maximum(tf.reduce_sum(m), 1.0)
+      regularization = tf.add_n([tf.constant(0.0)] + regularization)
+      objective = (total + tf.reduce_sum(m) * regularization
+                   if self._gradient else mean + regularization)
+      return objective, mean
+
+    with tf.GradientTape() as tape:
+      tape.watch(lanes)
+      objectives, means = tf.vectorized_map(
+          lane_loss, (tuple(lanes), batch['x'], batch['y'], mask))
+      total = tf.reduce_sum(objectives)
+    return [tf.convert_to_tensor(g)  # A gather's gradient: IndexedSlices.
+            for g in tape.gradient(total, lanes)], means
+
+
+@dataclasses.dataclass(frozen=True)
+class Computed:
+  """A round's clients' results, by client (the first axis of each
+  array): updates (per weight tensor), weights, local steps, ‖update‖²
+  (float64), and their training loss sums and examples."""
+  updates: Sequence[np.ndarray]
+  weights: np.ndarray
+  steps: np.ndarray
+  squared_norms: np.ndarray
+  loss_sums: np.ndarray
+  examples: np.ndarray
+
+  def inputs(self):
+    """One `learning.LockstepInput` per client."""
+    return [self._input([u[k] for u in self.updates], self.weights[k],
+                        self.steps[k], 1, self.squared_norms[k],
+                        self.loss_sums[k], self.examples[k], self.steps[k])
+            for k in range(len(self.weights))]
+
+  def one_input(self):
+    """The clients as the one input a mean aggregates alike
+    (`learning.LockstepProcess.mean_of_updates`): their updates' weighted
+    mean with the sum of their weights (the mean's float32 sums, as TFF's
+    mean factory adds), their statistics and training metrics summed."""
+    total = np.float32(np.sum(self.weights, dtype=np.float32))
+    mean = [np.tensordot(self.weights, u, axes=1) / total
+            for u in self.updates]
+    return self._input(mean, total, np.sum(self.steps), len(self.weights),
+                       np.sum(self.squared_norms), np.sum(self.loss_sums,
+                                                          dtype=np.float64),
+                       np.sum(self.examples), np.sum(self.steps))
+
+  @staticmethod
+  def _input(update, weight, steps, participants, squared_norm, loss_sum,
+             examples, batches):
+    return collections.OrderedDict(
+        update=[np.asarray(u, np.float32) for u in update],
+        weight=np.float32(weight), local_steps=np.int32(steps),
+        participants=np.int32(participants),
+        update_squared_norm=np.float64(squared_norm),
+        train=collections.OrderedDict(
+            loss=[np.float32(loss_sum), np.float32(examples)],
+            num_examples=[np.int64(examples)],
+            num_batches=[np.int64(batches)]))
+
+
+def _when(condition, then, otherwise):
+  """`then()` if the scalar `condition` holds, else `otherwise` (a value,
+  or a function giving it): a branch, so that its ops run only when
+  needed."""
+  return tf.cond(condition, then,
+                 otherwise if callable(otherwise) else lambda: otherwise)
+
+
+def _where(condition, new, old):
+  """`new` where the per-lane `condition` holds, else `old` (both of a
+  static rank; a scalar, one of the optimizer's hyper-parameters, is
+  every lane's, unchanged within a round)."""
+  if old.shape.rank == 0:
+    return new
+  return tf.where(condition[(...,) + (None,) * (old.shape.rank - 1)], new,
+                  old)

@@ -2,7 +2,8 @@
 
 An algorithm is one module (one per paper) holding a typed builder and one
 `register(Algorithm(...))` call; `tff_algos.algorithms` imports this
-package's four. A module of your own registers the same way and is then an
+package's five (FedAvg, FedSGD, FedProx, FedISGD and the centralized
+baseline). A module of your own registers the same way and is then an
 `--algo` of `run_experiment.py` (tests/algorithms/test_registry.py adds
 FedAvg with server momentum from its test file alone).
 

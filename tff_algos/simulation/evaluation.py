@@ -15,10 +15,9 @@ process as plain TensorFlow: one `tf.function` (traced once) runs the same
 TF code as their TFF computations (benchmarks/federated_evaluation.py, the
 tests' reference) and combines the results with the same sums and weighted
 means, in float32: the same numbers to rounding (the tests compare them at
-rtol 1e-6). Through the TFF runtime
-every evaluation shipped every client's data to the worker over gRPC, which
-took most of a round's time on small models (docs/PERFORMANCE.md); the TFF
-versions stay here as the reference the tests compare against.
+rtol 1e-6). They run here rather than in TFF's worker because through the
+TFF runtime every evaluation ships every client's data over gRPC, most of a
+round's time on small models (docs/PERFORMANCE.md).
 """
 
 import collections

@@ -85,7 +85,7 @@ def test_a_round_sends_the_clients_results_not_their_data():
   task, arrays = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
   process, _ = trainer.build_for_run(settings, task.model_fn)
-  engine = lockstep.Engine(process, arrays, 10, 5)
+  engine = lockstep.Engine(process, arrays, 10)
   state = process.set_model_weights(process.initialize(),
                                     learning.initial_model_weights(
                                         task.model_fn, 0))

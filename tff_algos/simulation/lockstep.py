@@ -196,7 +196,7 @@ class Engine:
 
   def __init__(self, process: learning.LockstepProcess,
                train_arrays: Sequence[Mapping[str, np.ndarray]],
-               batch_size: int, clients_per_round: int):
+               batch_size: int):
     self._model_fn = process.model_fn
     self._local = process.local_training
     self._mean_of_updates = process.mean_of_updates

@@ -255,8 +255,7 @@ def lockstep_engine(settings: config_lib.Settings, process,
   for another process)."""
   if not isinstance(process, learning.LockstepProcess):
     return None
-  return lockstep.Engine(process, data.train, settings.algorithm.batch_size,
-                         settings.clients_per_round)
+  return lockstep.Engine(process, data.train, settings.algorithm.batch_size)
 
 
 def make_loop(settings: config_lib.Settings, process, data: ClientData,

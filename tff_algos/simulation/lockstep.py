@@ -74,10 +74,13 @@ _STOCHASTIC_LAYERS = (tf.keras.layers.Dropout, tf.keras.layers.GaussianNoise,
                       tf.keras.layers.BatchNormalization)
 
 
-def unavailable(process, workers: str = '', only_where_it_pays: bool = True
+def unavailable(model_fn, workers: str = '', only_where_it_pays: bool = True
                 ) -> str | None:
-  """Why `process` does not run its clients in lockstep here (a phrase for
-  the run's header), or None when it does. With `only_where_it_pays`
+  """Why clients training `model_fn`'s model do not run in lockstep here
+  (a phrase for the run's header), or None when they may (if the
+  algorithm's builder takes `learning.LockstepInput`). Decided before any
+  process is built, so that a run that will train per client builds one
+  process only. With `only_where_it_pays`
   (--client_execution=auto), also a model for which the per-client path
   is as fast or faster on this machine's CPU: a recurrent one (a lane's
   time loop runs lane by lane: Sent140's LSTM, K = 10, took 8.4 s a round
@@ -85,11 +88,8 @@ def unavailable(process, workers: str = '', only_where_it_pays: bool = True
   matrix products cost more than the per-client overhead saved: the MNIST
   2NN, 199,210 weights, K = 10, took 1.25 s against 0.57 s); both
   measured with benchmarks/cohort.py (docs/PERFORMANCE.md)."""
-  if not isinstance(process, learning.LockstepProcess):
-    return 'the algorithm\'s builder does not take learning.LockstepInput'
   if workers:
     return 'remote workers train the clients where they are'
-  model_fn = process.model_fn
   if not isinstance(model_fn, model_ops.KerasModelFn):
     return ('the task\'s model_fn is not a learning.model_ops.KerasModelFn '
             '(a Keras model with its loss)')

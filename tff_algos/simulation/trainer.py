@@ -70,21 +70,21 @@ def build_for_run(settings: config_lib.Settings, model_fn,
   if execution == 'per_client':
     return build_process(settings, model_fn, process_fn=process_fn), (
         'per client (--client_execution=per_client)')
-  if process_fn is not None:
-    why = 'a process_fn of its own takes the per-client input'
-  else:
+  why = ('a process_fn of its own takes the per-client input'
+         if process_fn is not None else lockstep.unavailable(
+             model_fn, workers or runtime.remote_workers(),
+             only_where_it_pays=execution == 'auto'))
+  if why is None:
     try:
       process = build_process(settings, model_fn, learning.LockstepInput())
-      why = lockstep.unavailable(
-          process, workers or runtime.remote_workers(),
-          only_where_it_pays=execution == 'auto')
+      if isinstance(process, learning.LockstepProcess):
+        return process, 'lockstep'
+      why = 'the algorithm\'s builder does not take learning.LockstepInput'
     except learning.LockstepUnavailable as e:
       why = str(e)
     except Exception as e:  # pylint: disable=broad-except
       why = (f'the algorithm\'s builder refused learning.LockstepInput '
              f'({type(e).__name__}: {e})')
-    if why is None:
-      return process, 'lockstep'
   return build_process(settings, model_fn, process_fn=process_fn), (
       f'per client ({why})')
 

@@ -250,12 +250,23 @@ class Engine:
     return computed.inputs()
 
   def fingerprint(self) -> str:
-    """The SHA-256 of the computation the clients train by (traced for one
-    lane): with lockstep clients the learning process's own computations
-    do not hold the model's training step, so a run records this too
-    (`provenance`)."""
+    """The SHA-256 of the step the clients train by (the model, its loss,
+    the gradient and the client optimizer's step, traced for one lane):
+    with lockstep clients the learning process's own computations do not
+    hold the model's training step, so a run records this too
+    (`provenance`). The step alone, not the round around it: the round's
+    trace costs several times the step's, and the round is the package's
+    code, which the provenance records apart."""
     from tff_algos.runtime import fingerprint  # pylint: disable=g-import-not-at-top
-    function = self._traced(1).get_concrete_function()
+    weights = [tf.zeros(spec.shape, spec.dtype) for spec in self._specs]
+    hparams = {} if self._gradient else {
+        name: tf.constant(0.0) for name in ['mu', *self._optimizer_hparams()]}
+    lanes, state = self._fresh_state(weights, hparams, 1)
+    rows = tf.zeros([1, self._batch_size], tf.int32)
+    function = self._step.get_concrete_function(
+        lanes, state, {name: tf.gather(data, rows)
+                       for name, data in self._data.items()},
+        tf.zeros([1, self._batch_size]), weights, hparams, tf.ones([1], bool))
     return fingerprint.graph_sha256(function.graph.as_graph_def())
 
   def _batches(self, client, order, ends):

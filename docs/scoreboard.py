@@ -17,9 +17,9 @@ held, so that the scoreboard regenerates the same on a clone without them:
   metric columns the rows read), by command and run name; a run folder
   found under --runs replaces its ledger record;
 - the CPU time of every /usr/bin/time file it has read;
-- the earlier session's results (2026-11-23), whose run folders were not
-  kept: each row's value and status as that session's scoreboard stated
-  them, the CPU hours of its commands and the runs it left stopped. A row
+- the results of commits fde88f1, 83f512b and 239ead1 (EARLIER), whose
+  run folders were not kept: each row's value and status as their
+  scoreboard stated them, the CPU hours of its commands and the runs it left stopped. A row
   that the recorded runs cannot compute shows that value, marked †.
 With --write it also updates the ledger. Only finished runs count: a run
 without summary.json is never recorded, and shows only as "not finished".
@@ -69,7 +69,8 @@ PY = '.venv/bin/python run_experiment.py'
 INTERPOLATE = '.venv/bin/python -m tff_algos.interpolate'
 FIG1_CSV = os.path.join(os.path.dirname(__file__), 'figures',
                         'fedavg_fig1_interpolation.csv')
-EARLIER = 'earlier session'  # The ledger's key for the 2026-11-23 results.
+# The ledger's key for the results of commits fde88f1, 83f512b and 239ead1.
+EARLIER = 'earlier session'
 
 # id → the command (its output folder is runs/<id>).
 COMMANDS = {
@@ -1976,8 +1977,8 @@ def render(runs, crosscheck=()):
     lines.append(f'| {number} | {row.paper} | {row.item} | {row.value} | '
                  f'{ours}{mark} | {status} | {why_text} | '
                  f'{row.command or "—"} |')
-  lines += ['', '† from the earlier session\'s runs (2026-11-23, commits '
-            'fde88f1, 83f512b, 239ead1): their run folders were not kept; '
+  lines += ['', '† from the runs of commits fde88f1, 83f512b and 239ead1 '
+            '(the earlier session\'s): their run folders were not kept; '
             'the value and status are those its scoreboard stated, kept in '
             'docs/scoreboard_ledger.json.']
   lines += ['', '| command | run with | CPU time | what a command not '

@@ -745,15 +745,28 @@ def _or_dash(value):
   return '—' if value is None else f'{value:g}'
 
 
-def grid_cell(command, name, flags, pattern, paper, cap, rate_key, k_e,
-              eval_every):
-  """The Cell of a rounds-to-target row: its five η values, stopped at
+# The η a cell's grid was extended by, by the configs' rule (fixed before
+# any run): its best η of the five on the grid's edge, the next value at
+# 10^(1/3) beyond it. (command, cell name) → that η.
+EDGE = {('fedavg_table4_2nn', 'E1_B50_iid'): '1'}
+
+
+def grid_cells(command, name, flags, pattern, paper, cap, rate_key, k_e,
+               eval_every):
+  """The Cells of a rounds-to-target row: its five η values, stopped at
   the target or at ⌈MARGIN × the paper's rounds⌉ (at the command's `cap`
-  where the paper's value is None, "—")."""
+  where the paper's value is None, "—"), and its EDGE extension."""
   if paper is not None:
     flags = f'{flags} --rounds={math.ceil(MARGIN * paper)}'.strip()
-  return add_cell(Cell(command, name, flags, pattern, 5, paper or cap,
-                       rate_key, k_e, eval_every))
+  cells = [Cell(command, name, flags, pattern, 5, paper or cap, rate_key,
+                k_e, eval_every)]
+  if (command, name) in EDGE:
+    lr = EDGE[(command, name)]
+    cells.append(Cell(command, f'{name}_edge', f'{flags} --sweep=client_lr='
+                      f'{lr}', pattern.replace('client_lr-*',
+                                               f'client_lr-{lr}'), 1,
+                      paper or cap, rate_key, k_e, eval_every))
+  return [add_cell(c) for c in cells]
 
 
 def figure_cell(command, name, flags, pattern, runs, plotted, rate_key,
@@ -805,14 +818,14 @@ for (model, split, b), values in TABLE1.items():
       pattern = f'{variant}__task-{task}__client_lr-*'
       key = ('2nn_b10' if b == '10' else '2nn_binf') + (
           '_k1' if variant == 'C0' else '')
-      cell = grid_cell(command, variant, f'--only={variant}', pattern, paper,
+      cells = grid_cells(command, variant, f'--only={variant}', pattern, paper,
                        4000 if b == '10' else 5000, key, _k(variant),
                        1)
     else:
       command = 'fedavg_table1_cnn'
       batch = '10' if b == '10' else '-1'
       pattern = (f'{variant}__task-{task}__batch_size-{batch}__client_lr-*')
-      cell = grid_cell(command, f'{variant}_{split}_b{b}',
+      cells = grid_cells(command, f'{variant}_{split}_b{b}',
                        f'--only={variant} --sweep=task={task} '
                        f'--sweep=batch_size={batch}', pattern, paper, 1500,
                        'cnn', 5 * _k(variant), 2)
@@ -820,7 +833,7 @@ for (model, split, b), values in TABLE1.items():
         'FedAvg', f'Table 1 {model.upper()}, {split.replace("noniid", "non-IID").replace("iid", "IID")}, B={"∞" if b == "inf" else b}, C={c}: rounds to {target:.0%}',
         _or_dash(paper), command,
         lambda r, c=command, p=pattern, t=target, v=paper: rounds_row(
-            r, c, p, t, v), pattern=pattern, cells=[cell]))
+            r, c, p, t, v), pattern=pattern, cells=cells))
 
 TABLE2_CNN = (('FedSGD', 626, 483), ('E5_Binf', 179, 1000),
               ('E1_B50', 65, 600), ('E20_Binf', 234, 672),
@@ -832,14 +845,14 @@ for variant, iid, noniid in TABLE2_CNN:
     pattern = f'{variant}__task-{task}__client_lr-*'
     command = ('fedavg_table2_cnn_iid' if split == 'iid' and variant in (
         'FedSGD', 'E5_B10') else 'fedavg_table2_cnn')
-    cell = grid_cell(
+    cells = grid_cells(
         command, f'{variant}_{split}', f'--only={variant} --sweep=task={task}',
         pattern, paper, 1500, 'cnn', 10 * _epochs(variant), 2)
     ROWS.append(Row(
         'FedAvg', f'Table 2 CNN, {variant}, {split}: rounds to 99%',
         str(paper), command,
         lambda r, c=command, p=pattern, v=paper: rounds_row(r, c, p, 0.99, v),
-        pattern=pattern, cells=[cell]))
+        pattern=pattern, cells=cells))
 TABLE2_LSTM = (('FedSGD', 2488, 3906), ('E1_B50', 1635, 549),
                ('E5_Binf', 613, 597), ('E1_B10', 460, 164),
                ('E5_B50', 401, 152), ('E5_B10', 192, 41))
@@ -848,7 +861,7 @@ for variant, iid, noniid in TABLE2_LSTM:
                       ('shakespeare_roles', noniid)):
     pattern = f'{variant}__task-{task}__client_lr-*'
     split = 'iid' if task.endswith('iid') else 'role'
-    cell = grid_cell('fedavg_table2_shakespeare', f'{variant}_{split}',
+    cells = grid_cells('fedavg_table2_shakespeare', f'{variant}_{split}',
                      f'--only={variant} --sweep=task={task}', pattern, paper,
                      4000, 'lstm_fedavg', 119 * _epochs(variant), 10)
     ROWS.append(Row(
@@ -857,12 +870,12 @@ for variant, iid, noniid in TABLE2_LSTM:
         str(paper), 'fedavg_table2_shakespeare',
         lambda r, p=pattern, v=paper: rounds_row(
             r, 'fedavg_table2_shakespeare', p, 0.54, v), pattern=pattern,
-        cells=[cell]))
+        cells=cells))
 # A Table 3 algorithm's three targets read the same runs (stopped at 85%):
 # one cell, at the rounds of its last target the paper reached.
 for algorithm, values in (('FedSGD', (3750, 6600, None)),
                           ('FedAvg_E5_B50', (280, 630, 2000))):
-  cell = grid_cell('fedavg_table3_cifar10', algorithm, f'--only={algorithm}',
+  cells = grid_cells('fedavg_table3_cifar10', algorithm, f'--only={algorithm}',
                    f'{algorithm}__client_lr-*',
                    max(v for v in values if v), 4000, 'cifar',
                    10 * _epochs(algorithm.replace('FedAvg_', '')), 10)
@@ -872,9 +885,9 @@ for algorithm, values in (('FedSGD', (3750, 6600, None)),
         _or_dash(paper), 'fedavg_table3_cifar10',
         lambda r, a=algorithm, t=target, v=paper: rounds_row(
             r, 'fedavg_table3_cifar10', f'{a}__client_lr-*', t, v),
-        pattern=f'{algorithm}__client_lr-*', cells=[cell]))
+        pattern=f'{algorithm}__client_lr-*', cells=cells))
 # Centralized SGD: a round is 500 updates; 99,000 updates the last target.
-_SGD_CELL = grid_cell('fedavg_table3_cifar10_sgd', 'SGD_B100', '',
+_SGD_CELLS = grid_cells('fedavg_table3_cifar10_sgd', 'SGD_B100', '',
                       'SGD_B100__client_lr-*', 99000 // 500, 400,
                       'cifar_sgd', 1, 2)
 for target, paper in ((0.80, 18000), (0.82, 31000), (0.85, 99000)):
@@ -883,7 +896,7 @@ for target, paper in ((0.80, 18000), (0.82, 31000), (0.85, 99000)):
       f'updates to {target:.0%}', str(paper), 'fedavg_table3_cifar10_sgd',
       lambda r, t=target, v=paper: updates_row(
           r, 'fedavg_table3_cifar10_sgd', 'SGD_B100__client_lr-*', t, v),
-      pattern='SGD_B100__client_lr-*', cells=[_SGD_CELL]))
+      pattern='SGD_B100__client_lr-*', cells=_SGD_CELLS))
 TABLE4 = (('FedSGD', 1468, 1817), ('E10_Binf', 156, 1100),
           ('E1_B50', 144, 1183), ('E20_Binf', 92, 957), ('E1_B10', 92, 831),
           ('E10_B50', 45, 881), ('E20_B50', 39, 835), ('E10_B10', 34, 497),
@@ -891,7 +904,7 @@ TABLE4 = (('FedSGD', 1468, 1817), ('E10_Binf', 156, 1100),
 for variant, iid, noniid in TABLE4:
   for split, paper in (('iid', iid), ('noniid', noniid)):
     pattern = f'{variant}__task-{TASK[split]}_2nn__client_lr-*'
-    cell = grid_cell('fedavg_table4_2nn', f'{variant}_{split}',
+    cells = grid_cells('fedavg_table4_2nn', f'{variant}_{split}',
                      f'--only={variant} --sweep=task={TASK[split]}_2nn',
                      pattern, paper, 3000, '2nn_binf' if variant == 'FedSGD'
                      or variant.endswith('Binf') else '2nn_b10',
@@ -901,7 +914,7 @@ for variant, iid, noniid in TABLE4:
         str(paper), 'fedavg_table4_2nn',
         lambda r, p=pattern, v=paper: rounds_row(
             r, 'fedavg_table4_2nn', p, 0.97, v), pattern=pattern,
-        cells=[cell]))
+        cells=cells))
 
 
 def faster_row(runs, command, fast, slow, target):

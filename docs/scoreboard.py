@@ -1855,6 +1855,28 @@ def reasons(row, status, details, crosscheck=(), frozen_ours=None):
 
 
 # ------------------------------------------------------------------ judge
+def _whole_cells(row, runs, computed):
+  """`computed`, unless its row's cells still need runs: then 'not
+  finished: N of M runs' (a figure's curves are judged on all their
+  seeds, a grid on all its η values)."""
+  if computed is None or not row.cells or computed[1].startswith(
+      'not finished'):
+    return computed
+  total = sum(c.runs for c in row.cells)
+  needed = sum(c.needed(runs) for c in row.cells)
+  return computed if not needed else (
+      '—', f'not finished: {total - needed} of {total} runs', {})
+
+
+def _stopped(row, runs):
+  """Whether a run the row reads has stopped before its last round (its
+  cells' runs; without cells, its pattern's)."""
+  where = [(c.command, c.pattern) for c in row.cells] or [
+      (row.command, row.pattern)]
+  return any(command and runs.unfinished(command, pattern)
+             for command, pattern in where)
+
+
 def judge(row, runs, with_details=False):
   """(ours, status) of one row (with_details: (ours, status, details,
   source), source 'runs' or EARLIER): computed from the recorded runs,
@@ -1869,6 +1891,7 @@ def judge(row, runs, with_details=False):
     elif row.key in runs.ledger.data_rows:
       kept = runs.ledger.data_rows[row.key]
       computed = (kept['ours'], kept['status'], {})
+  computed = _whole_cells(row, runs, computed)
   frozen = runs.ledger.earlier.get('rows', {}).get(row.key)
   fewer = re.search(r'\((\d+) seeds\)', frozen['ours']) if frozen else None
   if fewer and computed is not None and computed[2].get('runs', 99) < int(
@@ -1881,7 +1904,7 @@ def judge(row, runs, with_details=False):
               EARLIER)
   elif computed is not None:
     result = (*computed, 'runs')
-  elif row.command and runs.unfinished(row.command, row.pattern):
+  elif _stopped(row, runs):
     result = ('—', 'not finished: stopped before its last round (commands '
               'table)', {}, None)
   elif row.cells:

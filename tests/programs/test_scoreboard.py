@@ -109,6 +109,21 @@ def test_a_cells_own_time_file_is_its_actual_cpu_time(tmp_path):
   assert '| 0.20 |' in line and cell.command_line() in line
 
 
+def test_a_figure_row_is_judged_on_all_its_seeds_only(tmp_path):
+  """Figure 5's 50% panel reads 3 curves × 3 seeds: with seed 0 alone it
+  is "not finished", with all nine it is judged."""
+  row = next(r for r in SCOREBOARD.ROWS if r.item.startswith(
+      'Figure 5 (App. C.3.1), Synthetic-IID, 50%'))
+  runs = SCOREBOARD.Runs([str(tmp_path)], SCOREBOARD.Ledger())
+  for seed in '012':
+    for curve in ('FedAvg', 'FedProx_mu0', 'FedProx_mu1'):
+      _run(tmp_path / 'fedprox_fig5' /
+           f'{curve}__straggler_fraction-0.5__seed-{seed}', [0.5, 0.6])
+    status = SCOREBOARD.judge(row, runs)[1]
+    assert status == ('matches' if seed == '2' else
+                      f'not finished: {3 * (int(seed) + 1)} of 9 runs')
+
+
 def test_the_cell_option_prints_the_cells_command(capsys):
   SCOREBOARD.main(['--cell=fedprox_fig12.synthetic_iid'])
   assert capsys.readouterr().out.strip() == SCOREBOARD.CELLS[

@@ -1299,6 +1299,21 @@ ROWS.append(Row('FedProx', 'Figure 8 (App. C.3.2), Shakespeare and Sent140: '
                 '(≤ 6 and ≤ 18 CPU-h), and the dissimilarity adds to them'))
 
 
+def seed_differences(runs, command, patterns, curves, value, label):
+  """{'seed_differences': (label, [value(a) − value(b) per seed])} of
+  the curves (a, b) = `curves`, paired by seed (names …__seed-S), where
+  two or more seeds have both; the claim holds where it is > 0."""
+  by_seed = {}
+  for curve in curves:
+    for record in runs.runs(command, patterns[curve]):
+      seed = record.name.rsplit('__seed-', 1)[-1]
+      by_seed.setdefault(seed, {})[curve] = value([record])
+  found = [v[curves[0]] - v[curves[1]] for _, v in sorted(by_seed.items())
+           if len(v) == 2]
+  return {'seed_differences': (label, [round(d, 3) for d in found])} if (
+      len(found) > 1) else {}
+
+
 def _final_accuracy(records):
   return 100 * statistics.fmean(_summarize(r)['final_test_accuracy']
                                 for r in records)
@@ -1322,7 +1337,10 @@ for name, label, _, seeds in FIG1[:3]:
         '"仍优于抛弃落后的节点" (mean loss)', command,
         lambda r, c=command, p=patterns: ordering_row(
             r, c, p, lambda x: mean_loss(x['FedAvg']) > mean_loss(x['μ=0']),
-            _describe_losses), cells=cells))
+            _describe_losses), cells=cells,
+        extra=lambda r, c=command, p=patterns: seed_differences(
+            r, c, p, ('FedAvg', 'μ=0'), mean_loss,
+            'FedAvg\'s mean loss − FedProx μ=0\'s')))
     ROWS.append(Row(
         'FedProx', f'Figure 10 (App. C.3.2), {where}: test accuracy',
         'the same in test accuracy (final round)', command,
@@ -1331,7 +1349,10 @@ for name, label, _, seeds in FIG1[:3]:
             lambda x: _final_accuracy(x['μ=0']) > _final_accuracy(x['FedAvg']),
             lambda x: 'final test accuracy (%) ' + ' / '.join(
                 f'{k} {_final_accuracy(v):.1f}' for k, v in x.items())),
-        cells=cells))
+        cells=cells,
+        extra=lambda r, c=command, p=patterns: seed_differences(
+            r, c, p, ('μ=0', 'FedAvg'), _final_accuracy,
+            'FedProx μ=0\'s final test accuracy − FedAvg\'s (pp)')))
 ROWS.append(Row('FedProx', 'Figures 9-10 (App. C.3.2), Shakespeare and '
                 'Sent140 at E = 1', '(curves)', None,
                 reason='not configured: their Figure 1 runs (E = 20) did not '
@@ -1839,6 +1860,11 @@ def reasons(row, status, details, crosscheck=(), frozen_ours=None):
       min(values) <= paper <= max(values)):
     found.append(('seed spread', f'the paper\'s {paper:g} lies within our '
                   f'seeds\' {min(values):.1f}–{max(values):.1f}'))
+  flips = details.get('seed_differences')
+  if flips and min(flips[1]) < 0 < max(flips[1]):
+    found.append(('seed spread', f'{flips[0]} per seed: ' + ', '.join(
+        f'{d:+.3g}' for d in flips[1]) + ': the ordering differs between '
+                  'our seeds'))
   draws = details.get('data_seeds')
   if draws and paper is not None:
     spread = (f'across three generated datasets (data seeds '

@@ -124,6 +124,25 @@ def test_a_figure_row_is_judged_on_all_its_seeds_only(tmp_path):
                       f'not finished: {3 * (int(seed) + 1)} of 9 runs')
 
 
+def test_an_ordering_that_flips_between_seeds_is_seed_spread(tmp_path):
+  """Figure 10's claim (FedProx μ=0's final accuracy above FedAvg's) fails
+  on the mean while it holds in one seed of three: seed spread, with the
+  per-seed differences as evidence."""
+  row = next(r for r in SCOREBOARD.ROWS if r.item.startswith(
+      'Figure 10 (App. C.3.2), Synthetic(1,1), E = 1, 50%'))
+  finals = {'FedAvg': (0.88, 0.87, 0.86), 'FedProx_mu0': (0.86, 0.89, 0.85),
+            'FedProx_mu1': (0.86, 0.89, 0.85)}
+  for curve, values in finals.items():
+    for seed, final in enumerate(values):
+      _run(tmp_path / 'fedprox_fig9_synthetic' /
+           f'{curve}__straggler_fraction-0.5__seed-{seed}', [0.5, final])
+  runs = SCOREBOARD.Runs([str(tmp_path)], SCOREBOARD.Ledger())
+  _, status, details, _ = SCOREBOARD.judge(row, runs, with_details=True)
+  assert status == 'differs'
+  (reason, evidence), = SCOREBOARD.reasons(row, status, details)
+  assert reason == 'seed spread' and '-2, +2, -1' in evidence
+
+
 def test_the_cell_option_prints_the_cells_command(capsys):
   SCOREBOARD.main(['--cell=fedprox_fig12.synthetic_iid'])
   assert capsys.readouterr().out.strip() == SCOREBOARD.CELLS[

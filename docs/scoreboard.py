@@ -1965,11 +1965,14 @@ def command_line(name):
 
 def cell_hours(runs, cell):
   """CPU-h of `cell`'s own command (its /usr/bin/time file, read now or
-  kept in the ledger), or None."""
+  kept in the ledger), or None; plus the part of an earlier try that was
+  killed before /usr/bin/time wrote (logs/COMMAND.time.NAME.killed, its
+  wall time), whose finished runs the command then kept."""
   name = f'{cell.command}.time.{cell.name}'
-  took = runs.time_files(cell.command).get(name) or runs.ledger.cpu.get(
-      cell.command, {}).get(name)
-  return took[0] if took else None
+  files = runs.time_files(cell.command)
+  took = [files.get(n) or runs.ledger.cpu.get(cell.command, {}).get(n)
+          for n in (name, f'{name}.killed')]
+  return took[0][0] + (took[1][0] if took[1] else 0.0) if took[0] else None
 
 
 def _priced(runs, served):

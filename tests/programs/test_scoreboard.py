@@ -107,6 +107,10 @@ def test_a_cells_own_time_file_is_its_actual_cpu_time(tmp_path):
   lines = SCOREBOARD.cells_table(runs, {cell: ([141], False)})
   line, = [l for l in lines if l.startswith('| fedprox_fig5.s0.5 |')]
   assert '| 0.20 |' in line and cell.command_line() in line
+  # An earlier try killed before /usr/bin/time wrote counts by its wall time.
+  (tmp_path / 'logs' / 'fedprox_fig5.time.s0.5.killed').write_text(
+      '360 s wall (killed)\n')
+  assert SCOREBOARD.cell_hours(runs, cell) == pytest.approx(0.3)
 
 
 def test_a_figure_row_is_judged_on_all_its_seeds_only(tmp_path):

@@ -17,9 +17,9 @@ held, so that the scoreboard regenerates the same on a clone without them:
   metric columns the rows read), by command and run name; a run folder
   found under --runs replaces its ledger record;
 - the CPU time of every /usr/bin/time file it has read;
-- the earlier session's results (2026-11-23), whose run folders were not
-  kept: each row's value and status as that session's scoreboard stated
-  them, the CPU hours of its commands and the runs it left stopped. A row
+- the results of commits fde88f1, 83f512b and 239ead1 (EARLIER), whose
+  run folders were not kept: each row's value and status as their
+  scoreboard stated them, the CPU hours of its commands and the runs it left stopped. A row
   that the recorded runs cannot compute shows that value, marked †.
 With --write it also updates the ledger. Only finished runs count: a run
 without summary.json is never recorded, and shows only as "not finished".
@@ -31,8 +31,12 @@ Statuses, with the tolerances we use:
 - differs: otherwise, with what we measured, and a reason from REASONS
   backed by a measured number or a quoted fact (`reasons()`), else
   "unexplained";
-- not run: with the CPU hours it would take here, measured from a
-  shortened run (NOT_RUN below) or from a run of the same cost.
+- not run: with the expected CPU hours of its cell's runs on their own
+  (Cell, "prices" below: the paper's or plotted rounds × 1.5 × the measured
+  seconds per round × the runs still needed), else the bound of its whole
+  command (NOT_RUN). `--cell=COMMAND.NAME` prints a cell's command; timed
+  into ROOT/../logs/COMMAND.time.NAME, the cells table shows its CPU time
+  beside the expected.
 Reads run folders and the ledger only (analysis: no TensorFlow), except
 the dataset statistics rows, which load the tasks (and fall back to the
 ledger where the data is not there).
@@ -41,12 +45,15 @@ ledger where the data is not there).
 import argparse
 import csv
 import fnmatch
+import functools
 import glob
 import json
+import math
 import os
 import re
 import statistics
 import sys
+import typing
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
@@ -62,7 +69,8 @@ PY = '.venv/bin/python run_experiment.py'
 INTERPOLATE = '.venv/bin/python -m tff_algos.interpolate'
 FIG1_CSV = os.path.join(os.path.dirname(__file__), 'figures',
                         'fedavg_fig1_interpolation.csv')
-EARLIER = 'earlier session'  # The ledger's key for the 2026-11-23 results.
+# The ledger's key for the results of commits fde88f1, 83f512b and 239ead1.
+EARLIER = 'earlier session'
 
 # id → the command (its output folder is runs/<id>).
 COMMANDS = {
@@ -607,21 +615,125 @@ def metric_mean(records, metric):
       statistics.fmean(results.series(r.rows, metric)[1]) for r in records)
 
 
+# ---------------------------------------------------------------- prices
+# A cell not run is priced on its own: expected CPU-h = the paper's rounds
+# to target (our round cap where the paper's is "—"), or its plotted
+# rounds, × MARGIN × the measured seconds per round × the runs it still
+# needs (its η values; a figure's curves × seeds). A rounds-to-target
+# cell's command stops its runs at the target or at ⌈MARGIN × the paper's
+# rounds⌉ (configs/fedavg/table4_mnist_2nn.flags says why that cap changes
+# no status); a figure's runs run the plotted rounds.
+MARGIN = 1.5
+
+
+class Rate(typing.NamedTuple):
+  """Measured seconds per round of one configuration: `seconds` at K·E =
+  `k_e` (local work), plus `evaluation` seconds per evaluation where the
+  measurement gives it apart. A cell with more local work scales
+  `seconds` up by its K·E; one with less is bounded by it (start-up and
+  evaluation do not shrink with K·E)."""
+  seconds: float
+  k_e: float
+  evaluation: float
+  how: str
+
+  def per_round(self, k_e, eval_every=1):
+    return (self.seconds * max(1.0, k_e / self.k_e) +
+            self.evaluation / eval_every)
+
+
+# Rates measured from our own timed commands: (command, its /usr/bin/time
+# file, the glob of the runs that file timed, their K·E): CPU-s per round
+# = the file's CPU seconds (start-up and evaluations included) / the rounds
+# those runs ran (the committed ledger's records, whatever --ledger says).
+MEASURED = {
+    '2nn_b10': ('fedavg_table1_2nn_b10_iid_crosscheck',
+                'fedavg_table1_2nn_b10_iid_crosscheck.time', '*', 10),
+    '2nn_b10_k1': ('fedavg_table1_2nn_b10_noniid',
+                   'fedavg_table1_2nn_b10_noniid.time.c0', 'C0__*', 1),
+    '2nn_binf': ('fedavg_table1_2nn_binf_noniid',
+                 'fedavg_table1_2nn_binf_noniid.time.s27c01', 'C0.1__*', 10),
+    '2nn_binf_k1': ('fedavg_table1_2nn_binf_iid',
+                    'fedavg_table1_2nn_binf_iid.time.c0', 'C0__*', 1),
+    'synthetic': ('fedprox_fig11', 'fedprox_fig11.time', '*', 200),
+}
+# Rates of models no command has run here: probes' seconds of wall time,
+# priced as CPU seconds.
+PROBED = {
+    'cnn': Rate(28.865, 50, 15.763, 'docs/PERFORMANCE.md\'s round profile: '
+                '28.9 s per K = 10, E = 5, B = 10 round, 15.8 s per '
+                'evaluation'),
+    'lstm_fedavg': Rate(82, 119, 0, 'probe: 82 s per K = 119, E = 1, B = 10 '
+                        'round'),
+    'lstm_fedprox': Rate(49, 200, 0, 'probe: 49 s per K = 10, E = 20 round'),
+    'cifar': Rate(25.6, 50, 29.5, 'probe: 25.6 s per K = 10, E = 5, B = 50 '
+                  'round, 29.5 s per evaluation'),
+    'sent140': Rate(8.85, 200, 0, 'fedisgd_table4_sent140\'s FedProx: 8.85 '
+                    's per K = 10, E = 20 round'),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def rate(key):
+  """The Rate named `key`: PROBED's, or measured (MEASURED)."""
+  if key in PROBED:
+    return PROBED[key]
+  command, time_file, pattern, k_e = MEASURED[key]
+  ledger = Ledger()
+  hours = ledger.cpu[command][time_file][0]
+  rounds = sum(int(r['summary']['rounds']) for name, r in
+               ledger.runs[command].items() if fnmatch.fnmatchcase(name,
+                                                                   pattern))
+  return Rate(hours * 3600 / rounds, k_e, 0,
+              f'{command}: {hours:.3f} CPU-h for {rounds:,} rounds')
+
+
+class Cell(typing.NamedTuple):
+  """The runs of one table cell or figure panel (or of a few that read the
+  same runs), which `flags` added to its command run on their own: `runs`
+  of them (matching `pattern`) of K·E = `k_e` at `rate`'s seconds per
+  round, priced at `rounds` (the paper's or plotted) × MARGIN rounds."""
+  command: str
+  name: str       # Its /usr/bin/time file: logs/COMMAND.time.NAME.
+  flags: str
+  pattern: str
+  runs: int
+  rounds: int
+  rate: str
+  k_e: float
+  eval_every: int = 1
+
+  def needed(self, runs):
+    """The runs still needed: those not finished (ledger or folders)."""
+    return max(0, self.runs - len(runs.runs(self.command, self.pattern)))
+
+  def expected(self, runs, needed=None):
+    """Expected CPU-h of the runs still needed (of all, needed=runs)."""
+    needed = self.needed(runs) if needed is None else needed
+    per_round = rate(self.rate).per_round(self.k_e, self.eval_every)
+    return needed * MARGIN * self.rounds * per_round / 3600
+
+  def command_line(self):
+    return f'{COMMANDS[self.command]} {self.flags} --output_dir=runs/' + \
+        self.command
+
+
 # ------------------------------------------------------------------ rows
 class Row:
   """One table cell or figure panel: `compute(runs)` gives (ours, status)
-  or None when its runs are not there (then: not run, `estimate` CPU
-  hours, measured as NOT_RUN says). `pattern`: the glob of the command's
+  or None when its runs are not there (then: not run, priced by the
+  `cells` whose runs it reads, else by NOT_RUN). `pattern`: the glob of the command's
   run folders the row reads (a stopped run elsewhere in the command does not
   make this row "not finished")."""
 
   def __init__(self, paper, item, value, command, compute=None,
-               estimate=None, reason='', pattern='*', extra=None):
+               estimate=None, reason='', pattern='*', extra=None, cells=()):
     self.paper, self.item, self.value = paper, item, value
     self.command, self.compute = command, compute
     self.estimate, self.reason = estimate, reason
     self.pattern = pattern
     self.extra = extra  # extra(runs) → more measured details, or {}.
+    self.cells = tuple(cells)  # The Cells whose runs it reads.
 
   @property
   def key(self):
@@ -633,7 +745,56 @@ def _or_dash(value):
   return '—' if value is None else f'{value:g}'
 
 
+# The η a cell's grid was extended by, by the configs' rule (fixed before
+# any run): its best η of the five on the grid's edge, the next value at
+# 10^(1/3) beyond it. (command, cell name) → that η.
+EDGE = {('fedavg_table4_2nn', 'E1_B50_iid'): '1'}
+
+
+def grid_cells(command, name, flags, pattern, paper, cap, rate_key, k_e,
+               eval_every):
+  """The Cells of a rounds-to-target row: its five η values, stopped at
+  the target or at ⌈MARGIN × the paper's rounds⌉ (at the command's `cap`
+  where the paper's value is None, "—"), and its EDGE extension."""
+  if paper is not None:
+    flags = f'{flags} --rounds={math.ceil(MARGIN * paper)}'.strip()
+  cells = [Cell(command, name, flags, pattern, 5, paper or cap, rate_key,
+                k_e, eval_every)]
+  if (command, name) in EDGE:
+    lr = EDGE[(command, name)]
+    cells.append(Cell(command, f'{name}_edge', f'{flags} --sweep=client_lr='
+                      f'{lr}', pattern.replace('client_lr-*',
+                                               f'client_lr-{lr}'), 1,
+                      paper or cap, rate_key, k_e, eval_every))
+  return [add_cell(c) for c in cells]
+
+
+def figure_cell(command, name, flags, pattern, runs, plotted, rate_key,
+                k_e):
+  """The Cell of a figure's curves: `runs` runs of `plotted` rounds."""
+  return add_cell(Cell(command, name, flags, pattern, runs, plotted,
+                       rate_key, k_e))
+
+
+def add_cell(cell):
+  """Registers `cell` in CELLS (by command and name) and returns it."""
+  CELLS.setdefault((cell.command, cell.name), cell)
+  return CELLS[(cell.command, cell.name)]
+
+
+def _epochs(variant):
+  """E of a Table 2 or 4 variant (FedSGD: 1)."""
+  found = re.match(r'E(\d+)_', variant)
+  return int(found.group(1)) if found else 1
+
+
+def _k(variant):
+  """K of Table 1's client fraction variant (C0: one client)."""
+  return max(1, round(100 * float(variant[1:])))
+
+
 ROWS = []
+CELLS = {}  # (command, name) → Cell.
 C_VALUES = (('C0', '0'), ('C0.1', '0.1'), ('C0.2', '0.2'), ('C0.5', '0.5'),
             ('C1', '1.0'))
 # FedAvg Table 1, (model, split, B) → paper rounds by C.
@@ -655,15 +816,24 @@ for (model, split, b), values in TABLE1.items():
     if model == '2nn':
       command = f'fedavg_table1_2nn_b{b}_{split}'
       pattern = f'{variant}__task-{task}__client_lr-*'
+      key = ('2nn_b10' if b == '10' else '2nn_binf') + (
+          '_k1' if variant == 'C0' else '')
+      cells = grid_cells(command, variant, f'--only={variant}', pattern, paper,
+                       4000 if b == '10' else 5000, key, _k(variant),
+                       1)
     else:
       command = 'fedavg_table1_cnn'
-      pattern = (f'{variant}__task-{task}__batch_size-'
-                 f'{"10" if b == "10" else "-1"}__client_lr-*')
+      batch = '10' if b == '10' else '-1'
+      pattern = (f'{variant}__task-{task}__batch_size-{batch}__client_lr-*')
+      cells = grid_cells(command, f'{variant}_{split}_b{b}',
+                       f'--only={variant} --sweep=task={task} '
+                       f'--sweep=batch_size={batch}', pattern, paper, 1500,
+                       'cnn', 5 * _k(variant), 2)
     ROWS.append(Row(
         'FedAvg', f'Table 1 {model.upper()}, {split.replace("noniid", "non-IID").replace("iid", "IID")}, B={"∞" if b == "inf" else b}, C={c}: rounds to {target:.0%}',
         _or_dash(paper), command,
         lambda r, c=command, p=pattern, t=target, v=paper: rounds_row(
-            r, c, p, t, v), pattern=pattern))
+            r, c, p, t, v), pattern=pattern, cells=cells))
 
 TABLE2_CNN = (('FedSGD', 626, 483), ('E5_Binf', 179, 1000),
               ('E1_B50', 65, 600), ('E20_Binf', 234, 672),
@@ -675,11 +845,14 @@ for variant, iid, noniid in TABLE2_CNN:
     pattern = f'{variant}__task-{task}__client_lr-*'
     command = ('fedavg_table2_cnn_iid' if split == 'iid' and variant in (
         'FedSGD', 'E5_B10') else 'fedavg_table2_cnn')
+    cells = grid_cells(
+        command, f'{variant}_{split}', f'--only={variant} --sweep=task={task}',
+        pattern, paper, 1500, 'cnn', 10 * _epochs(variant), 2)
     ROWS.append(Row(
         'FedAvg', f'Table 2 CNN, {variant}, {split}: rounds to 99%',
         str(paper), command,
         lambda r, c=command, p=pattern, v=paper: rounds_row(r, c, p, 0.99, v),
-        pattern=pattern))
+        pattern=pattern, cells=cells))
 TABLE2_LSTM = (('FedSGD', 2488, 3906), ('E1_B50', 1635, 549),
                ('E5_Binf', 613, 597), ('E1_B10', 460, 164),
                ('E5_B50', 401, 152), ('E5_B10', 192, 41))
@@ -687,28 +860,43 @@ for variant, iid, noniid in TABLE2_LSTM:
   for task, paper in (('shakespeare_roles_iid', iid),
                       ('shakespeare_roles', noniid)):
     pattern = f'{variant}__task-{task}__client_lr-*'
+    split = 'iid' if task.endswith('iid') else 'role'
+    cells = grid_cells('fedavg_table2_shakespeare', f'{variant}_{split}',
+                     f'--only={variant} --sweep=task={task}', pattern, paper,
+                     4000, 'lstm_fedavg', 119 * _epochs(variant), 10)
     ROWS.append(Row(
         'FedAvg', f'Table 2 Shakespeare LSTM, {variant}, '
         f'{"IID" if task.endswith("iid") else "by role"}: rounds to 54%',
         str(paper), 'fedavg_table2_shakespeare',
         lambda r, p=pattern, v=paper: rounds_row(
-            r, 'fedavg_table2_shakespeare', p, 0.54, v), pattern=pattern))
+            r, 'fedavg_table2_shakespeare', p, 0.54, v), pattern=pattern,
+        cells=cells))
+# A Table 3 algorithm's three targets read the same runs (stopped at 85%):
+# one cell, at the rounds of its last target the paper reached.
 for algorithm, values in (('FedSGD', (3750, 6600, None)),
                           ('FedAvg_E5_B50', (280, 630, 2000))):
+  cells = grid_cells('fedavg_table3_cifar10', algorithm, f'--only={algorithm}',
+                   f'{algorithm}__client_lr-*',
+                   max(v for v in values if v), 4000, 'cifar',
+                   10 * _epochs(algorithm.replace('FedAvg_', '')), 10)
   for target, paper in zip((0.80, 0.82, 0.85), values):
     ROWS.append(Row(
         'FedAvg', f'Table 3 CIFAR-10, {algorithm}: rounds to {target:.0%}',
         _or_dash(paper), 'fedavg_table3_cifar10',
         lambda r, a=algorithm, t=target, v=paper: rounds_row(
             r, 'fedavg_table3_cifar10', f'{a}__client_lr-*', t, v),
-        pattern=f'{algorithm}__client_lr-*'))
+        pattern=f'{algorithm}__client_lr-*', cells=cells))
+# Centralized SGD: a round is 500 updates; 99,000 updates the last target.
+_SGD_CELLS = grid_cells('fedavg_table3_cifar10_sgd', 'SGD_B100', '',
+                      'SGD_B100__client_lr-*', 99000 // 500, 400,
+                      'cifar_sgd', 1, 2)
 for target, paper in ((0.80, 18000), (0.82, 31000), (0.85, 99000)):
   ROWS.append(Row(
       'FedAvg', f'Table 3 CIFAR-10, centralized SGD (B=100): minibatch '
       f'updates to {target:.0%}', str(paper), 'fedavg_table3_cifar10_sgd',
       lambda r, t=target, v=paper: updates_row(
           r, 'fedavg_table3_cifar10_sgd', 'SGD_B100__client_lr-*', t, v),
-      pattern='SGD_B100__client_lr-*'))
+      pattern='SGD_B100__client_lr-*', cells=_SGD_CELLS))
 TABLE4 = (('FedSGD', 1468, 1817), ('E10_Binf', 156, 1100),
           ('E1_B50', 144, 1183), ('E20_Binf', 92, 957), ('E1_B10', 92, 831),
           ('E10_B50', 45, 881), ('E20_B50', 39, 835), ('E10_B10', 34, 497),
@@ -716,11 +904,17 @@ TABLE4 = (('FedSGD', 1468, 1817), ('E10_Binf', 156, 1100),
 for variant, iid, noniid in TABLE4:
   for split, paper in (('iid', iid), ('noniid', noniid)):
     pattern = f'{variant}__task-{TASK[split]}_2nn__client_lr-*'
+    cells = grid_cells('fedavg_table4_2nn', f'{variant}_{split}',
+                     f'--only={variant} --sweep=task={TASK[split]}_2nn',
+                     pattern, paper, 3000, '2nn_binf' if variant == 'FedSGD'
+                     or variant.endswith('Binf') else '2nn_b10',
+                     10 * _epochs(variant), 5)
     ROWS.append(Row(
         'FedAvg', f'Table 4 (App. A) 2NN, {variant}, {split}: rounds to 97%',
         str(paper), 'fedavg_table4_2nn',
         lambda r, p=pattern, v=paper: rounds_row(
-            r, 'fedavg_table4_2nn', p, 0.97, v)))
+            r, 'fedavg_table4_2nn', p, 0.97, v), pattern=pattern,
+        cells=cells))
 
 
 def faster_row(runs, command, fast, slow, target):
@@ -764,7 +958,10 @@ for figure, text, command, fast, slow, target in (
   ROWS.append(Row('FedAvg', f'{figure}: {text}', 'FedAvg < FedSGD '
                   '(rounds)', command,
                   lambda r, c=command, a=fast, b=slow, t=target: faster_row(
-                      r, c, a, b, t)))
+                      r, c, a, b, t),
+                  cells=[c for c in CELLS.values() if c.command == command
+                         and any(fnmatch.fnmatchcase(c.pattern, p)
+                                 for p in (fast, slow))]))
 def _fig1_losses(path=FIG1_CSV):
   """{case: {θ: loss}} of `python -m tff_algos.interpolate`'s CSV (cases
   'independent' and 'shared'), or None where it is not there."""
@@ -856,6 +1053,10 @@ def _oscillation(records):
   return 100 * statistics.fmean(changes)
 
 
+# Its seven curves of 300,000 minibatch computations: priced per
+# computation ('cifar_fig9', with the NOT_RUN bound below).
+_FIG9_CELL = figure_cell('fedavg_fig9_cifar10', 'all', '', '*', 7, 300_000,
+                         'cifar_fig9', 1)
 ROWS.append(Row(
     'FedAvg', 'Figure 9 (App. A): CIFAR-10, B=50, accuracy per minibatch '
     'computation: FedAvg with modest C and E (C=0.1, E=1 or 5) about as '
@@ -867,7 +1068,8 @@ ROWS.append(Row(
         lambda c: min(_mean_accuracy(c[m]) for m in FIG9_MODEST) >=
         _mean_accuracy(c['SGD']) - PP,
         lambda c: 'mean test accuracy (%) ' + ' / '.join(
-            f'{k} {_mean_accuracy(v):.1f}' for k, v in c.items()))))
+            f'{k} {_mean_accuracy(v):.1f}' for k, v in c.items())),
+    cells=[_FIG9_CELL]))
 ROWS.append(Row(
     'FedAvg', 'Figure 9 (App. A): CIFAR-10, B=50: SGD and FedAvg C=0 '
     'oscillate, averaging more clients (C ≥ 0.1) smooths it out (mean '
@@ -880,7 +1082,8 @@ ROWS.append(Row(
         lambda c: min(_oscillation(c['SGD']), _oscillation(c['C0_E5'])) >
         max(_oscillation(c[m]) for m in FIG9_SMOOTH),
         lambda c: 'mean absolute change (pp) ' + ' / '.join(
-            f'{k} {_oscillation(v):.2f}' for k, v in c.items()))))
+            f'{k} {_oscillation(v):.2f}' for k, v in c.items())),
+    cells=[_FIG9_CELL]))
 ROWS.append(Row('FedAvg', 'Figure 10: large-scale word LSTM, E=1 vs 5',
                 '(curves)', None, reason='its data is not public'))
 
@@ -905,6 +1108,9 @@ def _fig1_claim(fraction):
   return holds
 
 
+# The Figure 1 panels not run: their plotted rounds (the configs') and rates.
+FIG1_ROUNDS = dict(shakespeare=40, sent140=800)
+FIG1_RATES = dict(shakespeare='lstm_fedprox', sent140='sent140')
 for name, label, mu, seeds in FIG1:
   for fraction in ('0', '0.5', '0.9'):
     command = f'fedprox_fig1_{name}'
@@ -914,11 +1120,15 @@ for name, label, mu, seeds in FIG1:
     claim = ('FedAvg = FedProx μ=0; μ>0 converges at least as well' if
              fraction == '0' else 'FedAvg (dropping stragglers) worse than '
              'FedProx μ=0 (partial work); μ>0 the most stable')
+    cells = [figure_cell(
+        command, f's{fraction}', f'--sweep=straggler_fraction={fraction}',
+        f'*__straggler_fraction-{fraction}', 3, FIG1_ROUNDS[name],
+        FIG1_RATES[name], 200)] if name in FIG1_RATES else []
     ROWS.append(Row(
         'FedProx', f'Figure 1, {label}, {float(fraction):.0%} stragglers: '
         'training loss', claim, command,
         lambda r, c=command, p=patterns, f=fraction: ordering_row(
-            r, c, p, _fig1_claim(f), _describe_losses)))
+            r, c, p, _fig1_claim(f), _describe_losses), cells=cells))
 
 
 FIG7_KEY = ('FedProx | Figure 7 (App. C.3.2): test accuracy of FedProx '
@@ -1043,7 +1253,11 @@ for fraction in ('0', '0.5', '0.9'):
       lambda r, p=patterns: ordering_row(
           r, 'fedprox_fig5', p,
           lambda c: abs(mean_loss(c['FedAvg']) - mean_loss(c['μ=0'])) <=
-          LITTLE * mean_loss(c['μ=0']), _describe_losses)))
+          LITTLE * mean_loss(c['μ=0']), _describe_losses),
+      cells=[figure_cell('fedprox_fig5', f's{fraction}',
+                         f'--sweep=straggler_fraction={fraction}',
+                         f'*__straggler_fraction-{fraction}__seed-*', 9, 200,
+                         'synthetic', 200)]))
 
 
 def _loss_where(records, metric):
@@ -1085,6 +1299,21 @@ ROWS.append(Row('FedProx', 'Figure 8 (App. C.3.2), Shakespeare and Sent140: '
                 '(≤ 6 and ≤ 18 CPU-h), and the dissimilarity adds to them'))
 
 
+def seed_differences(runs, command, patterns, curves, value, label):
+  """{'seed_differences': (label, [value(a) − value(b) per seed])} of
+  the curves (a, b) = `curves`, paired by seed (names …__seed-S), where
+  two or more seeds have both; the claim holds where it is > 0."""
+  by_seed = {}
+  for curve in curves:
+    for record in runs.runs(command, patterns[curve]):
+      seed = record.name.rsplit('__seed-', 1)[-1]
+      by_seed.setdefault(seed, {})[curve] = value([record])
+  found = [v[curves[0]] - v[curves[1]] for _, v in sorted(by_seed.items())
+           if len(v) == 2]
+  return {'seed_differences': (label, [round(d, 3) for d in found])} if (
+      len(found) > 1) else {}
+
+
 def _final_accuracy(records):
   return 100 * statistics.fmean(_summarize(r)['final_test_accuracy']
                                 for r in records)
@@ -1098,13 +1327,20 @@ for name, label, _, seeds in FIG1[:3]:
                                       ('μ=0', 'FedProx_mu0'),
                                       ('μ>0', 'FedProx_mu1'))}
     where = f'{label}, E = 1, {float(fraction):.0%} stragglers'
+    cells = [figure_cell(
+        command, f's{fraction}', f'--sweep=straggler_fraction={fraction}',
+        f'*__straggler_fraction-{fraction}__seed-*', 9, 200, 'synthetic',
+        10)] if name == 'synthetic' else []
     ROWS.append(Row(
         'FedProx', f'Figure 9 (App. C.3.2), {where}: training loss',
         'partial work (FedProx μ=0) beats dropping stragglers (FedAvg): '
         '"仍优于抛弃落后的节点" (mean loss)', command,
         lambda r, c=command, p=patterns: ordering_row(
             r, c, p, lambda x: mean_loss(x['FedAvg']) > mean_loss(x['μ=0']),
-            _describe_losses)))
+            _describe_losses), cells=cells,
+        extra=lambda r, c=command, p=patterns: seed_differences(
+            r, c, p, ('FedAvg', 'μ=0'), mean_loss,
+            'FedAvg\'s mean loss − FedProx μ=0\'s')))
     ROWS.append(Row(
         'FedProx', f'Figure 10 (App. C.3.2), {where}: test accuracy',
         'the same in test accuracy (final round)', command,
@@ -1112,7 +1348,11 @@ for name, label, _, seeds in FIG1[:3]:
             r, c, p,
             lambda x: _final_accuracy(x['μ=0']) > _final_accuracy(x['FedAvg']),
             lambda x: 'final test accuracy (%) ' + ' / '.join(
-                f'{k} {_final_accuracy(v):.1f}' for k, v in x.items()))))
+                f'{k} {_final_accuracy(v):.1f}' for k, v in x.items())),
+        cells=cells,
+        extra=lambda r, c=command, p=patterns: seed_differences(
+            r, c, p, ('μ=0', 'FedAvg'), _final_accuracy,
+            'FedProx μ=0\'s final test accuracy − FedAvg\'s (pp)')))
 ROWS.append(Row('FedProx', 'Figures 9-10 (App. C.3.2), Shakespeare and '
                 'Sent140 at E = 1', '(curves)', None,
                 reason='not configured: their Figure 1 runs (E = 20) did not '
@@ -1146,6 +1386,8 @@ FIG12 = tuple(f'{scheme}_mu{mu}' for scheme in ('uniform', 'proportional')
               for mu in ('0', '1'))
 for task, label in FIG2:
   patterns = {name: f'{name}__task-{task}__seed-*' for name in FIG12}
+  cells = [figure_cell('fedprox_fig12', task, f'--sweep=task={task}',
+                       f'*__task-{task}__seed-*', 12, 200, 'synthetic', 200)]
   ROWS.append(Row(
       'FedProx', f'Figure 12 (App. C.3.4), {label}: sampling ∝ n_k with a '
       'simple mean vs uniform sampling with the n_k-weighted mean',
@@ -1155,7 +1397,8 @@ for task, label in FIG2:
           r, 'fedprox_fig12', p,
           lambda c: all(mean_loss(c[f'proportional_mu{m}']) <
                         mean_loss(c[f'uniform_mu{m}']) for m in '01'),
-          lambda c: 'mean (final) loss ' + _describe_losses(c))))
+          lambda c: 'mean (final) loss ' + _describe_losses(c)),
+      cells=cells))
   ROWS.append(Row(
       'FedProx', f'Figure 12 (App. C.3.4), {label}: μ=1 vs μ=0 under either '
       'scheme', 'μ=1 "更稳定" (more stable) than μ=0 under both schemes: '
@@ -1165,7 +1408,8 @@ for task, label in FIG2:
           lambda c: all(loss_rises(c[f'{s}_mu1']) < loss_rises(c[f'{s}_mu0'])
                         for s in ('uniform', 'proportional')),
           lambda c: 'sum of loss rises ' + ' / '.join(
-              f'{k} {loss_rises(v):.3g}' for k, v in c.items()))))
+              f'{k} {loss_rises(v):.3g}' for k, v in c.items())),
+      cells=cells))
 
 # ---------------------------------------------------------------- FedISGD
 TABLE3 = (('synthetic_0_0', 'Synthetic_0_0', (79.6, 83.6, 85.0)),
@@ -1242,6 +1486,10 @@ for name, label, _, seeds in TABLE4:
       command = f'fedisgd_fig3_{name}'
       suffix = f'{seeds}__straggler_fraction-{fraction}'
     patterns = {a: f'{a}{suffix}' for a in ALGOS}
+    cells = [figure_cell(
+        command, f's{fraction}', f'--sweep=straggler_fraction={fraction}',
+        f'*{suffix}', 3, 800, 'sent140', 200)] if (
+            name == 'sent140' and fraction != '0.9') else []
     ROWS.append(Row(
         'FedISGD', f'Figure 3, {label}, {float(fraction):.0%} stragglers: '
         'training loss', 'FedISGD converges clearly faster than FedAvg and '
@@ -1249,7 +1497,8 @@ for name, label, _, seeds in TABLE4:
         lambda r, c=command, p=patterns: ordering_row(
             r, c, p, lambda x: mean_loss(x['FedISGD']) < min(
                 mean_loss(x['FedAvg']), mean_loss(x['FedProx'])),
-            lambda x: 'mean (final) loss ' + _describe_losses(x))))
+            lambda x: 'mean (final) loss ' + _describe_losses(x)),
+        cells=cells))
 
 # ------------------------------------------------------ dataset statistics
 
@@ -1378,6 +1627,15 @@ NOT_RUN.update({
 # and two evaluations, within the same arithmetic (B = 100 costs at most
 # B = 50's per example).
 _CIFAR_EXAMPLE_MS, _CIFAR_EVALUATION_S = 4.76 * 0.86 / 2.5, 26.6
+PROBED['cifar_fig9'] = Rate(
+    50 * _CIFAR_EXAMPLE_MS / 1000 + 31 * _CIFAR_EVALUATION_S / 300_000, 1, 0,
+    'the probe above: a minibatch of B = 50 at 1.64 CPU-ms per example, '
+    'and a curve\'s 31 evaluations of 26.6 CPU-s spread over its 300,000 '
+    'minibatches')
+PROBED['cifar_sgd'] = Rate(
+    500 * 100 * _CIFAR_EXAMPLE_MS / 1000, 1, _CIFAR_EVALUATION_S,
+    'the probe above: 1.64 CPU-ms per example (a round: 500 updates of '
+    'B = 100), 26.6 CPU-s per evaluation')
 # From a run of the same cost: fedisgd_table4_synthetic's 9 runs (the same
 # flags on data seed 0) took 0.08 CPU-h.
 NOT_RUN['fedisgd_table4_synthetic_data_seeds'] = (
@@ -1398,40 +1656,6 @@ NOT_RUN.update({
         'evaluation (its C = 0 curve)'),
 })
 
-
-# Not run, by cell: (command, variant) → (CPU hours, how): the bound of one
-# client fraction's five η values (the row's), for the 2NN commands of which
-# some cells ran. Measured 2026-11-24: a probe of the cell's own command
-# (`--only=C… --sweep=client_lr=0.1 --rounds=R`, R = 10 or 20), its CPU
-# seconds (user + sys, start-up included) per round, times 5 runs at the
-# round cap; the machine was shared with other runs, so these are loose.
-def _probe(rounds_cap, cpu_seconds, probe_rounds, k, b):
-  return (5 * rounds_cap * cpu_seconds / probe_rounds / 3600,
-          f'5 runs to {rounds_cap:,} rounds; probe {cpu_seconds:.1f} CPU-s '
-          f'for {probe_rounds} rounds at K = {k}, B = {b}')
-
-
-NOT_RUN_CELLS = {
-    ('fedavg_table1_2nn_b10_noniid', 'C0'): _probe(4000, 16.8, 20, 1, 10),
-    ('fedavg_table1_2nn_binf_iid', 'C0'): _probe(5000, 14.9, 20, 1, '∞'),
-    ('fedavg_table1_2nn_binf_noniid', 'C0'): _probe(5000, 14.9, 20, 1, '∞'),
-    ('fedavg_table1_2nn_b10_noniid', 'C0.2'): _probe(4000, 37.1, 20, 20, 10),
-    ('fedavg_table1_2nn_b10_noniid', 'C0.5'): _probe(4000, 45.8, 10, 50, 10),
-    ('fedavg_table1_2nn_b10_noniid', 'C1'): _probe(4000, 72.4, 10, 100, 10),
-    ('fedavg_table1_2nn_binf_iid', 'C0.2'): _probe(5000, 31.0, 20, 20, '∞'),
-    ('fedavg_table1_2nn_binf_iid', 'C0.5'): _probe(5000, 51.6, 20, 50, '∞'),
-    ('fedavg_table1_2nn_binf_iid', 'C1'): _probe(5000, 90.9, 20, 100, '∞'),
-    ('fedavg_table1_2nn_binf_noniid', 'C0.1'): (
-        5 * 5000 * 1.33 * 3600 / 13681 / 3600,
-        '5 runs to 5,000 rounds at the 0.35 CPU-s per round of the IID '
-        'C = 0.1 grid (1.33 CPU-h for 13,681 rounds, earlier session)'),
-    ('fedavg_table1_2nn_binf_noniid', 'C0.2'): _probe(5000, 31.0, 20, 20,
-                                                       '∞'),
-    ('fedavg_table1_2nn_binf_noniid', 'C0.5'): _probe(5000, 51.6, 20, 50,
-                                                       '∞'),
-    ('fedavg_table1_2nn_binf_noniid', 'C1'): _probe(5000, 90.9, 20, 100,
-                                                     '∞'),
-}
 
 # What a command not run would take elsewhere: command → (examples through
 # the model, forward and backward, with every run at its round cap: Σ
@@ -1539,6 +1763,34 @@ QUOTED['FedProx | Figure 7 (App. C.3.2): test accuracy of FedProx (best μ) '
            ('partial data', 'our average is over 3 of the paper\'s 5 '
             'datasets (Shakespeare and Sent140 not run); ' + _FEMNIST)]
 
+# FedProx Figure 12 names no dataset: "在使用两种不同设备采样方案的合成数据集上"
+# (App. C.3.4); configs/fedprox/fig12_sampling.flags reads it as Figure 2's
+# four, Synthetic-IID among them. Measured on Synthetic-IID (seeds 0-2):
+_FIG12_DATASETS = ('the paper names no dataset for Figure 12 ("合成数据集", '
+                   'App. C.3.4); ours reads it as Figure 2\'s four, '
+                   'Synthetic-IID among them (configs/fedprox/'
+                   'fig12_sampling.flags)')
+QUOTED['FedProx | Figure 12 (App. C.3.4), Synthetic-IID: sampling ∝ n_k with '
+       'a simple mean vs uniform sampling with the n_k-weighted mean'] = [
+           ('paper setting unstated', _FIG12_DATASETS + '; measured there: '
+            'the averaged model holds fewer local steps under sampling ∝ n_k '
+            'with the simple mean: docs/fig12_local_steps.py (which redraws '
+            'each round\'s clients and reproduces the logged local steps in '
+            '200 of 200 rounds of every run) gives 568, 566, 576 local steps '
+            'behind the averaged model per round in seeds 0-2 against 706, '
+            '688, 666 with uniform sampling and the n_k-weighted mean '
+            '(0.80-0.86×: drawn without replacement, the two largest clients, '
+            '16.6% and 14.7% of the examples, weigh at most 1/K = 10% each); '
+            'on IID data every client\'s steps head for the same optimum, and '
+            'the proportional scheme\'s mean loss is higher by 0.042, 0.045, '
+            '0.005 at μ = 0 and by 0.006, 0.007, 0.001 at μ = 1, whose '
+            'proximal term holds the local models near the global one')]
+QUOTED['FedProx | Figure 12 (App. C.3.4), Synthetic-IID: μ=1 vs μ=0 under '
+       'either scheme'] = [
+           ('paper setting unstated', _FIG12_DATASETS + '; on Synthetic-IID '
+            'no curve ever rises (the sum of rises is 0 in all 12 runs, the '
+            'row\'s numbers): there is no instability for μ = 1 to reduce, and '
+            '0 < 0 fails')]
 
 # What was checked of a row that stays "unexplained" (its reason's text):
 # row key → the checks and what they measured.
@@ -1636,6 +1888,11 @@ def reasons(row, status, details, crosscheck=(), frozen_ours=None):
       min(values) <= paper <= max(values)):
     found.append(('seed spread', f'the paper\'s {paper:g} lies within our '
                   f'seeds\' {min(values):.1f}–{max(values):.1f}'))
+  flips = details.get('seed_differences')
+  if flips and min(flips[1]) < 0 < max(flips[1]):
+    found.append(('seed spread', f'{flips[0]} per seed: ' + ', '.join(
+        f'{d:+.3g}' for d in flips[1]) + ': the ordering differs between '
+                  'our seeds'))
   draws = details.get('data_seeds')
   if draws and paper is not None:
     spread = (f'across three generated datasets (data seeds '
@@ -1652,6 +1909,28 @@ def reasons(row, status, details, crosscheck=(), frozen_ours=None):
 
 
 # ------------------------------------------------------------------ judge
+def _whole_cells(row, runs, computed):
+  """`computed`, unless its row's cells still need runs: then 'not
+  finished: N of M runs' (a figure's curves are judged on all their
+  seeds, a grid on all its η values)."""
+  if computed is None or not row.cells or computed[1].startswith(
+      'not finished'):
+    return computed
+  total = sum(c.runs for c in row.cells)
+  needed = sum(c.needed(runs) for c in row.cells)
+  return computed if not needed else (
+      '—', f'not finished: {total - needed} of {total} runs', {})
+
+
+def _stopped(row, runs):
+  """Whether a run the row reads has stopped before its last round (its
+  cells' runs; without cells, its pattern's)."""
+  where = [(c.command, c.pattern) for c in row.cells] or [
+      (row.command, row.pattern)]
+  return any(command and runs.unfinished(command, pattern)
+             for command, pattern in where)
+
+
 def judge(row, runs, with_details=False):
   """(ours, status) of one row (with_details: (ours, status, details,
   source), source 'runs' or EARLIER): computed from the recorded runs,
@@ -1666,6 +1945,7 @@ def judge(row, runs, with_details=False):
     elif row.key in runs.ledger.data_rows:
       kept = runs.ledger.data_rows[row.key]
       computed = (kept['ours'], kept['status'], {})
+  computed = _whole_cells(row, runs, computed)
   frozen = runs.ledger.earlier.get('rows', {}).get(row.key)
   fewer = re.search(r'\((\d+) seeds\)', frozen['ours']) if frozen else None
   if fewer and computed is not None and computed[2].get('runs', 99) < int(
@@ -1678,12 +1958,15 @@ def judge(row, runs, with_details=False):
               EARLIER)
   elif computed is not None:
     result = (*computed, 'runs')
-  elif row.command and runs.unfinished(row.command, row.pattern):
+  elif _stopped(row, runs):
     result = ('—', 'not finished: stopped before its last round (commands '
               'table)', {}, None)
+  elif row.cells:
+    status = (f'not run (expected '
+              f'{hours_text(sum(c.expected(runs) for c in row.cells))} CPU-h)')
+    result = ('—', status, {}, None)
   else:
-    estimate = NOT_RUN_CELLS.get((row.command, row.pattern.split('__')[0]),
-                                 NOT_RUN.get(row.command))
+    estimate = NOT_RUN.get(row.command)
     status = 'not run' + (f' (≤ {hours_text(estimate[0])} CPU-h)'
                           if estimate else '')
     result = ('—', status + (f': {row.reason}' if row.reason else ''), {},
@@ -1708,6 +1991,56 @@ def command_line(name):
           else command)
 
 
+def cell_hours(runs, cell):
+  """CPU-h of `cell`'s own command (its /usr/bin/time file, read now or
+  kept in the ledger), or None; plus the part of an earlier try that was
+  killed before /usr/bin/time wrote (logs/COMMAND.time.NAME.killed, its
+  wall time), whose finished runs the command then kept."""
+  name = f'{cell.command}.time.{cell.name}'
+  files = runs.time_files(cell.command)
+  took = [files.get(n) or runs.ledger.cpu.get(cell.command, {}).get(n)
+          for n in (name, f'{name}.killed')]
+  return took[0][0] + (took[1][0] if took[1] else 0.0) if took[0] else None
+
+
+def _priced(runs, served):
+  """[(expected CPU-h, cell, its rows' numbers, runs priced, actual CPU-h)]
+  of the cells with a row not run or a CPU time of their own, cheapest
+  first; a cell run on its own is priced for all its runs."""
+  priced = []
+  for cell, (numbers, not_run) in served.items():
+    actual = cell_hours(runs, cell)
+    if not_run or actual is not None:
+      needed = cell.runs if actual is not None else cell.needed(runs)
+      priced.append((cell.expected(runs, needed), cell, numbers, needed,
+                     actual))
+  return sorted(priced, key=lambda p: (p[0], p[1].command, p[1].name))
+
+
+def cells_table(runs, served):
+  """The cells table (markdown lines): `served` maps each Cell to its
+  rows' numbers and whether one of them is not run."""
+  lines = ['Cells priced on their own (docs/scoreboard.py, "prices": the '
+           'paper\'s or plotted rounds × 1.5 × the measured seconds per '
+           'round × the runs needed; `--cell=ID` prints its command, whose '
+           '/usr/bin/time file is logs/COMMAND.time.NAME), cheapest first:',
+           '', '| cell | rows | runs | rounds priced | s per round | '
+           'expected CPU-h | actual CPU-h | its runs on their own |',
+           '|---|---|---:|---:|---:|---:|---:|---|']
+  for expected, cell, numbers, needed, actual in _priced(runs, served):
+    per_round = rate(cell.rate).per_round(cell.k_e, cell.eval_every)
+    lines.append(
+        f'| {cell.command}.{cell.name} | {", ".join(map(str, numbers))} | '
+        f'{needed} | {cell.rounds:,} × {MARGIN:g} | {per_round:.3g} '
+        f'({cell.rate}) | {hours_text(expected)} | '
+        f'{"—" if actual is None else f"{actual:.2f}"} | '
+        f'`{cell.command_line()}` |')
+  return lines + ['', 'The seconds per round: ' + '; '.join(
+      f'{key}: {rate(key).how}' for key in (*MEASURED, *PROBED)) + '. A '
+                  'cell scales its rate by its K·E over the measured one\'s '
+                  '(a smaller K·E keeps the measured rate).']
+
+
 def _kind(status):
   return ('matches' if status == 'matches' else 'not_run'
           if status.startswith('not') else 'differs')
@@ -1718,10 +2051,15 @@ def render(runs, crosscheck=()):
   counts = dict(matches=0, explained=0, unexplained=0, not_run=0)
   lines = ['| # | paper | item | paper\'s value | ours | status | why it '
            'differs | command |', '|---:|---|---|---|---|---|---|---|']
+  served = {}  # Cell → (its rows' numbers, whether one is not run).
   for number, row in enumerate(ROWS, 1):
     ours, status, details, source = judge(row, runs, with_details=True)
     why = reasons(row, status, details, crosscheck, ours)
     kind = _kind(status)
+    for cell in row.cells:
+      numbers, not_run = served.get(cell, ([], False))
+      served[cell] = (numbers + [number],
+                      not_run or status.startswith('not run'))
     if kind == 'differs':
       kind = ('unexplained' if [r for r, _ in why] == ['unexplained']
               else 'explained')
@@ -1732,8 +2070,8 @@ def render(runs, crosscheck=()):
     lines.append(f'| {number} | {row.paper} | {row.item} | {row.value} | '
                  f'{ours}{mark} | {status} | {why_text} | '
                  f'{row.command or "—"} |')
-  lines += ['', '† from the earlier session\'s runs (2026-11-23, commits '
-            'fde88f1, 83f512b, 239ead1): their run folders were not kept; '
+  lines += ['', '† from the runs of commits fde88f1, 83f512b and 239ead1 '
+            '(the earlier session\'s): their run folders were not kept; '
             'the value and status are those its scoreboard stated, kept in '
             'docs/scoreboard_ledger.json.']
   lines += ['', '| command | run with | CPU time | what a command not '
@@ -1754,6 +2092,7 @@ def render(runs, crosscheck=()):
       took += '; not finished: ' + ', '.join(stopped)
     lines.append(f'| {name} | `{command_line(name)}` | '
                  f'{took} | {elsewhere(name)} |')
+  lines += [''] + cells_table(runs, served)
   lines += ['', 'On a GPU machine: TFF 0.87\'s worker_binary runs the client '
             'work on the CPU only (docs/GPU.md), so there these commands take '
             'about the CPU time above; with a GPU-enabled runtime the model '
@@ -1885,7 +2224,16 @@ def main(argv=None):
                       help=f'replace the block in {DOC}')
   parser.add_argument('--ledger', default=LEDGER,
                       help='the committed record of results')
+  parser.add_argument('--cell', help='print the command of this cell '
+                      '(COMMAND.NAME, the cells table\'s) and exit')
   args = parser.parse_args(argv)
+  if args.cell:
+    command, _, name = args.cell.partition('.')
+    if (command, name) not in CELLS:
+      parser.error(f'--cell={args.cell}: no such cell (the cells table '
+                   'lists them)')
+    print(CELLS[(command, name)].command_line())
+    return
   runs = Runs(args.runs or ['runs'], Ledger(args.ledger))
   runs.data_dir = args.data_dir
   runs.record()  # Finished run folders and time files join the ledger.

@@ -145,8 +145,9 @@ class KerasModelFn:
     """Each example's loss (the mean over its elements for a sequence
     output): the loss with no reduction, then averaged within examples, so
     that their mean is the loss of the batch."""
-    config = dict(self.loss_fn().get_config(), reduction='none')
-    per_element = type(self.loss_fn()).from_config(config)(y_true, y_pred)
+    loss = self.loss_fn()
+    config = dict(loss.get_config(), reduction='none')
+    per_element = type(loss).from_config(config)(y_true, y_pred)
     rank = per_element.shape.rank
     return (per_element if rank == 1 else
             tf.reduce_mean(per_element, axis=list(range(1, rank))))

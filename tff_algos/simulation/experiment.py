@@ -80,7 +80,8 @@ def prepare(settings: config_lib.Settings, task,
   if engine is not None:
     provenance['lockstep'] = engine.fingerprint()
   return Prepared(settings, task, data, process,
-                  dict(provenance, execution=execution.split(' (')[0]),
+                  dict(provenance, execution='lockstep' if engine else
+                       'per client'),
                   trainer.accounted_mechanism(settings, process), execution,
                   engine)
 

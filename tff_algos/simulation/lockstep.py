@@ -226,7 +226,7 @@ class Engine:
       return []
     batches = [self._batches(*schedule) for schedule in schedules]
     plan = pack(batches, lanes(batches, list(self._rounds)), self._batch_size,
-                [self._weight(client) for client, _, _ in schedules])
+                [self._weights[client] for client, _, _ in schedules])
     hparams = {k: tf.constant(v, tf.float32)
                for k, v in state.client_work.items()}
     updates, losses = self._traced(plan.start.shape[1])(
@@ -280,10 +280,12 @@ class Engine:
     starts = np.concatenate([[0], ends[:-1]])
     return [order[a:b] for a, b in zip(starts, ends)]
 
-  def _weight(self, client):
+  @functools.cached_property
+  def _weights(self) -> np.ndarray:
+    """Each client's weight in the mean: its examples, or 1 (uniform)."""
     if self._local.weighting == learning.client_weighting('num_examples'):
-      return float(self._sizes[client])
-    return 1.0
+      return self._sizes.astype(np.float32)
+    return np.ones(len(self._sizes), np.float32)
 
   def _traced(self, slots):
     """The round's computation on `slots` lanes: (updates by client,

@@ -57,6 +57,7 @@ import typing
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
+from tff_algos.simulation import columns  # pylint: disable=g-import-not-at-top
 from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
 
 DOC = os.path.join(os.path.dirname(__file__), 'REPRODUCTION.md')
@@ -202,8 +203,8 @@ PP = 2.0          # Accuracies: within 2 percentage points ...
 SIGMAS = 2.0      # ... or 2 standard deviations of our seeds.
 ROUNDS_TOLERANCE = 0.3  # Rounds to target within ±30%.
 # The metric columns a row may read; the ledger keeps only these.
-COLUMNS = ('train_loss', 'test_accuracy', 'grad_variance', 'vlg',
-           'update_spread')
+COLUMNS = ('train_loss', 'train_loss_sampled', 'test_accuracy',
+           'grad_variance', 'vlg', 'update_spread')
 
 
 class RunRecord:
@@ -479,11 +480,14 @@ def accuracy_row(runs, command, pattern, metric, paper):
 
 
 def _loss_curve(record):
-  return results.series(record.rows, 'train_loss')
+  """The run's training loss (over all clients, or its --eval_clients
+  sample) by round."""
+  return results.series(record.rows, columns.training_loss_column(
+      record.rows[0] if record.rows else ()))
 
 
-def _mean_curve(records, metric='train_loss'):
-  curves = [dict(zip(*results.series(r.rows, metric))) for r in records]
+def _mean_curve(records):
+  curves = [dict(zip(*_loss_curve(r))) for r in records]
   rounds = sorted(set.intersection(*(set(c) for c in curves)))
   return rounds, [statistics.fmean(c[r] for c in curves) for r in rounds]
 

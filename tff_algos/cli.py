@@ -131,7 +131,9 @@ def _groups():
                 'summed in another order), per_client (a TFF call per '
                 'client, the reference) or auto (lockstep where it is the '
                 'faster: small, non-recurrent models). The header says '
-                'which ran, and why not lockstep.',
+                'which ran, and why not lockstep. Unless per_client, a '
+                'model evaluated client by client (the char-LSTM) has its '
+                'predictions made across clients.',
                 (list(config_lib.CLIENT_EXECUTIONS),)),
           Flag('DEFINE_multi_string', 'import', [],
                 'A module (my_pkg.my_module) or file (path/to/my_task.py) '

@@ -20,6 +20,7 @@ from tff_algos import cli
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
 from tff_algos.simulation import results
+from tff_algos.simulation import columns
 from tff_algos.simulation.columns import COLUMNS
 
 PROGRAM = 'python -m tff_algos.plot'
@@ -29,11 +30,12 @@ DESCRIPTION = ('Plot a metric of run folders (RUN_DIR: a folder python -m '
                'with a min-max band), labelled by what differs between '
                'them.')
 _FLAGS = (
-    cli.Flag('DEFINE_string', 'metric', 'train_loss',
-             'The metrics.csv column to plot (train_loss: the global '
-             'objective f(w)), any column of the runs\' metrics.csv: '
-             + ', '.join(COLUMNS[1:]) + ' and the columns of the runs\' '
-             'algorithms and callbacks.'),
+    cli.Flag('DEFINE_string', 'metric', None,
+             'The metrics.csv column to plot, any column of the runs\' '
+             'metrics.csv: ' + ', '.join(COLUMNS[1:]) + ' and the columns '
+             'of the runs\' algorithms and callbacks (default: their '
+             'training loss, train_loss: the global objective f(w), or '
+             'train_loss_sampled for runs with --eval_clients).'),
     cli.Flag('DEFINE_string', 'x', 'round',
              'The x axis: round, or a column that grows with the rounds, '
              'the same for every seed: epsilon draws a privacy-utility '
@@ -130,19 +132,20 @@ def main(argv=None):
     else:
       metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
           'round'}
-      for flag, column in (('metric', holder.metric), ('x', holder.x)):
+      metric = holder.metric or columns.training_loss_column(metrics)
+      for flag, column in (('metric', metric), ('x', holder.x)):
         if column not in metrics | ({'round'} if flag == 'x' else set()):
           raise ValueError(f'--{flag}={column}: not a column of these '
                            f'runs\' metrics.csv; choose from '
                            f'{", ".join(sorted(metrics))}')
-      plot.plot_bands(groups, holder.metric, holder.out, holder.title,
-                      description=_description(holder.metric, recorded),
+      plot.plot_bands(groups, metric, holder.out, holder.title,
+                      description=_description(metric, recorded),
                       x=holder.x,
                       **shape)
   except (ValueError, OSError, cli.UsageError) as e:
     cli.fail(PROGRAM, e)
   what = 'the clients\' final test accuracy' if holder.per_client else (
-      holder.metric)
+      metric)
   print(f'wrote {holder.out} ({what} of {len(run_dirs)} runs)',
         file=sys.stderr)
   return 0

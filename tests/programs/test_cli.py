@@ -8,6 +8,7 @@ import pytest
 
 from conftest import USER_ENV
 from conftest import cli
+from tff_algos.plot import main as plot_main
 
 
 @pytest.mark.parametrize('args', [
@@ -46,13 +47,19 @@ def test_cli_runs_and_writes_metrics(tmp_path):
   assert result.returncode == 0, result.stderr
   assert 'seed 0 (data seed 0), train metrics over 7 clients' in result.stderr
   header, *rows = (out / 'metrics.csv').read_text().splitlines()
-  assert header.startswith('round,train_loss,train_accuracy,test_loss,'
-                           'test_accuracy,mu')
+  # Over a sample of the clients: the training metrics' columns say so.
+  assert header.startswith('round,train_loss_sampled,train_accuracy_sampled,'
+                           'test_loss,test_accuracy,mu')
+  assert ',train_loss,' not in header
   assert 'grad_dissimilarity' in header and ',B,' not in header
   assert len(rows) == 3 and all(r.split(',')[9] for r in rows)  # B(w).
   assert (out / 'config.json').exists()
   summary = json.loads((out / 'summary.json').read_text())
   assert summary['train_metrics_over'] == '7 of 30 clients (--eval_clients)'
+  assert summary['final_train_loss_sampled'] == float(rows[-1].split(',')[1])
+  assert 'final_train_loss' not in summary
+  assert plot_main([str(out), f'--out={tmp_path / "loss.png"}']) == 0
+  assert (tmp_path / 'loss.png').stat().st_size  # The sampled loss, plotted.
   bad = cli('--eval_clients=31', f'--output_dir={tmp_path / "bad"}')
   assert bad.returncode == 2 and 'more than the 30 clients' in bad.stderr
 

@@ -12,6 +12,7 @@ from conftest import REPO
 import helpers
 from tasks import text_models
 from tff_algos import learning
+from tff_algos.learning import model_ops
 from tff_algos.simulation import evaluation
 
 sys.path.insert(0, str(REPO / 'benchmarks'))
@@ -117,7 +118,6 @@ def _reference_evaluation(model_fn):
   `model_ops.evaluate_client`, its finalizers called eagerly, finalizer by
   finalizer, as TFF's own evaluation does: the reference for the one built
   without AutoGraph."""
-  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   local = evaluation._InProcess(model_fn)  # pylint: disable=protected-access
   model = local.model
@@ -163,13 +163,42 @@ def test_evaluation_without_autograph_is_bit_identical(which):
   else:
     model_fn, arrays = _char_lstm_task()
   weights = _perturbed_weights(model_fn)
-  got = evaluation.build_evaluation(model_fn)
+  got = evaluation.build_evaluation(model_fn, across_clients=False)
   want = _reference_evaluation(model_fn)
   for clients in (arrays, arrays[1:3]):
     a, b = got(weights, clients), want(weights, clients)
     assert list(a) == list(b)
     for key in b:
       assert np.asarray(a[key]).tobytes() == np.asarray(b[key]).tobytes(), key
+
+
+@pytest.mark.parametrize('chunk_size,rows_per_pass', [(4, 5), (3, 100)])
+def test_predictions_across_clients_equal_client_by_client(chunk_size,
+                                                           rows_per_pass):
+  """The char-LSTM (metrics by client: its loss is a mean over each batch)
+  has its predictions made for several clients at once, each client's
+  batches then given to its metrics: the same metrics and clients'
+  accuracies as client by client, with clients cut into several chunks
+  (a small CHUNK_SIZE), passes that cross clients, and a client without
+  examples."""
+  model_fn, arrays = _char_lstm_task()
+  clients = arrays[:2] + [_no_examples(arrays[2])] + arrays + [arrays[2]]
+  weights = _perturbed_weights(model_fn)
+  with mock.patch.object(model_ops, 'CHUNK_SIZE', chunk_size), \
+       mock.patch.object(evaluation, '_across_clients',
+                         wraps=evaluation._across_clients) as across:  # pylint: disable=protected-access
+    got = evaluation.build_evaluation(
+        model_fn, rows_per_pass=rows_per_pass).with_clients(weights, clients)
+    assert across.called
+    want = evaluation.build_evaluation(
+        model_fn, across_clients=False).with_clients(weights, clients)
+  _assert_same(got[0], want[0])
+  for key in ('num_examples', 'num_batches'):
+    assert got[0][key] == want[0][key], key
+  assert want[0]['num_batches'] > len(clients)  # Clients of several chunks.
+  np.testing.assert_array_equal(got[1].counted, want[1].counted)
+  np.testing.assert_array_equal(got[1].correct, want[1].correct)
+  np.testing.assert_array_equal(got[1].num_examples, want[1].num_examples)
 
 
 def test_clients_packed_in_one_array_are_evaluated_without_a_copy():

@@ -134,8 +134,8 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
   # instead, the global loss turning NaN from round 2 on.
   build_evaluation = trainer.evaluation.build_evaluation
 
-  def diverging_at_round_2(model_fn):
-    evaluate, calls = build_evaluation(model_fn), []
+  def diverging_at_round_2(model_fn, **options):
+    evaluate, calls = build_evaluation(model_fn, **options), []
 
     def patched(weights, arrays):
       calls.append(1)  # Two calls (train, test) per round.
@@ -168,8 +168,8 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
   build_evaluation = trainer.evaluation.build_evaluation
   calls = []  # Over both runs below: the request comes once.
 
-  def swallowed_at_round_2(model_fn):
-    evaluate = build_evaluation(model_fn)
+  def swallowed_at_round_2(model_fn, **options):
+    evaluate = build_evaluation(model_fn, **options)
 
     def patched(weights, arrays):
       calls.append(1)  # Two calls (train, test) per round.

@@ -36,6 +36,10 @@ class RoundEnd:
       trained).
     stop: set it to make this round the run's last.
     started: `time.perf_counter()` at the round's start.
+    training_loss: the global model's training loss, on the rounds the
+      evaluation runs (before the callbacks after it; None otherwise): f(w)
+      over all clients, or over a fixed sample of them (--eval_clients).
+    test_accuracy: its test accuracy, on the same rounds.
   """
   round_num: int
   row: dict
@@ -44,6 +48,8 @@ class RoundEnd:
   metrics: Mapping[str, Any] | None = None
   stop: bool = False
   started: float = 0.0
+  training_loss: float | None = None
+  test_accuracy: float | None = None
   _weights: Any = dataclasses.field(default=None, repr=False)
   _weights_of: Any = dataclasses.field(default=None, repr=False)
 

@@ -141,7 +141,11 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
     end.row['mu'] = self.rule.mu
     if end.round_num == 0:
       return
-    mu = self.rule.update(end.row['train_loss'])
+    if end.training_loss is None:
+      raise RuntimeError(f'adaptive μ has no training loss at round '
+                         f'{end.round_num}: the evaluation must run every '
+                         'round (needs_evaluation)')
+    mu = self.rule.update(end.training_loss)
     hparams = end.process.get_hparams(end.state)
     hparams['client_work']['mu'] = np.float32(mu)
     end.state = end.process.set_hparams(end.state, hparams)

@@ -29,6 +29,7 @@ import sys
 import time
 
 from tff_algos.analysis import plot
+from tff_algos.simulation import columns
 from tff_algos.simulation import results
 from tff_algos.runtime import processes
 
@@ -37,6 +38,9 @@ SUMMARY_COLUMNS = {
     'rounds': 'rounds run',
     'finished': 'the run finished (summary.json written)',
     'final_train_loss': 'training loss f(w) after the last round',
+    'final_train_loss_sampled': 'training loss over the fixed sample of '
+                                'clients (--eval_clients) after the last '
+                                'round',
     'final_test_accuracy': 'test accuracy after the last round',
     'best_test_accuracy': 'best test accuracy of any evaluated round',
     'last_half_test_accuracy': 'mean test accuracy over the evaluated '
@@ -72,13 +76,16 @@ SUMMARY_COLUMNS = {
 # reached it.
 SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
                 'last_half_test_accuracy', 'final_train_loss',
+                'final_train_loss_sampled',
                 'rounds_to_target', 'final_epsilon',
                 'final_deployment_epsilon',
                 'final_client_test_accuracy_p10',
                 'final_client_test_accuracy_p50',
                 'final_client_test_accuracy_min',
                 'final_client_test_accuracy_std')
-METRICS_PLOTTED = ('train_loss', 'test_accuracy')
+# Plotted per swept combination: the training loss (train_loss, or
+# train_loss_sampled for runs with --eval_clients) and this.
+METRICS_PLOTTED = ('test_accuracy',)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,7 +422,9 @@ def plot_runs(runs, rows, output_dir, target_accuracy=None):
     shared, _ = plot.describe(groups)
     title = '; '.join(filter(None, [shared, ', '.join(
         f'{flag}={value}' for flag, value in swept)]))
-    for metric in METRICS_PLOTTED:
+    loss = columns.training_loss_column(
+        (results.read_rows(groups[0][0]) or [{}])[0])
+    for metric in (loss, *METRICS_PLOTTED):
       written.append(os.path.join(output_dir, f'{metric}{suffix}.png'))
       plot.plot_bands(
           groups, metric, written[-1], title=title, labels=labels,

@@ -23,6 +23,7 @@ import numpy as np
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.learning import privacy
 from tff_algos.simulation import accounting
+from tff_algos.simulation import columns as columns_lib
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import loop
 
@@ -80,7 +81,8 @@ class ReportedMetrics(RoundCallback):
 
 class Evaluation(RoundCallback):
   """f(w) and accuracy of the global model over the clients' training data
-  (all of them, or a subset) and over all test data, on the rounds where
+  (all of them, or with `sampled` a fixed sample, in columns that say so:
+  `columns.SAMPLED`) and over all test data, on the rounds where
   `due(round_num)` holds; with `per_client` (for models whose accuracy can
   be split by client), also the distribution of the clients' own test
   accuracy, unweighted over the clients with test data, from the same pass
@@ -88,12 +90,15 @@ class Evaluation(RoundCallback):
   accuracies: (round, `evaluation.ClientAccuracy`)."""
 
   def __init__(self, evaluate, train_arrays, test_arrays,
-               due: Callable[[int], bool], per_client: bool = True):
+               due: Callable[[int], bool], per_client: bool = True,
+               sampled: bool = False):
     self._evaluate = evaluate
     self._splits = (('train', train_arrays), ('test', test_arrays))
     self._due = due
     self._per_client = (per_client and test_arrays is not None and
                         evaluate.per_client_accuracy)
+    self._names = {name: columns_lib.SAMPLED.get(name, name) if sampled
+                   else name for name in columns_lib.SAMPLED}
     self.columns = evaluation.CLIENT_ACCURACY_COLUMNS if (
         self._per_client) else {}
     self.clients = None
@@ -111,8 +116,14 @@ class Evaluation(RoundCallback):
         self.clients = (end.round_num, clients)
       else:
         metrics = self._evaluate(end.weights, arrays)
-      end.row.update({f'{split}_loss': metrics['loss'],
-                      f'{split}_accuracy': metrics['accuracy']})
+      loss, accuracy = f'{split}_loss', f'{split}_accuracy'
+      end.row.update({self._names.get(loss, loss): metrics['loss'],
+                      self._names.get(accuracy, accuracy):
+                          metrics['accuracy']})
+      if split == 'train':
+        end.training_loss = float(metrics['loss'])
+      else:
+        end.test_accuracy = float(metrics['accuracy'])
 
 
 class AdaptiveClip(RoundCallback):
@@ -210,7 +221,7 @@ class StopAtAccuracy(RoundCallback):
     self._target = target
 
   def after_round(self, end):
-    if end.row.get('test_accuracy', -1) >= self._target:
+    if end.test_accuracy is not None and end.test_accuracy >= self._target:
       end.stop = True
 
 
@@ -221,7 +232,7 @@ class DivergenceCheck(RoundCallback):
   as if training)."""
 
   def after_round(self, end):
-    loss = end.row.get('train_loss')
+    loss = end.training_loss
     if loss is not None and not math.isfinite(loss):
       raise loop.NonFiniteLoss(f'training loss is {loss} at round '
                                f'{end.round_num}')

@@ -220,6 +220,11 @@ def _labels(batch):
   return batch['y'] if isinstance(batch, collections.abc.Mapping) else batch[1]
 
 
+def _features(batch):
+  """The model's input of a batch, where TFF's Keras model reads it."""
+  return batch['x'] if isinstance(batch, collections.abc.Mapping) else batch[0]
+
+
 def _evaluate_with_matches(model, weights, data, splits):
   """`_evaluate_client` over all clients' concatenated `data`, with each
   client's (correct, counted): its per-example accuracy matches from the
@@ -369,7 +374,14 @@ class Evaluation:
         correct.numpy(), counted.numpy(), num_examples)
 
 
-def build_evaluation(model_fn) -> Evaluation:
+# Rows of a pass of predictions across clients for a model evaluated by
+# client (`_across_clients`): of 256 to 4,096, the fewest CPU-seconds for
+# the char-LSTM over Shakespeare's test split (docs/PERFORMANCE.md).
+ROWS_PER_PASS = 1024
+
+
+def build_evaluation(model_fn, across_clients: bool = True,
+                     rows_per_pass: int = ROWS_PER_PASS) -> Evaluation:
   """(weights, [client data]) → OrderedDict of the model's metrics over all
   clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
   tasks here), computed in this process (an `Evaluation`, whose
@@ -381,7 +393,10 @@ def build_evaluation(model_fn) -> Evaluation:
   fewer and larger passes (`num_batches` counts the passes). A model whose
   metrics are not sums over examples says so with a `per_client_metrics`
   attribute on its model_fn (the char-LSTM: its loss is a mean over each
-  batch's non-pad characters); it is evaluated client by client.
+  batch's non-pad characters); its metrics take each client's batches,
+  client by client, and (`across_clients`, for a Keras model) its
+  predictions are made for several clients at once (`_across_clients`),
+  equal to client by client to float32 rounding.
 
   Each client's accuracy costs no extra pass: from the forward passes'
   per-example matches summed by client (a Keras SparseCategoricalAccuracy),
@@ -401,6 +416,9 @@ def build_evaluation(model_fn) -> Evaluation:
   by_matches = (not per_client and
                 type(accuracy) is tf.keras.metrics.SparseCategoricalAccuracy)
   by_state = per_client and isinstance(accuracy, tf.keras.metrics.Mean)
+  across_clients = (per_client and across_clients and
+                    hasattr(model, 'get_metrics') and
+                    hasattr(model, 'predict_on_batch'))
 
   def summed_metrics(flat_weights, data, splits):
     """(Σ_k client k's unfinalized metrics (what TFF's federated_sum
@@ -420,7 +438,12 @@ def build_evaluation(model_fn) -> Evaluation:
       if by_matches:
         return _evaluate_with_matches(model, weights, data, splits)
       return _evaluate_client(model, weights, data), zeros, zeros
-    total, states = _client_by_client(local, weights, data, splits, by_state)
+    if across_clients:
+      total, states = _across_clients(local, weights, data, splits, by_state,
+                                      rows_per_pass)
+    else:
+      total, states = _client_by_client(local, weights, data, splits,
+                                        by_state)
     if not by_state:
       return total, zeros, zeros
     return total, states[:, 0], states[:, 1]
@@ -456,6 +479,80 @@ def _client_by_client(local, weights, data, splits, by_state):
       lambda k, *_: k < num_clients, body,
       (tf.constant(0), total, accuracy_states))
   return total, tf.reshape(accuracy_states.stack(), [-1, 2])
+
+
+def _client_chunks(splits):
+  """The chunks `_evaluate_client` cuts each client's rows into (up to
+  `model_ops.CHUNK_SIZE`), in order: (start, end, client, is its client's
+  first, is its client's last), one element per chunk; a client without
+  examples has none."""
+  sizes = splits[1:] - splits[:-1]
+  counts = (sizes + model_ops.CHUNK_SIZE - 1) // model_ops.CHUNK_SIZE
+  client = tf.repeat(tf.range(tf.size(sizes)), counts)
+  index = tf.range(tf.reduce_sum(counts)) - tf.gather(
+      tf.cumsum(counts, exclusive=True), client)
+  start = tf.gather(splits, client) + index * model_ops.CHUNK_SIZE
+  end = tf.minimum(start + model_ops.CHUNK_SIZE, tf.gather(splits, client + 1))
+  return start, end, client, tf.equal(index, 0), tf.equal(
+      index, tf.gather(counts, client) - 1)
+
+
+def _across_clients(local, weights, data, splits, by_state, rows_per_pass):
+  """`_client_by_client`'s results, with the model's predictions made for
+  several clients at once: passes of whole chunks of up to `rows_per_pass`
+  rows (or one larger chunk), each chunk's slice of them then given to
+  the model's metrics as that client's forward pass gives them (a metric
+  that is a mean over each batch, like the char-LSTM's loss, sees the
+  same batches). The metrics are reset at a client's first chunk and
+  summed after its last, as client by client; only the predictions'
+  batch shapes differ, so the results agree to float32 rounding."""
+  model = local.model
+  model_ops.assign_weights(model, weights)
+  predict = _method(model, 'predict_on_batch')
+  report = _method(model, 'report_local_unfinalized_metrics')
+  fresh = [tf.constant(v) for v in local._fresh_metrics]  # pylint: disable=protected-access
+  starts, ends, clients, firsts, lasts = _client_chunks(splits)
+  inputs, labels = _features(data), _labels(data)
+  slice_rows = lambda t, a, b: tf.nest.map_structure(lambda x: x[a:b], t)
+
+  def one_chunk(i, offset, predictions, total, states):
+    for variable, value in zip(model.local_variables, fresh):
+      variable.assign(tf.where(firsts[i], value, variable))
+    for metric in model.get_metrics():  # TFF's Keras forward pass's call.
+      metric.update_state(
+          y_true=slice_rows(labels, starts[i], ends[i]),
+          y_pred=slice_rows(predictions, starts[i] - offset,
+                            ends[i] - offset))
+    metrics = report()
+    total = tf.nest.map_structure(
+        lambda t, m: t + tf.where(lasts[i], m, tf.zeros_like(m)),
+        total, metrics)
+    if by_state:  # A Keras mean's state: [total, count].
+      state = tf.cast(tf.stack(metrics['accuracy']), tf.float64)
+      states = tf.tensor_scatter_nd_add(
+          states, [[clients[i]]],
+          [tf.where(lasts[i], state, tf.zeros_like(state))])
+    return total, states
+
+  def one_pass(i, total, states):
+    start = starts[i]
+    end_chunk = tf.maximum(i + 1, tf.searchsorted(
+        ends, [start + rows_per_pass], side='right')[0])
+    predictions = predict(slice_rows(inputs, start, ends[end_chunk - 1]),
+                          training=False)
+    _, total, states = tf.while_loop(
+        lambda j, *_: j < end_chunk,
+        lambda j, total, states: (j + 1, *one_chunk(
+            j, start, predictions, total, states)),
+        (i, total, states))
+    return end_chunk, total, states
+
+  total = tf.nest.map_structure(tf.zeros_like, report())
+  states = tf.zeros([tf.size(splits) - 1, 2], tf.float64)
+  _, total, states = tf.while_loop(
+      lambda i, *_: i < tf.size(starts), one_pass,
+      (tf.constant(0), total, states))
+  return total, states
 
 
 def _finalize(finalizers, totals):

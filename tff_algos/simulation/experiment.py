@@ -146,7 +146,8 @@ def train(prepared: Prepared, folder: run_dir_lib.RunDir, *,
   callbacks = trainer.round_callbacks(settings, prepared.task.model_fn, data,
                                      prepared.process)
   columns = column_names(settings.entry.hparam_column,
-                         [c for cb in callbacks for c in cb.columns])
+                         [c for cb in callbacks for c in cb.columns],
+                         sampled_training=settings.eval_clients is not None)
   timer = outputs.Timer()
   loop = trainer.make_loop(settings, prepared.process, data, callbacks,
                            prepared.engine)

@@ -97,15 +97,14 @@ class Progress(RoundCallback):
         dynamic_ncols=True)
 
   def after_round(self, end):
-    row = end.row
-    if row.get('train_loss') is not None:  # An evaluated round: say which.
+    if end.training_loss is not None:  # An evaluated round: say which.
       self._bar.set_postfix(collections.OrderedDict(
           [('evaluated', f'round {end.round_num}')] +
-          [(label, f'{row[column]:{spec}}') for label, column, spec in (
-              ('loss', 'train_loss', '.4f'),
-              ('test_acc', 'test_accuracy', '.4f'),
-              (self._hparam, self._hparam, 'g'))
-           if row.get(column) is not None]), refresh=False)
+          [(label, f'{value:{spec}}') for label, value, spec in (
+              ('loss', end.training_loss, '.4f'),
+              ('test_acc', end.test_accuracy, '.4f'),
+              (self._hparam, end.row.get(self._hparam), 'g'))
+           if value is not None]), refresh=False)
     if end.round_num > 0:
       self._bar.update()
 

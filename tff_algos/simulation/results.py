@@ -17,6 +17,8 @@ import json
 import math
 import os
 
+from tff_algos.simulation import columns
+
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = ('config.json', 'metrics.csv',
                                           'summary.json')
 CLIENT_ACCURACY_FILE = 'client_accuracy.csv'
@@ -248,12 +250,13 @@ def summarize(run_dir, target_accuracy=None, examples_per_client=None,
   config = read_json(run_dir, CONFIG_FILE) or {}
   summary = read_json(run_dir, SUMMARY_FILE) or {}
   rounds, accuracy = series(rows, 'test_accuracy')
-  _, loss = series(rows, 'train_loss')
+  loss_column = columns.training_loss_column(rows[0] if rows else ())
+  _, loss = series(rows, loss_column)
   last_round = int(rows[-1]['round']) if rows else 0
   result = dict(
       rounds=last_round,
       finished=bool(summary),
-      final_train_loss=loss[-1] if loss else None,
+      **{f'final_{loss_column}': loss[-1] if loss else None},
       final_test_accuracy=accuracy[-1] if accuracy else None,
       best_test_accuracy=max(accuracy) if accuracy else None,
       last_half_test_accuracy=last_half_mean(rounds, accuracy, last_round))

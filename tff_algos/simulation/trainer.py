@@ -211,11 +211,16 @@ def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
                  every_round: bool = False) -> list[RoundCallback]:
   """What is measured of the global model: f(w) and accuracy every
   --eval_every rounds, round 0 and the last (every round with
-  `every_round`), and the dissimilarity every --dissimilarity_every."""
+  `every_round`), and the dissimilarity every --dissimilarity_every.
+  A model evaluated client by client has its predictions made across
+  clients but with --client_execution=per_client (the reference path)."""
   last = settings.rounds
+  across_clients = settings.config.client_execution != 'per_client'
   measured = [callbacks_lib.Evaluation(
-      evaluation.build_evaluation(model_fn), data.evaluated, data.test,
-      lambda r: every_round or r % settings.eval_every == 0 or r == last)]
+      evaluation.build_evaluation(model_fn, across_clients=across_clients),
+      data.evaluated, data.test,
+      lambda r: every_round or r % settings.eval_every == 0 or r == last,
+      sampled=settings.eval_clients is not None)]
   if settings.dissimilarity_every:
     measured.append(callbacks_lib.Dissimilarity(
         evaluation.build_dissimilarity(model_fn), data.train,

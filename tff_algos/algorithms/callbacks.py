@@ -37,6 +37,7 @@ class RoundEnd:
     stop: set it to make this round the run's last.
     started: `time.perf_counter()` at the round's start.
   """
+
   round_num: int
   row: dict
   process: Any
@@ -69,6 +70,7 @@ class RoundCallback:
     columns: the metrics.csv columns it adds, name → what it holds (their
       descriptions label plots).
   """
+
   name: str = ''
   needs_evaluation: bool = False
   columns: Mapping[str, str] = {}

@@ -18,8 +18,10 @@ from tff_algos.runtime.addresses import parse_workers
 def user_cache_folder() -> str:
   """This user's cache folder for the package: $XDG_CACHE_HOME/tff_algos,
   else ~/.cache/tff_algos (the compiled loopback shim lives here)."""
-  return os.path.join(os.environ.get('XDG_CACHE_HOME') or
-                      os.path.expanduser('~/.cache'), 'tff_algos')
+  return os.path.join(
+    os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
+    'tff_algos',
+  )
 
 
 def cache_folder() -> str:
@@ -50,10 +52,12 @@ def prepare(start_worker: bool = True) -> None:
   `start()` adopts it). Loads no TensorFlow. Idempotent."""
   from tff_algos.runtime import allocator  # pylint: disable=g-import-not-at-top
   from tff_algos.runtime import imports  # pylint: disable=g-import-not-at-top
+
   allocator.limit_arenas()  # First: before any other thread allocates.
   imports.defer_unused()
   if start_worker:
     from tff_algos.runtime import prestart  # pylint: disable=g-import-not-at-top
+
     prestart.spawn()
 
 
@@ -98,6 +102,7 @@ def test_context():
 
 def _installed(make_context):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
   start()
   context = make_context()
   with tff.framework.get_context_stack().install(context):
@@ -108,6 +113,7 @@ def stop() -> None:
   """Stops the local worker and disconnects from remote workers (which keep
   running); safe to call more than once, and before `start()`."""
   import sys  # pylint: disable=g-import-not-at-top
+
   if 'tff_algos.runtime.local' in sys.modules:
     _local().stop()
   if 'tff_algos.runtime.prestart' in sys.modules:

@@ -35,8 +35,12 @@ def install() -> None:
 
   @functools.wraps(original)
   def serialize_federated_value(value, type_spec):
-    if (type_spec.placement is placements.CLIENTS and not type_spec.all_equal
-        and isinstance(value, list) and _tensors_only(type_spec.member)):
+    if (
+      type_spec.placement is placements.CLIENTS
+      and not type_spec.all_equal
+      and isinstance(value, list)
+      and _tensors_only(type_spec.member)
+    ):
       return serialize_clients(value, type_spec), type_spec
     return original(value, type_spec)
 
@@ -61,7 +65,8 @@ def _tensors_only(type_spec) -> bool:
   if isinstance(type_spec, computation_types.TensorType):
     return type_spec.dtype.type is not np.str_
   return isinstance(type_spec, computation_types.StructType) and all(
-      _tensors_only(t) for t in type_spec.children())
+    _tensors_only(t) for t in type_spec.children()
+  )
 
 
 def serialize_clients(values: list, type_spec) -> executor_pb2.Value:
@@ -71,7 +76,8 @@ def serialize_clients(values: list, type_spec) -> executor_pb2.Value:
   for value in values:
     proto.federated.value.append(_member(value, type_spec.member))
   proto.federated.type.CopyFrom(
-      type_serialization.serialize_type(type_spec).federated)
+    type_serialization.serialize_type(type_spec).federated
+  )
   return proto
 
 
@@ -81,18 +87,26 @@ def _member(value, type_spec) -> executor_pb2.Value:
   names = [name for name, _ in structure.iter_elements(type_spec)]
   if isinstance(value, dict):
     if list(value) != names:
-      raise TypeError(f'a value with keys {list(value)} for the struct type '
-                      f'{type_spec}')
+      raise TypeError(
+        f'a value with keys {list(value)} for the struct type {type_spec}'
+      )
     items = list(value.values())
   else:
     items = list(value)
     if len(items) != len(names):
-      raise TypeError(f'a value of {len(items)} elements for the struct type '
-                      f'{type_spec}')
-  return executor_pb2.Value(struct=executor_pb2.Value.Struct(element=[
-      executor_pb2.Value.Struct.Element(name=name, value=_member(item, t))
-      if name else executor_pb2.Value.Struct.Element(value=_member(item, t))
-      for name, item, t in zip(names, items, type_spec.children())]))
+      raise TypeError(
+        f'a value of {len(items)} elements for the struct type {type_spec}'
+      )
+  return executor_pb2.Value(
+    struct=executor_pb2.Value.Struct(
+      element=[
+        executor_pb2.Value.Struct.Element(name=name, value=_member(item, t))
+        if name
+        else executor_pb2.Value.Struct.Element(value=_member(item, t))
+        for name, item, t in zip(names, items, type_spec.children())
+      ]
+    )
+  )
 
 
 def _array(value, type_spec):
@@ -101,11 +115,15 @@ def _array(value, type_spec):
   if isinstance(value, (list, tuple)):
     value = np.asarray(value, dtype)
   if not array.is_compatible_shape(value, type_spec.shape):
-    raise TypeError(f'Failed to serialize a value with shape '
-                    f'{np.shape(value)} to shape {type_spec.shape}.')
+    raise TypeError(
+      f'Failed to serialize a value with shape '
+      f'{np.shape(value)} to shape {type_spec.shape}.'
+    )
   if not array.is_compatible_dtype(value, dtype):
-    raise TypeError(f'Failed to serialize a value of dtype '
-                    f'{np.asarray(value).dtype} to dtype {dtype}.')
+    raise TypeError(
+      f'Failed to serialize a value of dtype '
+      f'{np.asarray(value).dtype} to dtype {dtype}.'
+    )
   if array_shape.is_shape_scalar(type_spec.shape):
     return array.to_proto(value, dtype_hint=dtype)
   return array.to_proto_content(value, dtype_hint=dtype)

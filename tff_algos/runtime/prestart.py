@@ -53,8 +53,9 @@ class LogTee:
     self._lock = threading.Lock()
     self._sink = tempfile.TemporaryFile(prefix='tff_worker_')
     self.path = None
-    self._thread = threading.Thread(target=self._copy, daemon=True,
-                                    name='tff_worker_log')
+    self._thread = threading.Thread(
+      target=self._copy, daemon=True, name='tff_worker_log'
+    )
     self._thread.start()
 
   def _copy(self):
@@ -111,9 +112,14 @@ def popen_worker(port, args, stdout, env):
   """TFF's worker_binary on `port` with `args`, its output to `stdout`
   (stderr with it), killed with this process."""
   return subprocess.Popen(  # pylint: disable=consider-using-with
-      [loopback.worker_binary(), f'--port={port}', *args], env=env,
-      stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-      preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
+    [loopback.worker_binary(), f'--port={port}', *args],
+    env=env,
+    stdin=subprocess.DEVNULL,
+    stdout=stdout,
+    stderr=subprocess.STDOUT,
+    preexec_fn=processes.die_with_parent(signal.SIGKILL),
+    close_fds=True,
+  )
 
 
 def worker_env(warn=None):
@@ -128,8 +134,10 @@ def worker_env(warn=None):
     if os.environ.get('TFF_ALGOS_WORKER_LISTEN_ALL') != '1':
       raise
     if warn is not None:
-      warn(f'{e}: the TFF worker listens on all interfaces '
-           '(TFF_ALGOS_WORKER_LISTEN_ALL=1).')
+      warn(
+        f'{e}: the TFF worker listens on all interfaces '
+        '(TFF_ALGOS_WORKER_LISTEN_ALL=1).'
+      )
     return env
 
 
@@ -156,6 +164,7 @@ def spawn() -> None:
   if _PRESTARTED is not None:
     return
   import portpicker  # pylint: disable=g-import-not-at-top
+
   try:
     env = worker_env()
   except loopback.ShimUnavailable:

@@ -31,7 +31,7 @@ sys.path[:0] = [
   os.path.join(main, 'tests'),
   main,
 ]
-import test_bad_input_corpus as corpus  # pylint: disable=g-import-not-at-top,wrong-import-position
+import test_bad_input_corpus as corpus  # noqa: E402
 
 TIMEOUT = 40
 classes = collections.defaultdict(list)

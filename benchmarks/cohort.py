@@ -29,18 +29,21 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging  # pylint: disable=g-import-not-at-top
-import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
-import numpy as np  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
 
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos.runtime import profiling  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+import common  # Before TensorFlow: it prepares the runtime.
+
+# isort: split
+import numpy as np
+
+import tasks
+from tff_algos import learning
+from tff_algos.runtime import profiling
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 Case = collections.namedtuple(
   'Case',

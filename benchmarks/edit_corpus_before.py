@@ -26,7 +26,7 @@ sys.path[:0] = [
   os.path.join(_ROOT, 'tests'),
   os.path.join(_ROOT, 'tests', 'runtime'),
 ]
-import test_edit_corpus as corpus  # pylint: disable=g-import-not-at-top,wrong-import-position
+import test_edit_corpus as corpus  # noqa: E402
 
 
 def _run(checkout, folder, out, env, cache_on):

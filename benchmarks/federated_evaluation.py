@@ -15,7 +15,7 @@ import tensorflow_federated as tff
 
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
-from tff_algos.simulation.evaluation import _client_gradient  # pylint: disable=protected-access
+from tff_algos.simulation.evaluation import _client_gradient
 
 
 def _types(model_fn):

@@ -135,12 +135,12 @@ def _on_spawn(args, kwargs, result):
     return
 
   def watch():
-    import grpc  # pylint: disable=g-import-not-at-top
+    import grpc
 
     try:
       grpc.channel_ready_future(channel).result(timeout=120)
       mark('worker listening')
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass
 
   threading.Thread(target=watch, daemon=True).start()
@@ -193,7 +193,7 @@ PATCHES = {
   'tff_algos.runtime.local': lambda m: (
     _wrap_return(m._Worker, 'spawn', _on_spawn),
     _patch_stop(m),
-  ),  # pylint: disable=protected-access
+  ),
 }
 IMPORTS = ('tensorflow', 'tensorflow_federated')
 
@@ -269,7 +269,7 @@ def main():
   sys.path[0] = os.path.dirname(os.path.abspath(script))
   sys.meta_path.insert(0, _Finder())
   atexit.register(_write)  # Registered first: runs after the runtime's stop.
-  import runpy  # pylint: disable=g-import-not-at-top
+  import runpy
 
   runpy.run_path(script, run_name='__main__')
 

@@ -39,20 +39,23 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging  # pylint: disable=g-import-not-at-top
-import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
 
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import client_inputs  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+import common  # Before TensorFlow: it prepares the runtime.
+
+# isort: split
+import tensorflow as tf
+import tensorflow_federated as tff
+
+import tasks
+from tff_algos import learning
+from tff_algos import runtime
+from tff_algos.simulation import client_inputs
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 Workload = collections.namedtuple(
   'Workload', 'task clients_per_round epochs batch_size client_lr mu'
@@ -110,8 +113,9 @@ def build_fused_round(model, learning_rate, mu):
       v.assign(w)
     start = tf.constant(0)
     for end in ends:
-      batch = tf.nest.map_structure(
-        lambda t: tf.gather(t, order[start:end]), data
+      batch = tf.nest.map_structure(  # Calls the lambda at once.
+        lambda t: tf.gather(t, order[start:end]),  # noqa: B023
+        data,
       )
       with tf.GradientTape() as tape:
         loss = model.forward_pass(batch, training=True).loss

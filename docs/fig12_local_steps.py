@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from tasks import synthetic  # pylint: disable=g-import-not-at-top
+from tasks import synthetic
 from tff_algos.simulation import sampling
 
 K, E, B = 10, 20, 10

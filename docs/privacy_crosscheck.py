@@ -13,9 +13,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [_ROOT, os.path.join(_ROOT, 'tests', 'simulation')]
 sys.path.append(os.path.join(_ROOT, 'tests'))  # Their conftest.
 
-from dp_accounting import rdp  # pylint: disable=g-import-not-at-top,wrong-import-position
-import test_accounting as independent  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tff_algos.simulation import accounting  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dp_accounting import rdp  # noqa: E402
+import test_accounting as independent  # noqa: E402
+
+from tff_algos.simulation import accounting  # noqa: E402
 
 DELTA, NUM_CLIENTS = 1e-5, 300
 
@@ -43,15 +44,15 @@ def main():
       )[-1]
       for s in ('poisson', 'uniform')
     }
-    poisson = independent._epsilon_from_rdp(  # pylint: disable=protected-access
+    poisson = independent._epsilon_from_rdp(
       orders,
-      rounds * independent._poisson_rdp_at_default_orders(q, z),  # pylint: disable=protected-access
+      rounds * independent._poisson_rdp_at_default_orders(q, z),
       DELTA,
     )
-    uniform = independent._epsilon_from_rdp(  # pylint: disable=protected-access
+    uniform = independent._epsilon_from_rdp(
       integer_orders,
       [
-        rounds * independent._sampled_without_replacement_rdp_bound(q, z, a)  # pylint: disable=protected-access
+        rounds * independent._sampled_without_replacement_rdp_bound(q, z, a)
         for a in integer_orders
       ],
       DELTA,

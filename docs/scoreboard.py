@@ -57,7 +57,7 @@ import typing
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
+from tff_algos.simulation import results
 
 DOC = os.path.join(os.path.dirname(__file__), 'REPRODUCTION.md')
 LEDGER = os.path.join(os.path.dirname(__file__), 'scoreboard_ledger.json')
@@ -296,7 +296,7 @@ class Ledger:
     }
     # One line per run record, so the file stays small and diffs by run.
     compact = {}
-    for command, records in data['runs'].items():
+    for records in data['runs'].values():
       for name, record in records.items():
         marker = f'@@{len(compact)}@@'
         compact[marker] = json.dumps(
@@ -777,7 +777,7 @@ PROBED = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rate(key):
   """The Rate named `key`: PROBED's, or measured (MEASURED)."""
   if key in PROBED:
@@ -2202,8 +2202,8 @@ for name, label, _, seeds in TABLE4:
 def dataset_row(task, paper_devices, paper_samples, data_dir, options):
   """(ours, status): devices and samples of one of our tasks, loaded with
   the task options its configs use."""
-  import tasks  # pylint: disable=g-import-not-at-top
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  import tasks
+  from tff_algos import runtime
 
   runtime.install()
   try:
@@ -3034,7 +3034,7 @@ def render(runs, crosscheck=()):
     '|---|---|---:|---|',
   ]
   spent = earlier_spent = 0.0
-  for name, command in COMMANDS.items():
+  for name in COMMANDS:
     took = runs.cpu_hours(name)
     spent += took[0] if took else 0.0
     earlier = runs.ledger.earlier.get('cpu', {}).get(name)

@@ -130,7 +130,7 @@ def from_arrays(name, train, test, model_fn, description=''):
   and a model_fn (a no-argument function returning a
   `tff.learning.models.VariableModel` whose input_spec matches the
   arrays)."""
-  from tasks import base  # pylint: disable=g-import-not-at-top
+  from tasks import base
 
   return base.FederatedTask(
     name=name,
@@ -191,7 +191,7 @@ def load_task(
   """
   task = _load(name, seed, data_dir, train_fraction, options)
   if partition is not None:
-    from tasks import partitions  # pylint: disable=g-import-not-at-top
+    from tasks import partitions
 
     task = partitions.apply(task, partition, seed)
   return task
@@ -199,7 +199,7 @@ def load_task(
 
 def _load(name, seed, data_dir, train_fraction, options):
   if SYNTHETIC_NAME.match(name):
-    from tasks import synthetic  # pylint: disable=g-import-not-at-top
+    from tasks import synthetic
 
     if options:
       raise DataError(f'{name} takes no options {sorted(options)}')

@@ -1,9 +1,9 @@
 """What every task provides: federated train/test data and a model."""
 
 import collections
+from collections.abc import Callable
 import dataclasses
 import os
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf

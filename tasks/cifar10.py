@@ -104,7 +104,7 @@ def read_pickle_batch(path):
   try:
     with open(path, 'rb') as f:
       batch = pickle.load(f, encoding='bytes')
-  except Exception as e:  # pylint: disable=broad-except  (any unpickling)
+  except Exception as e:  # Any unpickling error.
     raise validate.fail(
       path, f'not a CIFAR-10 python batch ({type(e).__name__}: {e})'
     ) from None
@@ -120,7 +120,7 @@ _TAR_END = 512  # A tar ends with zero blocks; at least one must be there.
 
 def _image(tar, member, path):
   """One member's 32×32 RGB pixels; DataError naming `path` otherwise."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
 
   try:
     with Image.open(io.BytesIO(tar.extractfile(member).read())) as image:
@@ -138,7 +138,7 @@ def _image(tar, member, path):
     ) from None
   except tasks.DataError:
     raise
-  except Exception as e:  # pylint: disable=broad-except  (any PIL error)
+  except Exception as e:  # Any PIL error.
     raise validate.fail(
       path,
       f'member {member.name!r} is not a readable '
@@ -208,7 +208,7 @@ def _cached_tars(folder):
       for x, y in (arrays[:2], arrays[2:]):
         validate.check({'x': x, 'y': y}, ARRAYS, cache)
       return arrays
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass  # A damaged cache: decode again and overwrite it.
   arrays = [*read_jpeg_tar(paths[0]), *read_jpeg_tar(paths[1])]
   try:

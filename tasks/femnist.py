@@ -126,7 +126,7 @@ def _read_npz(path):
             arrays[key] = z[key]
   except tasks.DataError:
     raise
-  except Exception as e:  # pylint: disable=broad-except  (zip, zlib, format)
+  except Exception as e:  # zip, zlib or format errors.
     failed = f' (array {key})' if key else ''
     raise validate.fail(
       path, f'not a readable npz file{failed} ({type(e).__name__}: {e})'
@@ -311,8 +311,8 @@ def _check_emnist(fingerprint):
 
 def load_emnist(data_dir, seed, name='emnist'):
   del seed
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
 
   path = emnist_path(data_dir)
   _check_emnist(base.file_fingerprint(path))
@@ -320,7 +320,7 @@ def load_emnist(data_dir, seed, name='emnist'):
     train, test = tff.simulation.datasets.emnist.load_data(
       only_digits=False, cache_dir=os.path.dirname(path)
     )
-  except Exception as e:  # pylint: disable=broad-except  (sqlite, format)
+  except Exception as e:  # sqlite or format errors.
     raise validate.fail(
       path, f'TFF cannot open it ({type(e).__name__}: {e})'
     ) from None

@@ -94,7 +94,7 @@ def _image_classifier(layers_fn, shape, pixels):
     return tf.keras.Sequential(first + layers_fn())
 
   return models._classifier(
-    keras_model,  # pylint: disable=protected-access
+    keras_model,
     _spec(shape, tf.uint8 if pixels else tf.float32),
   )
 
@@ -155,7 +155,7 @@ class CifarPreprocessing(tf.keras.layers.Layer):
   Uses stateful TF random ops only (no variables), so it is safe inside TFF.
   """
 
-  def call(self, inputs, training=None):  # pylint: disable=arguments-differ
+  def call(self, inputs, training=None):
     x = tf.cast(inputs, tf.float32) / 255.0
     if training:
 
@@ -208,6 +208,6 @@ def cifar_cnn_keras(num_classes: int = 10):
 def cifar_cnn(num_classes: int = 10):
   """The CIFAR-10 CNN (x uint8 [32, 32, 3], preprocessing inside)."""
   return models._classifier(
-    lambda: cifar_cnn_keras(num_classes),  # pylint: disable=protected-access
+    lambda: cifar_cnn_keras(num_classes),
     _spec([32, 32, 3], tf.uint8),
   )

@@ -15,7 +15,12 @@ import operator
 import os
 
 from tasks import validate
-from tasks.validate import Int, ListOf, MapOf, Record, Str, Unchecked
+from tasks.validate import Int
+from tasks.validate import ListOf
+from tasks.validate import MapOf
+from tasks.validate import Record
+from tasks.validate import Str
+from tasks.validate import Unchecked
 
 
 def _users_agree(content):

@@ -66,7 +66,7 @@ def apply(task, spec: str, seed: int):
   docstring): the same number of clients, named client_0000, .... The
   task's train data must be arrays with one integer class label per
   example."""
-  from tasks import base  # pylint: disable=g-import-not-at-top
+  from tasks import base
 
   kind, alpha = parse(spec)
   del kind
@@ -107,6 +107,9 @@ def label_histogram(client_arrays, client_ids) -> list[dict]:
   for client, a in zip(client_ids, client_arrays):
     counts = collections.Counter(np.asarray(a['y']).tolist())
     rows.append(
-      dict(client=client, **{f'label_{l}': counts.get(l, 0) for l in labels})
+      dict(
+        client=client,
+        **{f'label_{label}': counts.get(label, 0) for label in labels},
+      )
     )
   return rows

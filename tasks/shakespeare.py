@@ -147,7 +147,7 @@ def read_tff_shakespeare(data_dir):
   try:
     train, _ = tff_client_data(data_dir)
     tff_ids = list(train.client_ids)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise validate.fail(
       path, f'TFF cannot read it ({type(e).__name__}: {e})'
     ) from None
@@ -158,7 +158,7 @@ def read_tff_shakespeare(data_dir):
 
 def tff_client_data(data_dir):
   """TFF's (train, test) ClientData of snippets; the file must exist."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   cache_dir = os.path.join(data_dir, 'tff')
   path = os.path.join(cache_dir, 'shakespeare.sqlite')

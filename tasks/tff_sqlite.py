@@ -128,11 +128,11 @@ def _metadata(db, path, splits):
 
 def _explain(proto, features):
   """Why one serialized example does not parse as `features`."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   try:
     example = tf.train.Example.FromString(proto)
-  except Exception:  # pylint: disable=broad-except  (protobuf DecodeError)
+  except Exception:  # protobuf's DecodeError.
     return 'that is not a serialized tf.train.Example'
   for name, feature in features.items():
     if name not in example.features.feature:
@@ -155,7 +155,7 @@ def _explain(proto, features):
 
 def _parse(protos, features):
   """{feature: array} of serialized examples, or None if one is wrong."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   dtypes = {'bytes': tf.string, 'float': tf.float32, 'int': tf.int64}
   spec = {

@@ -243,7 +243,7 @@ class MapOf(Schema):
     keys = list(value)
     try:
       if not self.key.valid_as_is(keys):
-        for i, k in enumerate(keys):
+        for i, k in enumerate(keys):  # noqa: B007 (the except clause reads i)
           self.key.validate(k)
       i = None
       values = self.value.validate_column(list(value.values()))
@@ -324,7 +324,7 @@ def _key(k):
 
 def _exactly(value, types):
   """type(value) is one of `types` (a bool, an int subclass, is not)."""
-  return type(value) in types  # pylint: disable=unidiomatic-typecheck
+  return type(value) in types
 
 
 def _first(mask):

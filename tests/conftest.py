@@ -21,8 +21,8 @@ if 'TFF_ALGOS_CACHE' not in os.environ:
   os.environ['TFF_ALGOS_CACHE'] = tempfile.mkdtemp(prefix='tff_algos_tests_')
   atexit.register(shutil.rmtree, os.environ['TFF_ALGOS_CACHE'], True)
 
-import psutil  # pylint: disable=g-import-not-at-top
-import pytest  # pylint: disable=g-import-not-at-top
+import psutil
+import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / 'shared' / 'data'
@@ -57,7 +57,7 @@ def listening_ips(pid):
 
 @pytest.fixture(scope='session', autouse=True)
 def tff_runtime():
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
 
   runtime.start()
   yield runtime

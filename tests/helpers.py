@@ -15,7 +15,7 @@ from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def task_and_arrays(name='synthetic_1_1'):
   task = tasks.load_task(name)
   return task, tasks.client_arrays(task.train)

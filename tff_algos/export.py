@@ -31,10 +31,10 @@ import shutil
 import sys
 import tempfile
 
-from tff_algos import cli  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import run_dir  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import ConfigError  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+from tff_algos import cli
+from tff_algos.simulation import run_dir
+from tff_algos.simulation.config import ConfigError
+from tff_algos.simulation.config import resolve
 
 PROGRAM = 'python -m tff_algos.export'
 GROUPS = ('algorithm', 'aggregation', 'data')
@@ -95,7 +95,7 @@ DISTRIBUTE_AGGREGATE_PARTS = (
 
 def forms(process):
   """{form name: {part: computation}} of a learning process's `next`."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   mapreduce = tff.backends.mapreduce
   map_reduce = mapreduce.get_map_reduce_form_for_computation(process.next)
@@ -122,9 +122,10 @@ ACCESSORS = (
 
 def versions():
   """The versions the serialized computations are tied to."""
-  import platform  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import platform
+
+  import tensorflow as tf
+  import tensorflow_federated as tff
 
   return dict(
     python=platform.python_version(),
@@ -136,7 +137,7 @@ def versions():
 def write_weights(path, weights):
   """`tff.learning.models.ModelWeights` as an .npz: trainable_0, ...,
   non_trainable_0, ... in the model's variable order."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
 
   arrays = {
     f'{kind}_{i}': np.asarray(w)
@@ -153,7 +154,7 @@ def export(process, out, metadata, initial_weights=None):
   manifest.json (`metadata` plus what was written) as the folder `out`,
   all or nothing: built beside it, then renamed over it (`out`, if it
   exists, must be empty or hold an earlier export). Returns the manifest."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   parts = {'initialize': process.initialize, 'next': process.next}
   parts.update({name: getattr(process, name) for name in ACCESSORS})
@@ -338,7 +339,7 @@ def _round_callbacks(settings):
 
 def _manifest(process, settings, task, client_input, holder):
   """What manifest.json says besides the computations written."""
-  from tff_algos.simulation import provenance  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import provenance
 
   production = holder.build == 'production'
   return dict(
@@ -379,9 +380,9 @@ def main(argv):
     created = _create(out)
   except cli.UsageError as e:
     cli.fail(PROGRAM, e)
-  from tff_algos import learning  # pylint: disable=g-import-not-at-top
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
+  from tff_algos import learning
+  from tff_algos import runtime
+  from tff_algos.simulation import trainer
 
   runtime.start()  # TFF's own default context would leave a worker behind.
   client_input = (

@@ -176,11 +176,12 @@ def write_figure(path, curves, subtitle):
   """The paper's two panels, each on its own y-scale: the loss against θ,
   the parents at θ = 0 and 1 (vertical lines), the better parent's loss
   (horizontal line) and the average θ = 0.5 (a dot)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
 
   matplotlib.use('Agg')
-  from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import interpolation  # pylint: disable=g-import-not-at-top
+  from matplotlib import figure as figure_lib
+
+  from tff_algos.simulation import interpolation
 
   figure = figure_lib.Figure(figsize=(10, 4.2))
   axes = figure.subplots(1, len(curves), sharey=False)
@@ -226,11 +227,11 @@ def main(argv=None):
   except cli.UsageError as e:
     cli.fail(PROGRAM, e)
   started = time.process_time(), time.monotonic()
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
 
   runtime.prepare(start_worker=False)  # Faster imports; no TFF worker.
-  import tasks  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import interpolation  # pylint: disable=g-import-not-at-top
+  import tasks
+  from tff_algos.simulation import interpolation
 
   try:
     task = tasks.load_task(TASK, seed=holder.seed, data_dir=holder.data_dir)

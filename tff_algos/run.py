@@ -19,6 +19,7 @@ worker, a full disk, a folder that cannot be written): one line, exit code
 1, the rows and checkpoints so far kept. Ctrl-C: one line, exit code 130.
 """
 
+from collections.abc import Mapping
 import contextlib
 import dataclasses
 import difflib
@@ -29,7 +30,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from typing import Any, Mapping
+from typing import Any
 
 from tff_algos import cli
 from tff_algos.algorithms import optimizers
@@ -229,7 +230,7 @@ def check_data_loads(plans) -> list[Settings]:
   """Loads each distinct dataset of `plans` once (a dry run): one line per
   dataset, or UsageError naming the first that does not load. Returns each
   run's settings as it will use them."""
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
 
   runtime.install()
   loaded, settings = {}, []
@@ -326,7 +327,7 @@ def _terminate_as_interrupt():
   """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal);
   both also stop the training loop at the end of the round, should Python
   swallow the exception (one raised inside a garbage-collector callback)."""
-  from tff_algos.simulation import loop  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import loop
 
   def on_signal(signum, frame):
     del frame
@@ -353,8 +354,8 @@ class _Stage:
 def _one_line(error, stage: _Stage):
   """(exit code, line) for an error a run reports in one line, or None for
   one that is a bug (its traceback is shown)."""
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+  from tff_algos.simulation import experiment
 
   resume = '; run the same command to resume'
   if isinstance(error, KeyboardInterrupt):
@@ -386,7 +387,7 @@ def _one_line(error, stage: _Stage):
 def _finished(output_dir):
   """What a finished run's command prints: its summary (stdout), and
   where its results are (the last line, stderr)."""
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
 
   with open(os.path.join(output_dir, run_dir.SUMMARY_FILE)) as f:
     print(f.read())
@@ -458,7 +459,7 @@ def _aggregation(settings, mechanism):
   """The header's words for the model aggregator: DP as the process was
   built (`trainer.accounted_mechanism`), said to differ from the flags
   where it does."""
-  from tff_algos.simulation import accounting  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import accounting
 
   c = settings.config
   if c.aggregator != 'dp':
@@ -522,7 +523,7 @@ def _prepared_in_held_folder(plan: RunPlan):
   the user named is held first, so that one the OS or another run refuses
   costs no data loading or tracing; the default folder is the first that
   holds this very run (`default_output_dir`), so it is known only after."""
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
 
   options = plan.options
 
@@ -562,12 +563,12 @@ def run_single(plan: RunPlan, program: str):
   except run_dir.OutputDirError as e:
     cli.fail(program, e)
   # TensorFlow from here on.
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
 
   # Before TensorFlow is imported: the local worker starts meanwhile, and
   # unused parts of TFF's dependencies are left out (docs/PERFORMANCE.md).
   runtime.prepare(start_worker=not options.workers)
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
 
   runtime.install()
   stage = _Stage()
@@ -617,7 +618,7 @@ def run_single(plan: RunPlan, program: str):
           checkpoint_every=options.checkpoint_every,
           target_accuracy=options.target_accuracy,
         )
-    except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+    except (Exception, KeyboardInterrupt) as e:
       reported = _one_line(e, stage)
       if reported is None:
         raise
@@ -653,10 +654,10 @@ def _check_finished(candidates, output_dir):
   ((name, RunPlan) pairs) whose folders hold them finished. A run whose
   check fails for any reason is not finished: its own process will say
   why."""
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
 
   runtime.prepare(start_worker=False)
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
 
   runtime.start()
   tasks_loaded, finished = {}, []
@@ -687,7 +688,7 @@ def _check_finished(candidates, output_dir):
           == 'finished'
         ):
           finished.append(name)
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         pass
   finally:
     runtime.stop()

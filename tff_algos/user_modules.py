@@ -40,7 +40,7 @@ def import_modules(specs) -> tuple[str, ...]:
     else:
       if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-      _exec(spec, lambda: importlib.import_module(spec))
+      _exec(spec, lambda: importlib.import_module(spec))  # noqa: B023 (called at once)
       path = getattr(sys.modules[spec], '__file__', None)
       installed = path is None or any(
         os.path.realpath(path).startswith(os.path.realpath(p) + os.sep)
@@ -88,7 +88,7 @@ def _exec(spec, load, undo=lambda: None):
   except ModuleNotFoundError as e:
     undo()
     raise ImportFailed(f'--import={spec}: no module named {e.name!r}') from None
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     undo()
     raise ImportFailed(
       f'--import={spec} failed: {type(e).__name__}: {e}'

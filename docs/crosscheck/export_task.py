@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..'))
 
-import tasks  # pylint: disable=g-import-not-at-top
+import tasks
 
 
 def main(argv=None):

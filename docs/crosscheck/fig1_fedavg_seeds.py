@@ -22,10 +22,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..'))
 
-from tasks import models  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.sampling import ClientSampler  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.sampling import StragglerPolicy  # pylint: disable=g-import-not-at-top
+from tasks import models
+from tff_algos import learning
+from tff_algos.simulation.sampling import ClientSampler
+from tff_algos.simulation.sampling import StragglerPolicy
 
 _SPEC = importlib.util.spec_from_file_location(
   'numpy_fedavg', os.path.join(os.path.dirname(__file__), 'numpy_fedavg.py')

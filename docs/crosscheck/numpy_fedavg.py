@@ -43,6 +43,7 @@ Each prints one JSON line per seed (and --json writes them all).
 """
 
 import argparse
+from collections.abc import Callable, Sequence
 import dataclasses
 import gzip
 import json
@@ -50,7 +51,6 @@ import math
 import os
 import sys
 import time
-from typing import Callable, Sequence
 
 import numpy as np
 

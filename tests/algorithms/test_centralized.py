@@ -85,7 +85,7 @@ def test_its_summary_states_the_updates_to_the_target(tmp_path):
     hparams={'updates_per_round': 5},
   )
   assert [r['participants'] for r in rows[1:]] == ['1'] * 3
-  from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import results
 
   summary = results.summarize(tmp_path / 'sgd', target_accuracy=0.2)
   assert summary['updates_per_round'] == 5

@@ -8,9 +8,9 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
-from tff_algos.simulation import client_inputs
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedsgd
+from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 
 

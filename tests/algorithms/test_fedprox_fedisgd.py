@@ -8,10 +8,10 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
-from tff_algos.simulation import client_inputs
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
 from tff_algos.learning import client_work
+from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 
 UNIFORM = tff.learning.ClientWeighting.UNIFORM
@@ -171,7 +171,7 @@ def test_adaptive_mu_is_set_in_the_process_between_rounds(tmp_path):
   )
   losses = [float(r['train_loss']) for r in rows]
   rule = fedprox.AdaptiveMu(0.5)
-  expected_mus = [0.5, 0.5] + [rule.update(l) for l in losses[1:-1]]
+  expected_mus = [0.5, 0.5] + [rule.update(loss) for loss in losses[1:-1]]
   np.testing.assert_allclose(
     [float(r['mu']) for r in rows], expected_mus[: len(rows)], atol=1e-6
   )

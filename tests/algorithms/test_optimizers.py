@@ -154,7 +154,7 @@ def test_optimizers_and_schedules_change_a_run(tmp_path):
     client_lr_decay=0.1,
     client_lr_decay_every=1,
   )
-  loss = lambda rows: [float(r['train_loss']) for r in rows]  # pylint: disable=unnecessary-lambda-assignment
+  loss = lambda rows: [float(r['train_loss']) for r in rows]
   assert np.all(np.isfinite(loss(adam))) and loss(adam) != loss(sgd)
   assert loss(decayed)[:2] == loss(sgd)[:2]  # Round 1 at η, then η/10...
   assert loss(decayed)[2] != loss(sgd)[2]

@@ -9,8 +9,8 @@ import json
 import pytest
 import tensorflow_federated as tff
 
-from tff_algos import run
 from tff_algos import learning
+from tff_algos import run
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
 from tff_algos.simulation import results

@@ -165,7 +165,7 @@ fed_prox = types.SimpleNamespace(
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _without_loop_implementation(algorithm):
   """Ours: the process the loop-implementation tests build, built without
   `loop_implementation` (once per algorithm)."""

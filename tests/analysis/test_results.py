@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tff_algos.simulation import results
 from tff_algos.analysis import sweep
+from tff_algos.simulation import results
 
 
 def test_rounds_to_target_is_monotone_and_interpolated():
@@ -99,8 +99,8 @@ def test_sweep_expands_overrides_and_tables_speedups(tmp_path):
 
 
 def test_plot_draws_seeds_of_one_setting_as_one_band(tmp_path):
-  from tff_algos import plot as plot_command  # pylint: disable=g-import-not-at-top
-  from tff_algos.analysis import plot  # pylint: disable=g-import-not-at-top
+  from tff_algos import plot as plot_command
+  from tff_algos.analysis import plot
 
   runs = []
   for name, seed, epochs in (('a0', 0, 1), ('a1', 1, 1), ('b0', 0, 5)):

@@ -13,11 +13,11 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
-from tff_algos.learning import client_work
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
 from tff_algos.algorithms import fedsgd
+from tff_algos.learning import client_work
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 
@@ -51,7 +51,7 @@ def _keras_model():
   )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _models():
   """(the FunctionalModel of a Keras model, a model_fn of VariableModels of
   the same Keras model) with the same loss and accuracy metric."""

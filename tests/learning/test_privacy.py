@@ -17,10 +17,10 @@ from tff_algos import learning
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedprox
+from tff_algos.learning import privacy
 from tff_algos.simulation import accounting
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import resolve
-from tff_algos.learning import privacy
 
 CLIENTS, CLIP, ROUNDS = 3, 0.1, 3
 DP = tff.aggregators.DifferentiallyPrivateFactory

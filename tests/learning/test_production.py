@@ -11,11 +11,11 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
-from tff_algos.learning import client_work
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
 from tff_algos.algorithms import fedsgd
+from tff_algos.learning import client_work
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 
@@ -45,7 +45,7 @@ BUILDS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _process(name, production):
   task, _ = helpers.task_and_arrays()
   epochs = 1 if name == 'fedsgd' else EPOCHS
@@ -189,7 +189,7 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
     .batch(BATCH)
     .take_while(lambda _: fetched.assign_add(1) <= budget)
   )
-  for_each_batch = client_work._first_pass_examples(device, epochs)  # pylint: disable=protected-access
+  for_each_batch = client_work._first_pass_examples(device, epochs)
   steps, n_k = tf.function(
     lambda: for_each_batch(lambda batch, steps: steps + 1, tf.constant(0))
   )()

@@ -68,7 +68,7 @@ AGGREGATORS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _process(algorithm, aggregator):
   """The production build with `aggregator`, measuring the update spread
   (the statistic that once sent raw updates around the aggregator)."""
@@ -77,14 +77,14 @@ def _process(algorithm, aggregator):
   )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _map_reduce_form(algorithm, aggregator):
   return tff.backends.mapreduce.get_map_reduce_form_for_computation(
     _process(algorithm, aggregator).next
   )
 
 
-def _two_rounds(process, context=contextlib.nullcontext()):
+def _two_rounds(process, context=contextlib.nullcontext()):  # noqa: B008 (stateless)
   state = process.initialize()
   initial = process.get_model_weights(state)
   with context:

@@ -119,16 +119,16 @@ class Case:
 
 def _numeric_flags(entry):
   """The numeric flags of an entry point: (name, 'int' or 'float')."""
-  from tff_algos import cli  # pylint: disable=g-import-not-at-top
-  from tff_algos import export  # pylint: disable=g-import-not-at-top
-  from tff_algos import run  # pylint: disable=g-import-not-at-top
-  from tff_algos import worker  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli
+  from tff_algos import export
+  from tff_algos import run
+  from tff_algos import worker
 
   holder = {
     'experiment': lambda: cli.flag_values(run.GROUPS),
-    'export': lambda: cli.flag_values(export.GROUPS, export._OWN_FLAGS),  # pylint: disable=protected-access
+    'export': lambda: cli.flag_values(export.GROUPS, export._OWN_FLAGS),
     'worker': lambda: cli.flag_values((), worker._FLAGS),
-  }[entry]()  # pylint: disable=protected-access
+  }[entry]()
   kinds = {'IntegerParser': 'int', 'FloatParser': 'float'}
   return sorted(
     (name, kinds[type(holder[name].parser).__name__])
@@ -415,10 +415,10 @@ class _Ran(Exception):
 
 
 def _main(entry):
-  from tff_algos import export  # pylint: disable=g-import-not-at-top
-  from tff_algos import plot  # pylint: disable=g-import-not-at-top
-  from tff_algos import run  # pylint: disable=g-import-not-at-top
-  from tff_algos import worker  # pylint: disable=g-import-not-at-top
+  from tff_algos import export
+  from tff_algos import plot
+  from tff_algos import run
+  from tff_algos import worker
 
   return {
     'experiment': lambda args: run.main(
@@ -435,9 +435,8 @@ def _check(case, tmp_path, monkeypatch, capsys):
     pytest.skip(f'needs the shared datasets at {SHARED_DATA}')
   if case.as_non_root and os.geteuid() == 0:
     pytest.skip('permissions do not bind root')
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
-
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+  from tff_algos.simulation import experiment
 
   def ran(*args, **kwargs):
     raise _Ran()

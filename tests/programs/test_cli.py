@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from conftest import USER_ENV
 from conftest import cli
+from conftest import USER_ENV
 
 
 @pytest.mark.parametrize(

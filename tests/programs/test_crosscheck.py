@@ -67,7 +67,7 @@ def test_the_reference_imports_nothing_of_ours_and_no_tensorflow():
 
 
 def test_rounds_to_target_is_ours():
-  from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import results
 
   curves = (
     ([0, 5, 10, 15], [0.1, 0.96, 0.95, 0.98]),
@@ -102,8 +102,8 @@ def _ours_and_reference(config, model_fn, reference_model, train_arrays):
   """The global model after each of `config.rounds` rounds: ours (the
   run's loop, as run_experiment.py builds it) and the reference's, fed our
   initial weights and our sampler's draws. Returns [(ours, reference)]."""
-  from tff_algos import learning  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
+  from tff_algos import learning
+  from tff_algos.simulation import trainer
 
   settings = resolve(config)
   loop = trainer.loop_for(settings, model_fn, train_arrays, evaluate=False)
@@ -169,8 +169,8 @@ def test_reference_fedavg_2nn_is_ours_on_the_same_minibatches():
   """MNIST 2NN, FedAvg E = 1, B = 10 (a last, smaller batch too), 8 clients
   of 75 MNIST images (the reference reads the IDX files itself), K = 3, 3
   rounds, η = 0.1."""
-  from tasks import image_models  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
+  from tasks import image_models
+  from tff_algos.simulation.config import Config
 
   x, y, _, _ = REFERENCE.read_mnist(str(SHARED_DATA))
   train_arrays = [
@@ -200,9 +200,9 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
   """FedProx μ = 1 on Synthetic(1,1) devices (cut to ≤ 90 samples), MLR,
   E = 3, B = 10, K = 4 with 50% stragglers whose partial work is kept,
   3 rounds, η = 0.05."""
-  from tasks import models  # pylint: disable=g-import-not-at-top
-  from tasks import synthetic  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
+  from tasks import models
+  from tasks import synthetic
+  from tff_algos.simulation.config import Config
 
   xs, ys = synthetic.generate(1.0, 1.0, False, seed=0, num_devices=7)
   train_arrays = [
@@ -231,7 +231,7 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
 
 
 def test_last_half_mean_is_ours():
-  from tff_algos.simulation import results  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import results
 
   rounds, values = [0, 50, 100, 150, 200], [0.1, 0.5, 0.6, 0.7, 0.8]
   assert REFERENCE.last_half_mean(rounds, values, 200) == pytest.approx(

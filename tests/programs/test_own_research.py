@@ -136,8 +136,8 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
 def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
   """A metric the process reports but the algorithm does not declare is
   said once on stderr."""
-  from tff_algos import cli  # pylint: disable=g-import-not-at-top
-  from tff_algos.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli
+  from tff_algos.algorithms import registry
 
   cli.import_modules([str(MODULES / 'fedavgm_algorithm.py')])
   entry = registry.get('fedavgm')

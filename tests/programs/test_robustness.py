@@ -16,9 +16,9 @@ import time
 import psutil
 import pytest
 
+from conftest import cli
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import cli
 from tff_algos import run
 from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
@@ -227,7 +227,7 @@ def test_a_named_folder_is_held_before_the_data_load_and_the_build(
 ):
   """A folder the user named is held first: one that the OS or another
   run refuses costs no data loading and no tracing."""
-  from tff_algos import cli as cli_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli as cli_lib
 
   def refused(*args):
     raise OSError(errno.EROFS, os.strerror(errno.EROFS))
@@ -291,7 +291,7 @@ def test_a_full_or_read_only_disk_is_one_line_saying_rerunning_resumes(
 ):
   """A full disk, or a folder made read-only mid-run: one line,
   exit 1, the rows so far kept; the same command resumes (below)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   release_manager = run_dir.RunDir.release_manager
   path = str(tmp_path / 'run' / 'metrics.csv')

@@ -30,7 +30,7 @@ def _check_interpolate(args, data_dir):
   """FedAvg Figure 1's command: its flags are valid (as the program checks
   them before it loads anything), and the CSV it writes is the one the
   Figure 1 rows read."""
-  from tff_algos import interpolate  # pylint: disable=g-import-not-at-top
+  from tff_algos import interpolate
 
   # The data folder need not be there for the command line to be valid.
   args = [
@@ -39,13 +39,13 @@ def _check_interpolate(args, data_dir):
     else f'--data_dir={data_dir}'
     for a in args
   ]
-  holder = interpolate._arguments(['interpolate', *args])  # pylint: disable=protected-access
+  holder = interpolate._arguments(['interpolate', *args])
   assert os.path.abspath(holder.csv) == os.path.abspath(SCOREBOARD.FIG1_CSV)
 
 
 @pytest.mark.parametrize('name', sorted(SCOREBOARD.COMMANDS))
 def test_every_scoreboard_command_is_valid(name, monkeypatch, tmp_path):
-  from tff_algos import run  # pylint: disable=g-import-not-at-top
+  from tff_algos import run
 
   monkeypatch.chdir(REPO)  # Its --flagfile paths are relative to the repo.
   words = shlex.split(SCOREBOARD.COMMANDS[name])
@@ -69,7 +69,7 @@ def test_every_cell_command_runs_exactly_the_runs_its_rows_read(
   """A cell's command (its command's line and the cell's flags) is valid
   and plans exactly its runs: as many as it is priced for, each one a run
   its rows read (the cell's pattern), stopped at the rounds it says."""
-  from tff_algos import run  # pylint: disable=g-import-not-at-top
+  from tff_algos import run
 
   monkeypatch.chdir(REPO)
   cell = SCOREBOARD.CELLS[key]
@@ -121,7 +121,7 @@ def test_a_cells_own_time_file_is_its_actual_cpu_time(tmp_path):
   cell = SCOREBOARD.CELLS[('fedprox_fig5', 's0.5')]
   assert SCOREBOARD.cell_hours(runs, cell) == pytest.approx(0.2)
   lines = SCOREBOARD.cells_table(runs, {cell: ([141], False)})
-  (line,) = [l for l in lines if l.startswith('| fedprox_fig5.s0.5 |')]
+  (line,) = [row for row in lines if row.startswith('| fedprox_fig5.s0.5 |')]
   assert '| 0.20 |' in line and cell.command_line() in line
   # An earlier try killed before /usr/bin/time wrote counts by its wall time.
   (tmp_path / 'logs' / 'fedprox_fig5.time.s0.5.killed').write_text(

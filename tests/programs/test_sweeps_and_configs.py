@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from conftest import REPO
 from conftest import cli
+from conftest import REPO
 from tff_algos import run
 
 
@@ -56,7 +56,9 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
   # with a hint; --overwrite replaces just those runs.
   again = cli(f'--flagfile={flagfile}', '--sweep=seed=3', f'--output_dir={out}')
   assert again.returncode == 0, again.stderr
-  assert [l for l in again.stderr.splitlines() if l.startswith('[')] == [
+  assert [
+    line for line in again.stderr.splitlines() if line.startswith('[')
+  ] == [
     '[1/2] FedAvg__seed-3: finished',
     '[2/2] FedProx__seed-3: finished',
   ]
@@ -68,7 +70,7 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
     f'--output_dir={out}',
   )
   assert other.returncode == 2  # Bad input: one line (after "[1/2] …").
-  (error,) = [l for l in other.stderr.splitlines() if 'error' in l]
+  (error,) = [line for line in other.stderr.splitlines() if 'error' in line]
   assert 'rounds=2 there, 1 here' in error and 'pass --overwrite' in error
   assert 'did not finish' not in other.stderr
   assert (out / 'summary.csv').read_text() == summary

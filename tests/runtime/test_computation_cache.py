@@ -160,7 +160,7 @@ def test_a_build_serializes_the_same_in_every_process():
   state = (random.getstate(), np.random.get_state()[1].tobytes())
   first, second = _build(), _build()
   assert (random.getstate(), np.random.get_state()[1].tobytes()) == state
-  whole = lambda p: fingerprint.sha256(p.initialize, p.next)  # pylint: disable=unnecessary-lambda-assignment
+  whole = lambda p: fingerprint.sha256(p.initialize, p.next)
   assert whole(first) == whole(second)
   assert whole(first) != whole(  # μ's initial value is in `initialize`.
     _build(helpers.quick_config(algo='fedprox', mu=0.25))
@@ -171,8 +171,8 @@ def test_every_cache_follows_the_same_environment(monkeypatch, tmp_path):
   """The computation cache, decoded CIFAR-10 and the loopback shim agree
   on the folder: $TFF_ALGOS_CACHE, else $XDG_CACHE_HOME/tff_algos (the
   shim: always the latter)."""
-  from tasks import cifar10  # pylint: disable=g-import-not-at-top
-  from tff_algos.runtime import loopback  # pylint: disable=g-import-not-at-top
+  from tasks import cifar10
+  from tff_algos.runtime import loopback
 
   monkeypatch.delenv('TFF_ALGOS_CACHE', raising=False)
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))

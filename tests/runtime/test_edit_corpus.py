@@ -272,17 +272,18 @@ def _in_process_run(
 def test_a_kernel_that_redefines_the_model_function(tmp_path, monkeypatch):
   """A notebook's cell redefines model_fn (same shapes, another activation)
   and trains again in the same process."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tasks import models  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from tasks import models
 
   def model_fn():  # The first cell's model: softmax regression.
     return models.multinomial_logistic_regression(60, 10)()
 
   before = _in_process_run(tmp_path, 'before', model_fn, True, monkeypatch)
 
-  def model_fn():  # pylint: disable=function-redefined
+  def model_fn():
     model = models.multinomial_logistic_regression(60, 10)()
-    model._keras_model.layers[-1].activation = tf.nn.tanh  # pylint: disable=protected-access
+    model._keras_model.layers[-1].activation = tf.nn.tanh
     return model
 
   cached = _in_process_run(tmp_path, 'cached', model_fn, True, monkeypatch)
@@ -294,7 +295,7 @@ def test_a_kernel_that_redefines_the_model_function(tmp_path, monkeypatch):
 
 def test_a_monkeypatched_package_function(tmp_path, monkeypatch):
   """The per-client path takes each minibatch with `model_ops.take`."""
-  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
+  from tff_algos.learning import model_ops
 
   task, _ = helpers.task_and_arrays()
   per_client = dict(client_execution='per_client')
@@ -304,7 +305,7 @@ def test_a_monkeypatched_package_function(tmp_path, monkeypatch):
   take = model_ops.take
 
   def half(data, indices):  # A patched minibatch: its first half only.
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
 
     return take(data, indices[: tf.shape(indices)[0] // 2 + 1])
 
@@ -322,7 +323,7 @@ def test_a_monkeypatched_function_of_lockstep_clients(tmp_path, monkeypatch):
   """Lockstep clients compute each example's loss with
   `KerasModelFn.example_losses`: its patch changes the run, and a resumed
   run of the patched code is told apart (the lockstep fingerprint)."""
-  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
+  from tff_algos.learning import model_ops
 
   task, _ = helpers.task_and_arrays()
   before = _in_process_run(tmp_path, 'before', task.model_fn, True, monkeypatch)

@@ -8,9 +8,9 @@ import time
 import psutil
 import pytest
 
+from conftest import listening_ips
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import listening_ips
 from tff_algos import runtime
 from tff_algos.runtime import local
 
@@ -48,7 +48,7 @@ def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
   monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
   monkeypatch.delenv('TFF_ALGOS_WORKER_LISTEN_ALL', raising=False)
-  worker = local._Worker(max_concurrent_computation_calls=-1)  # pylint: disable=protected-access
+  worker = local._Worker(max_concurrent_computation_calls=-1)
   with pytest.raises(runtime.WorkerError, match='C compiler.*LISTEN_ALL'):
     worker.stub()
   assert worker.process is None and worker.log_path is None

@@ -13,15 +13,15 @@ import portpicker
 import psutil
 import pytest
 
-from conftest import REPO
-from conftest import USER_ENV
 from conftest import cli
 from conftest import listening_ips
+from conftest import REPO
+from conftest import USER_ENV
 import helpers
-from tff_algos.runtime import remote
 from tff_algos import runtime
-from tff_algos.runtime import processes as process_lib
 from tff_algos import worker as worker_main
+from tff_algos.runtime import processes as process_lib
+from tff_algos.runtime import remote
 
 
 def _wait_listening(port, process, timeout=30):

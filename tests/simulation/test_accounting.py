@@ -71,7 +71,7 @@ def _poisson_gaussian_rdp_integral(q, z, alpha):
   return special.logsumexp(log_integrand + math.log(x[1] - x[0])) / (alpha - 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _poisson_rdp_at_default_orders(q, z):
   return np.array(
     [

@@ -54,7 +54,7 @@ def _json_structures(good: dict):
 def finished_run(tmp_path_factory):
   """A finished 3-round run's folder (checkpoints every round)."""
   folder = tmp_path_factory.mktemp('run') / 'run'
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
 
   task, _ = helpers.task_and_arrays()
   experiment.run(
@@ -74,7 +74,7 @@ def _status(folder, finished_run, config):
 
 
 def _copy(folder, tmp_path):
-  import shutil  # pylint: disable=g-import-not-at-top
+  import shutil
 
   copy = tmp_path / 'copy'
   shutil.copytree(folder, copy)
@@ -178,7 +178,7 @@ def test_a_damaged_summary_json_makes_its_run_write_it_again(
 def test_a_damaged_summary_json_is_written_again_by_its_run(
   finished_run, tmp_path, capsys
 ):
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
 
   folder = _copy(finished_run, tmp_path)
   good = json.loads((finished_run / 'summary.json').read_text())
@@ -202,9 +202,9 @@ def test_a_damaged_summary_json_is_written_again_by_its_run(
 def test_a_damaged_checkpoint_falls_back_to_the_one_before(
   finished_run, tmp_path, capsys
 ):
-  from tff_algos.simulation import outputs  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-  from tff_algos import learning  # pylint: disable=g-import-not-at-top
+  from tff_algos import learning
+  from tff_algos.simulation import outputs
+  from tff_algos.simulation import trainer
 
   task, arrays = helpers.task_and_arrays()
   loop = trainer.loop_for(resolve(CONFIG), task.model_fn, arrays)

@@ -15,7 +15,7 @@ from tff_algos import learning
 from tff_algos.simulation import evaluation
 
 sys.path.insert(0, str(REPO / 'benchmarks'))
-import federated_evaluation  # pylint: disable=g-import-not-at-top,wrong-import-position
+import federated_evaluation
 
 
 def _perturbed_weights(model_fn, scale=0.01):
@@ -126,10 +126,11 @@ def _reference_evaluation(model_fn):
   `model_ops.evaluate_client`, its finalizers called eagerly, finalizer by
   finalizer, as TFF's own evaluation does: the reference for the one built
   without AutoGraph."""
-  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
-  local = evaluation._InProcess(model_fn)  # pylint: disable=protected-access
+  from tff_algos.learning import model_ops
+
+  local = evaluation._InProcess(model_fn)
   model = local.model
   finalizers = collections.OrderedDict(
     (name, getattr(finalize, 'python_function', finalize))
@@ -189,7 +190,7 @@ def test_evaluation_without_autograph_is_bit_identical(which):
 def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
   """Consecutive slices of one array (tasks.base.packed_clients) are joined
   as a view of it, and handed to TensorFlow without a copy (DLPack)."""
-  from tasks import base  # pylint: disable=g-import-not-at-top
+  from tasks import base
 
   x = np.arange(200 * 6, dtype=np.uint8).reshape(200, 6)
   y = np.arange(200, dtype=np.int64) % 7
@@ -210,7 +211,7 @@ def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
       client['x'], x[idx].astype(np.float32) / 255.0
     )
     assert client['y'].dtype == np.int32
-  joined = evaluation._joined([c['x'] for c in clients])  # pylint: disable=protected-access
+  joined = evaluation._joined([c['x'] for c in clients])
   assert np.shares_memory(joined, clients[0]['x'])
   np.testing.assert_array_equal(
     joined, np.concatenate([c['x'] for c in clients])
@@ -219,12 +220,12 @@ def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
   with mock.patch.object(
     evaluation.tf, 'constant', side_effect=AssertionError('copied')
   ):
-    tensor = evaluation._tensor(joined)  # pylint: disable=protected-access
+    tensor = evaluation._tensor(joined)
   np.testing.assert_array_equal(tensor.numpy(), joined)
   # Not consecutive: a copy, aligned, with numpy's promoted dtype.
   mixed = evaluation._joined(
     [
-      np.ones((2, 3), np.float32),  # pylint: disable=protected-access
+      np.ones((2, 3), np.float32),
       np.zeros((1, 3), np.float64),
     ]
   )
@@ -395,8 +396,8 @@ def test_client_accuracy_summary():
 def test_a_model_without_per_client_accuracy_says_so():
   """Matches averaged otherwise than one per target (here: masked), in
   forward passes across clients: the global metrics only."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
 
   task, arrays = helpers.task_and_arrays()
 

@@ -13,13 +13,13 @@ import time
 import pytest
 import tensorflow as tf
 
+from conftest import cli
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import cli
 import helpers
 from tff_algos.simulation import experiment
-from tff_algos.simulation import trainer
 from tff_algos.simulation import results
+from tff_algos.simulation import trainer
 
 # A short FedProx run with stragglers and adaptive μ: its checkpoints must
 # carry the process state, μ and the adaptive rule's counters.
@@ -194,7 +194,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
   # Python ignores an exception raised in a garbage-collector callback: a
   # SIGTERM handler's KeyboardInterrupt can vanish. The request it recorded
   # still stops the loop at the end of that round, resumably.
-  from tff_algos.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import loop as loop_lib
 
   build_evaluation = trainer.evaluation.build_evaluation
   calls = []  # Over both runs below: the request comes once.
@@ -225,7 +225,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
     signal.SIGTERM,
   )
   assert [r['round'] for r in results.read_rows(str(out))] == ['0', '1', '2']
-  assert not loop_lib._STOP_REQUESTS  # pylint: disable=protected-access
+  assert not loop_lib._STOP_REQUESTS
   experiment.run(
     helpers.quick_config(rounds=5), task, str(out), show_progress=False
   )  # Resumes; no stale request.

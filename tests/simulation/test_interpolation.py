@@ -17,10 +17,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-import helpers
-import tasks
 from conftest import REPO
 from conftest import USER_ENV
+import helpers
+import tasks
 from tasks import image_models
 from tasks import mnist
 from tff_algos import interpolate

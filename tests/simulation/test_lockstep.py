@@ -79,7 +79,7 @@ def test_lockstep_trains_the_per_client_model(name):
 
 
 def test_the_readme_example_algorithm_runs_in_lockstep():
-  from tff_algos import cli  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli
 
   cli.import_modules(['tests/programs/user_modules/fedavgm_algorithm.py'])
   task, _ = helpers.task_and_arrays()
@@ -101,7 +101,7 @@ def test_a_round_sends_the_clients_results_not_their_data():
   )
   sampler = trainer.sampler(settings, arrays)
   plans = sampler.participants(1, settings.policy)
-  from tff_algos.simulation import client_inputs  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import client_inputs
 
   schedules = client_inputs.schedules(sampler, plans, arrays, 1, 10)
   (one,) = engine.inputs(state, schedules, 1)

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
+from conftest import cli
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import cli
 import helpers
 from tff_algos import learning
 from tff_algos.simulation import accounting
@@ -140,7 +140,7 @@ def test_sampling_schemes_train_and_draw_the_same_for_every_algorithm(
     tmp_path, 'fedprox', algo='fedprox', mu=0.0, client_sampling=sampling
   )
   _, uniform = _rows(tmp_path, 'uniform', algo='fedavg')
-  participants = lambda rows: [r['participants'] for r in rows[1:]]  # pylint: disable=unnecessary-lambda-assignment
+  participants = lambda rows: [r['participants'] for r in rows[1:]]
   assert participants(fedavg) == participants(fedprox)
   assert fedavg != uniform
   if sampling == 'poisson':
@@ -168,7 +168,7 @@ def test_the_per_client_columns_are_those_of_client_accuracy_csv(tmp_path):
 def test_the_per_client_plot_pools_seeds_and_refuses_runs_without_it(tmp_path):
   for seed in (0, 1):
     _rows(tmp_path, f'seed{seed}', seed=seed)
-  from tff_algos import plot  # pylint: disable=g-import-not-at-top
+  from tff_algos import plot
 
   assert (
     plot.main(
@@ -195,8 +195,8 @@ def test_the_per_client_plot_pools_seeds_and_refuses_runs_without_it(tmp_path):
 
 
 def test_the_privacy_utility_plot_puts_each_line_at_its_epsilons(tmp_path):
-  from tff_algos import plot  # pylint: disable=g-import-not-at-top
-  from tff_algos.analysis import plot as plot_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos import plot
+  from tff_algos.analysis import plot as plot_lib
 
   runs = [tmp_path / name for name in ('seed0', 'seed1', 'noisier')]
   for run, seed, z in zip(runs, (0, 1, 0), (0.8, 0.8, 2.0)):
@@ -424,7 +424,7 @@ def test_with_a_noise_cohort_epsilon_is_the_trained_models(tmp_path):
     sampling='poisson',
     noise_cohort_size=10,
   )
-  as_written = lambda values: [float(np.float32(e)) for e in values]  # pylint: disable=unnecessary-lambda-assignment
+  as_written = lambda values: [float(np.float32(e)) for e in values]
   assert [float(r['epsilon']) for r in rows[1:]] == pytest.approx(
     as_written(model), rel=1e-6
   )

@@ -8,7 +8,7 @@ from tff_algos.simulation import provenance
 
 
 def test_every_loaded_modules_path_resolves_as_realpath_does():
-  realpath = provenance._realpath_by_parts()  # pylint: disable=protected-access
+  realpath = provenance._realpath_by_parts()
   paths = [
     m.__file__
     for m in list(sys.modules.values())
@@ -47,7 +47,7 @@ def test_linked_folders_and_files_resolve_as_realpath_does(
     'linked//pkg/mod.py',
     str(tmp_path / 'deep') + '/',
   ]
-  realpath = provenance._realpath_by_parts()  # pylint: disable=protected-access
+  realpath = provenance._realpath_by_parts()
   for path in paths:
     assert realpath(path) == os.path.realpath(path), path
   assert realpath('linked/pkg/file_link.py') == str(tmp_path / 'elsewhere.py')

@@ -179,7 +179,7 @@ def test_poisson_rounds_without_clients_train_nothing():
   assert client_inputs.round_inputs(sampler, [], [], empty[0], 10) == []
 
   # The round loop: no call of the process, w_{t+1} = w_t, 0 participants.
-  from tff_algos.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import loop as loop_lib
 
   process = mock.Mock()
   arrays = [

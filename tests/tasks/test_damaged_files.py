@@ -308,7 +308,7 @@ class Reader:
   # ---- derived
   def valid_files(self):
     if '_files' not in self.__dict__:
-      self._files = self.files()  # pylint: disable=attribute-defined-outside-init
+      self._files = self.files()
     return self._files
 
   def valid(self):
@@ -412,7 +412,7 @@ class MnistImages(Reader):
     return out
 
   def load(self, root):
-    from tasks import mnist  # pylint: disable=g-import-not-at-top
+    from tasks import mnist
 
     return mnist.SPLITS['mnist_iid_2nn'](str(root), 0)
 
@@ -491,7 +491,7 @@ def _cifar_images(n, seed):
 
 
 def _jpeg(image, fmt='JPEG'):
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
 
   buf = io.BytesIO()
   Image.fromarray(image).save(buf, format=fmt)
@@ -547,7 +547,7 @@ class CifarTar(Reader):
     }
 
   def load(self, root):
-    from tasks import cifar10  # pylint: disable=g-import-not-at-top
+    from tasks import cifar10
 
     return cifar10.splits(str(root), 0, num_clients=2)
 
@@ -648,7 +648,7 @@ class CifarPickle(Reader):
     return out
 
   def load(self, root):
-    from tasks import cifar10  # pylint: disable=g-import-not-at-top
+    from tasks import cifar10
 
     return cifar10.splits(str(root), 0, num_clients=2)
 
@@ -699,7 +699,7 @@ class CifarCache(CifarTar):
   def cache_bytes(self):
     x, y = [], []
     for members in (self.members(), _cifar_members(*_cifar_images(20, 1))):
-      from PIL import Image  # pylint: disable=g-import-not-at-top
+      from PIL import Image
 
       x.append(
         np.stack(
@@ -725,7 +725,7 @@ class CifarCache(CifarTar):
     return out
 
   def write(self, root, data):
-    from tasks import cifar10  # pylint: disable=g-import-not-at-top
+    from tasks import cifar10
 
     for relative, content in self.valid_files().items():
       if relative != self.target:
@@ -739,7 +739,7 @@ class CifarCache(CifarTar):
     return root / 'cache' / cache
 
   def load(self, root):
-    from tasks import cifar10  # pylint: disable=g-import-not-at-top
+    from tasks import cifar10
 
     arrays = cifar10.load_arrays(str(root))
     fresh = cifar10.load_arrays(str(root), use_cache=False)
@@ -916,7 +916,7 @@ class LeafFemnist(LeafNumeric):
     )
 
   def load(self, root):
-    from tasks import femnist  # pylint: disable=g-import-not-at-top
+    from tasks import femnist
 
     return femnist.SPLITS['femnist'](str(root), 0)
 
@@ -953,7 +953,7 @@ class LeafSent140(Leaf):
     )
 
   def load(self, root):
-    from tasks import sent140  # pylint: disable=g-import-not-at-top
+    from tasks import sent140
 
     return sent140.load(str(root), source='leaf')
 
@@ -994,7 +994,7 @@ class LeafSent140Sample(LeafSent140):
     return {self.target: _json_bytes(self.content())}
 
   def load(self, root):
-    from tasks import sent140  # pylint: disable=g-import-not-at-top
+    from tasks import sent140
 
     return sent140.load(str(root))
 
@@ -1031,7 +1031,7 @@ class FemnistNpz(Reader):
     return {self.target: self.encode(self.arrays())}
 
   def load(self, root):
-    from tasks import femnist  # pylint: disable=g-import-not-at-top
+    from tasks import femnist
 
     return femnist.SPLITS['femnist'](str(root), 0)
 
@@ -1086,7 +1086,7 @@ class FemnistNpz(Reader):
 
 # ---- TFF SQLite (Shakespeare snippets, EMNIST pixels)
 def _example(**features):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   made = {}
   for key, value in features.items():
@@ -1363,7 +1363,7 @@ class ShakespeareSqlite(Sqlite):
     ]
 
   def load(self, root):
-    from tasks import shakespeare  # pylint: disable=g-import-not-at-top
+    from tasks import shakespeare
 
     return shakespeare.load_shakespeare(str(root))
 
@@ -1440,7 +1440,7 @@ class EmnistSqlite(Sqlite):
     ]
 
   def load(self, root):
-    from tasks import femnist  # pylint: disable=g-import-not-at-top
+    from tasks import femnist
 
     return femnist.load_emnist(str(root), 0), root / self.target
 
@@ -1448,7 +1448,7 @@ class EmnistSqlite(Sqlite):
     """The examples TFF's SqlClientData serves the task's clients, read
     here with sqlite3 and tf.train.Example (tf.data is slow under the test
     session's TFF runtime)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
 
     task, path = result
     arrays = {}
@@ -1465,7 +1465,7 @@ class EmnistSqlite(Sqlite):
           by_client[client][0].append(feature['pixels'].float_list.value)
           by_client[client][1].append(feature['label'].int64_list.value[0])
       assert sorted(by_client) == list(getattr(task, name).client_ids)
-      for xs, ys in by_client.values():
+      for _, ys in by_client.values():
         assert all(0 <= y < 62 for y in ys), ys
       arrays[name] = {
         c: collections.OrderedDict(
@@ -1558,7 +1558,7 @@ class Pg100(Reader):
     return {self.target: _gzip(PG100.encode())}
 
   def load(self, root):
-    from tasks import shakespeare  # pylint: disable=g-import-not-at-top
+    from tasks import shakespeare
 
     return shakespeare.load_roles(str(root))
 
@@ -1628,7 +1628,7 @@ class Sent140Csv(Reader):
     return {self.target: _csv(self.rows())}
 
   def load(self, root):
-    from tasks import sent140  # pylint: disable=g-import-not-at-top
+    from tasks import sent140
 
     return sent140.load(str(root), source='csv', min_tweets=2)
 
@@ -1711,14 +1711,14 @@ class Glove(Reader):
     return [[w] + [f'{v:.5f}' for v in rng.normal(size=4)] for w in GLOVE_WORDS]
 
   def encode(self, lines, end=b'\n'):
-    return b''.join(' '.join(l).encode() + end for l in lines)
+    return b''.join(' '.join(words).encode() + end for words in lines)
 
   def files(self):
     leaf = LeafSent140Sample()
     return {**leaf.files(), self.target: self.encode(self.lines())}
 
   def load(self, root):
-    from tasks import sent140  # pylint: disable=g-import-not-at-top
+    from tasks import sent140
 
     task = sent140.load(str(root), embeddings=str(root / self.target))
     train = {u: [(TWEETS[0], 1)] for u in task.train.client_ids}
@@ -1751,7 +1751,10 @@ class Glove(Reader):
         self.encode(lines[:2] + [lines[2][:1]] + lines[3:]),
       ),
       ('word2vec header line', self.encode([['6', '4']] + lines)),
-      ('tab-separated', b''.join('\t'.join(l).encode() + b'\n' for l in lines)),
+      (
+        'tab-separated',
+        b''.join('\t'.join(words).encode() + b'\n' for words in lines),
+      ),
       ('no word of the data', self.encode([['zzz'] + lines[0][1:]])),
       (
         'a vector value not a number',
@@ -1781,7 +1784,7 @@ class Glove(Reader):
       'NaN',
       str(10**400),
     ):
-      bad = [list(l) for l in lines]
+      bad = [list(words) for words in lines]
       bad[0][2] = raw
       out.append((f'vector value {_short(raw)}', self.encode(bad)))
     bad = self.encode(lines).replace(b'love', b'lo\xffve')
@@ -1852,7 +1855,7 @@ def outcome(case, root):
       if shown:
         return Outcome('warning printed', str(shown[0].message))
       return Outcome('refused', message)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       return Outcome('other exception', f'{type(e).__name__}: {e}'[:300])
   if case.expect == ERROR:
     return Outcome('loaded without an error', '')

@@ -18,30 +18,29 @@ import tarfile
 import numpy as np
 import pytest
 
+from conftest import SHARED_DATA
 import tasks
 from tasks import cifar10
 from tasks import femnist
 from tasks import image_models
 from tasks import mnist
-from tff_algos.simulation import evaluation
 from tff_algos.simulation import client_inputs
+from tff_algos.simulation import evaluation
 from tff_algos.simulation import experiment
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 from tff_algos.simulation.sampling import ClientSampler
 
-from conftest import SHARED_DATA  # pylint: disable=g-bad-import-order
-
 ALL_SPLITS = {**mnist.SPLITS, **cifar10.SPLITS, **femnist.SPLITS}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shared_splits(name):
   return ALL_SPLITS[name](str(SHARED_DATA), 0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shared_task(name):
   """The TASKS loader's task, built from the cached arrays."""
   return image_models.as_task(shared_splits(name))
@@ -63,7 +62,7 @@ def _num_labels(arrays):
 
 
 def _num_params(model_fn):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   with tf.Graph().as_default():
     model = model_fn()
@@ -86,7 +85,7 @@ def test_model_parameter_counts():
 def test_scale_pixels_is_numpys_division_in_a_graph():
   # In a graph TensorFlow rewrites x / 255.0 as x * (1 / 255), which
   # differs from the division for some pixel values.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   pixels = np.arange(256, dtype=np.uint8)
   expected = pixels.astype(np.float32) / 255.0
@@ -113,8 +112,9 @@ def test_pixel_models_match_float_models(builder, shape):
   """A model on uint8 pixels gives bit for bit the logits and gradients
   of the float model on NumPy's pixels / 255, with the same initial
   weights for a seed."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_algos.learning import composition  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from tff_algos.learning import composition
 
   pixels = np.random.default_rng(0).integers(0, 256, (5,) + shape, np.uint8)
   batch = {
@@ -227,8 +227,8 @@ def test_femnist_fedprox_statistics(shared_data):
   labels = [
     np.unique(np.concatenate([a['y'], b['y']])) for a, b in zip(train, test)
   ]
-  assert max(len(l) for l in labels) <= 5
-  assert all(l.min() >= 0 and l.max() <= 9 for l in labels)
+  assert max(len(y) for y in labels) <= 5
+  assert all(y.min() >= 0 and y.max() <= 9 for y in labels)
   total = (_sizes(train) + _sizes(test)).sum()
   assert 2_000 <= total <= 3_250  # All 3,250 a-j images of the sample.
   assert train[0]['x'].shape[1:] == (784,)
@@ -344,9 +344,9 @@ def _tiny_mnist(root, n_train=11_000, n_test=1_000):
   return folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tiny_mnist_dir(tmp_root):
-  import pathlib  # pylint: disable=g-import-not-at-top
+  import pathlib
 
   _tiny_mnist(pathlib.Path(tmp_root))
   return tmp_root
@@ -450,7 +450,7 @@ def _tiny_cifar_images(n, seed=0):
 
 
 def _write_jpeg_tar(path, x, y, corrupt=False):
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
 
   counters = collections.Counter()
   with tarfile.open(path, 'w') as tar:
@@ -706,7 +706,7 @@ def test_femnist_corrupt_npz_raises(tmp_path, damage):
 
 
 def _write_emnist_sqlite(path, clients=('w0', 'w1'), per_client=6):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   connection = sqlite3.connect(path)
   connection.execute(

@@ -320,9 +320,9 @@ def test_roles_parser_and_tasks(tiny_pg100, tmp_path):
   iid = shakespeare.TASKS['shakespeare_roles_iid'](str(tiny_pg100), 0)
   assert len(iid.train.client_ids) == 3
   iid_train, iid_test = shakespeare.split_roles(roles, iid=True, seed=0)
-  assert sorted(l for s in iid_train.values() for l in s[0].split('\n')) == (
-    sorted(l for r in roles.values() for l in r[:-1])
-  )
+  assert sorted(
+    line for s in iid_train.values() for line in s[0].split('\n')
+  ) == (sorted(line for r in roles.values() for line in r[:-1]))
   assert all(len(s[0].split('\n')) == 1 for s in iid_test.values())
   run_one_round(tmp_path, task)
 
@@ -530,7 +530,7 @@ def test_sent140_missing_and_corrupt(tmp_path):
 def test_sent140_shared_data(shared_data):
   task = sent140.load(str(shared_data))
   assert 'PARTIAL' in task.description
-  train, test = sent140._read_source(  # pylint: disable=protected-access
+  train, test = sent140._read_source(
     'leaf_sample',
     base.file_fingerprint(str(shared_data / 'sent140' / sent140.LEAF_SAMPLE)),
     2,

@@ -17,8 +17,9 @@ Imports no TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclasses.dataclass

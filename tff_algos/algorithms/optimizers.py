@@ -24,8 +24,9 @@ TensorFlow (`resolve`); `build` makes the TFF optimizer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
 from tasks.validate import FLOAT32_MAX  # The optimizers run in float32.
 from tff_algos import lazy

@@ -13,8 +13,9 @@ configs are validated before anything heavy loads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import callbacks as callbacks_lib

@@ -23,10 +23,10 @@ def _pyplot():
   """matplotlib.pyplot, imported when a plot is drawn (a run's command line
   imports this module; pyplot would cost it 0.3–0.9 s and 57 MB,
   docs/PERFORMANCE.md "Start-up and memory")."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
 
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
 
   return plt
 
@@ -148,13 +148,13 @@ def describe(groups, seeds='mean'):
     )
   if len(set(labels)) < len(labels):  # Alike but their code: say which.
     labels = [
-      f'{l} [code {results.code_id(d[0]) or "unrecorded"}]'
-      for l, d in zip(labels, groups)
+      f'{label} [code {results.code_id(d[0]) or "unrecorded"}]'
+      for label, d in zip(labels, groups)
     ]
   if len(set(labels)) < len(labels):  # Still alike: name folders.
     labels = [
-      f'{l} [{os.path.basename(os.path.normpath(d[0]))}]'
-      for l, d in zip(labels, groups)
+      f'{label} [{os.path.basename(os.path.normpath(d[0]))}]'
+      for label, d in zip(labels, groups)
     ]
   shared = described[0][1] if described else {}
   title = ', '.join(

@@ -29,8 +29,8 @@ import sys
 import time
 
 from tff_algos.analysis import plot
-from tff_algos.simulation import results
 from tff_algos.runtime import processes
+from tff_algos.simulation import results
 
 # The summary's columns: what each one holds (written under summary.md).
 SUMMARY_COLUMNS = {

@@ -27,8 +27,8 @@ Public `tff.*` API only: this is what a production port takes.
 """
 
 import collections
+from collections.abc import Callable
 import dataclasses
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -506,7 +506,7 @@ def _proximal_sgd(optimizer, optimizer_hparams):
         tf.equal(state['mu'], 0.0),
         lambda: gradients,
         lambda: tuple(
-          g + tf.cast(state['mu'], g.dtype) * (w - w0)  # pylint: disable=g-long-lambda
+          g + tf.cast(state['mu'], g.dtype) * (w - w0)
           for g, w, w0 in zip(gradients, weights, anchor)
         ),
       )

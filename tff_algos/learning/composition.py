@@ -13,7 +13,7 @@ and `metrics_aggregator`, and checks them.
 """
 
 import collections
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf

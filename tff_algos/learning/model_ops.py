@@ -8,8 +8,8 @@ VariableModel, or a `tff.learning.models.FunctionalModel`
 """
 
 import collections.abc
+from collections.abc import Callable
 import dataclasses
-from typing import Callable
 
 import tensorflow as tf
 import tensorflow_federated as tff

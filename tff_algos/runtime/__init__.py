@@ -50,13 +50,13 @@ def prepare(start_worker: bool = True) -> None:
   and, with `start_worker`, starts the local worker now, so that it starts
   while TensorFlow is imported and the data are loaded (`prestart`;
   `start()` adopts it). Loads no TensorFlow. Idempotent."""
-  from tff_algos.runtime import allocator  # pylint: disable=g-import-not-at-top
-  from tff_algos.runtime import imports  # pylint: disable=g-import-not-at-top
+  from tff_algos.runtime import allocator
+  from tff_algos.runtime import imports
 
   allocator.limit_arenas()  # First: before any other thread allocates.
   imports.defer_unused()
   if start_worker:
-    from tff_algos.runtime import prestart  # pylint: disable=g-import-not-at-top
+    from tff_algos.runtime import prestart
 
     prestart.spawn()
 
@@ -101,7 +101,7 @@ def test_context():
 
 
 def _installed(make_context):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   start()
   context = make_context()
@@ -112,7 +112,7 @@ def _installed(make_context):
 def stop() -> None:
   """Stops the local worker and disconnects from remote workers (which keep
   running); safe to call more than once, and before `start()`."""
-  import sys  # pylint: disable=g-import-not-at-top
+  import sys
 
   if 'tff_algos.runtime.local' in sys.modules:
     _local().stop()

@@ -29,7 +29,7 @@ from tensorflow_federated.python.core.impl.types import type_serialization
 def install() -> None:
   """Routes TFF's serialization of CLIENTS-placed tensor structures
   through `serialize_clients`; once per process."""
-  original = value_serialization._serialize_federated_value  # pylint: disable=protected-access
+  original = value_serialization._serialize_federated_value
   if getattr(original, 'fast_clients', False):
     return
 
@@ -45,7 +45,7 @@ def install() -> None:
     return original(value, type_spec)
 
   serialize_federated_value.fast_clients = True
-  value_serialization._serialize_federated_value = serialize_federated_value  # pylint: disable=protected-access
+  value_serialization._serialize_federated_value = serialize_federated_value
 
 
 def serialize_value(value, type_spec):
@@ -57,7 +57,7 @@ def serialize_value(value, type_spec):
 def tffs_serialize_clients(values: list, type_spec) -> executor_pb2.Value:
   """TFF's own serialization of a CLIENTS-placed value, never ours: the
   reference the tests compare `serialize_clients` with."""
-  original = value_serialization._serialize_federated_value  # pylint: disable=protected-access
+  original = value_serialization._serialize_federated_value
   return getattr(original, '__wrapped__', original)(values, type_spec)[0]
 
 

@@ -69,8 +69,8 @@ def enabled() -> bool:
 @functools.lru_cache(maxsize=1)
 def versions():
   """The versions of everything the compiled form can depend on."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
 
   found = dict(
     python=sys.version,
@@ -79,7 +79,7 @@ def versions():
     numpy=np.__version__,
     format=FORMAT,
   )
-  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  from importlib import metadata
 
   for distribution in ('dm-tree', 'attrs', 'protobuf'):
     try:
@@ -120,7 +120,7 @@ def _resolve(name):
 
 def encode_type(type_spec):
   """A JSON-able description of a TFF type, Python containers included."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   if type_spec is None:
     return None
@@ -155,8 +155,8 @@ def encode_type(type_spec):
 
 
 def decode_type(encoded):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tensorflow_federated.python.core.impl.types import placements  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  import tensorflow_federated as tff
+  from tensorflow_federated.python.core.impl.types import placements
 
   if encoded is None:
     return None
@@ -260,7 +260,7 @@ def _read_entry(path, key_material):
 
 
 def _discard(path, reason):
-  from absl import logging  # pylint: disable=g-import-not-at-top
+  from absl import logging
 
   logging.warning('computation cache: discarding %s (%s)', path, reason)
   with contextlib.suppress(OSError):
@@ -282,9 +282,9 @@ def _evict():
 
 
 def _computation(proto_bytes, type_spec):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-  from tensorflow_federated.python.core.impl.computation import computation_impl  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  import tensorflow_federated as tff
+  from tensorflow_federated.proto.v0 import computation_pb2
+  from tensorflow_federated.python.core.impl.computation import computation_impl
 
   return computation_impl.ConcreteComputation(
     computation_proto=computation_pb2.Computation.FromString(proto_bytes),
@@ -294,7 +294,7 @@ def _computation(proto_bytes, type_spec):
 
 
 def _proto_bytes(computation):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   return tff.framework.serialize_computation(computation).SerializeToString(
     deterministic=True
@@ -313,7 +313,7 @@ def compiler(compiler_fn, name):
       return compiler_fn(computation)
     try:
       source = _proto_bytes(computation)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       return compiler_fn(computation)  # Not a serializable computation.
     key_material = dict(
       kind='compiled',
@@ -329,7 +329,7 @@ def compiler(compiler_fn, name):
         ((_, encoded, data),) = parts
         compiled = _computation(data, decode_type(encoded))
         return compiled
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         _discard(path, e)
     compiled = compiler_fn(computation)
     try:

@@ -23,7 +23,7 @@ import re
 
 from google.protobuf import message as message_lib
 from tensorflow.core.framework import graph_pb2
-from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.proto.v0 import computation_pb2
 
 
 def _strings(message):
@@ -147,7 +147,7 @@ def sha256(*computations) -> str:
   """The SHA-256 of TFF computations' content (`tff.Computation`s),
   independent of the names TensorFlow's process-wide counters gave their
   functions."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
 
   digest = hashlib.sha256()
   for computation in computations:

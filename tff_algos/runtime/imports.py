@@ -59,7 +59,7 @@ _FINISH_WITH = 'tensorflow_federated'
 
 def _importer_name():
   """__name__ of the module whose code runs the current import."""
-  frame = sys._getframe(2)  # pylint: disable=protected-access
+  frame = sys._getframe(2)
   while frame is not None:
     name = frame.f_globals.get('__name__', '')
     if not name.startswith('importlib') and name != __name__:

@@ -42,17 +42,17 @@ from absl import logging
 
 os.environ.setdefault('GRPC_ENABLE_FORK_SUPPORT', '0')  # No fork handlers:
 # forking the worker after gRPC started would print fork_posix.cc warnings.
-import grpc  # pylint: disable=g-import-not-at-top,g-bad-import-order
+import grpc
 import portpicker
 import tensorflow_federated as tff
-from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.proto.v0 import executor_pb2_grpc
 
 from tff_algos.runtime import client_values
 from tff_algos.runtime import computation_cache
 from tff_algos.runtime import loopback
+from tff_algos.runtime import parse_workers
 from tff_algos.runtime import prestart
 from tff_algos.runtime import stubs
-from tff_algos.runtime import parse_workers
 from tff_algos.runtime import tracing
 from tff_algos.runtime import type_memo
 from tff_algos.runtime import WorkerError
@@ -310,7 +310,7 @@ def start(workers=(), log_path=None, wait=True) -> None:
     _worker.spawn()
   _disconnect()
   if workers:
-    from tff_algos.runtime import remote  # pylint: disable=g-import-not-at-top
+    from tff_algos.runtime import remote
 
     connected = []
     try:

@@ -78,7 +78,7 @@ class LogTee:
   def attach(self, path):
     """Appends what the worker wrote so far to `path`, and the rest later."""
     with self._lock:
-      sink = open(path, 'a+b')  # pylint: disable=consider-using-with
+      sink = open(path, 'a+b')
       self._sink.seek(0)
       sink.write(self._sink.read())
       sink.flush()
@@ -111,7 +111,7 @@ def tail(log, lines=5):
 def popen_worker(port, args, stdout, env):
   """TFF's worker_binary on `port` with `args`, its output to `stdout`
   (stderr with it), killed with this process."""
-  return subprocess.Popen(  # pylint: disable=consider-using-with
+  return subprocess.Popen(
     [loopback.worker_binary(), f'--port={port}', *args],
     env=env,
     stdin=subprocess.DEVNULL,
@@ -163,7 +163,7 @@ def spawn() -> None:
   global _PRESTARTED
   if _PRESTARTED is not None:
     return
-  import portpicker  # pylint: disable=g-import-not-at-top
+  import portpicker
 
   try:
     env = worker_env()

@@ -14,8 +14,8 @@ import time
 
 from tensorflow_federated.python.core.impl.executors import (
   remote_executor_grpc_stub,
-)  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.impl.executors import value_serialization  # pylint: disable=g-direct-tensorflow-import
+)
+from tensorflow_federated.python.core.impl.executors import value_serialization
 
 SECONDS = collections.defaultdict(float)  # label → seconds since clear()
 SENT = collections.Counter()  # 'bytes' serialized for the worker

@@ -47,6 +47,9 @@ import time
 from absl import logging
 import grpc
 import tensorflow_federated as tff
+from tensorflow_federated.proto.v0 import computation_pb2
+from tensorflow_federated.proto.v0 import executor_pb2
+from tensorflow_federated.proto.v0 import executor_pb2_grpc
 
 # TFF 0.87 internals (pinned in requirements.txt) used to split a
 # computation at its aggregation, as `tff.backends.native`'s
@@ -57,21 +60,18 @@ import tensorflow_federated as tff
 # tff.types.contains). Imported only when remote workers are used.
 from tensorflow_federated.python.core.environments.tensorflow_backend import (
   tensorflow_building_block_factory,
-)  # pylint: disable=g-direct-tensorflow-import
+)
 from tensorflow_federated.python.core.environments.tensorflow_backend import (
   tensorflow_computation_factory,
-)  # pylint: disable=g-direct-tensorflow-import
+)
 from tensorflow_federated.python.core.environments.tensorflow_backend import (
   tensorflow_tree_transformations,
-)  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.impl.compiler import transformations  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.impl.compiler import tree_analysis  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.proto.v0 import executor_pb2  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
+)
+from tensorflow_federated.python.core.impl.compiler import transformations
+from tensorflow_federated.python.core.impl.compiler import tree_analysis
 
-from tff_algos.runtime import WorkerError
 from tff_algos.runtime import stubs
+from tff_algos.runtime import WorkerError
 from tff_algos.runtime.stubs import executor_context
 from tff_algos.runtime.stubs import GRPC_OPTIONS
 
@@ -165,7 +165,7 @@ class RemoteWorker:
             f'{time.monotonic() - start:.0f} s): is it alive?'
           )
         return
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         return  # The channel was closed under us.
 
   def lost(self, error):
@@ -208,7 +208,7 @@ def split_at_aggregation(comp):
   one fold over all clients can replace its per-subround partial
   aggregates and merges.
   """
-  lam = _mergeable_comp_compiler._ensure_lambda(comp.to_building_block())  # pylint: disable=protected-access
+  lam = _mergeable_comp_compiler._ensure_lambda(comp.to_building_block())
   lowered, _ = tensorflow_tree_transformations.replace_intrinsics_with_bodies(
     lam
   )
@@ -223,9 +223,7 @@ def split_at_aggregation(comp):
     [tensorflow_building_block_factory.create_null_federated_aggregate()],
   )
   zero, accumulate, merge, report = (
-    _mergeable_comp_compiler._extract_federated_aggregate_computations(  # pylint: disable=protected-access
-      before
-    )
+    _mergeable_comp_compiler._extract_federated_aggregate_computations(before)
   )
   identity_proto, identity_type = (
     tensorflow_computation_factory.create_identity(merge.type_signature.result)
@@ -335,7 +333,7 @@ class SpreadContext(tff.framework.SyncContext):
       return None
     try:
       form = split_at_aggregation(comp)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       # E.g. two dependent aggregations: the whole computation runs locally.
       logging.debug('Not split (runs locally): %s', e)
       return None
@@ -387,7 +385,7 @@ class SpreadContext(tff.framework.SyncContext):
       try:
         results[i] = worker.context.invoke(comp, arg)
         done.put((i, None))
-      except BaseException as e:  # pylint: disable=broad-except
+      except BaseException as e:
         done.put((i, e))
 
     for i, call in enumerate(calls):

@@ -151,11 +151,11 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
       future = self._stub.Dispose.future(request, timeout=_DISPOSE_TIMEOUT_S)
       self._disposing.add(future)
       future.add_done_callback(self._disposing.discard)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass
 
   def dispose_executor(self, request):
     try:
       self._stub.DisposeExecutor(request, timeout=_DISPOSE_TIMEOUT_S)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass

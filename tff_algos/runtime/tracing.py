@@ -56,7 +56,7 @@ DO_NOT_CONVERT = (
 def install() -> None:
   """Puts DO_NOT_CONVERT first on AutoGraph's rules, once per process (as
   TensorFlow's own converter tests extend that list)."""
-  from tensorflow.python.autograph.core import config  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  from tensorflow.python.autograph.core import config
 
   if any(
     getattr(rule, '_tff_algos', False) for rule in config.CONVERSION_RULES
@@ -64,7 +64,7 @@ def install() -> None:
     return
   rules = tuple(config.DoNotConvert(name) for name in DO_NOT_CONVERT)
   for rule in rules:
-    rule._tff_algos = True  # pylint: disable=protected-access
+    rule._tff_algos = True
   config.CONVERSION_RULES = rules + tuple(config.CONVERSION_RULES)
 
 
@@ -84,11 +84,13 @@ def deterministic(seed: int = 0):
   and the compiled-computation cache rely on. The caller's random state is
   left as it was.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from keras.src import backend as keras_backend  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  # isort: split
+  from keras.src import backend as keras_backend
 
   del tf  # Imported first: Keras's backend needs TensorFlow loaded.
-  generator = keras_backend._SEED_GENERATOR  # pylint: disable=protected-access
+  generator = keras_backend._SEED_GENERATOR
   python_state, numpy_state = random.getstate(), np.random.get_state()
   keras_generator = getattr(generator, 'generator', None)
   random.seed(seed)

@@ -104,10 +104,10 @@ Imports no TensorFlow (dp_accounting only).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 import dataclasses
 import math
 import numbers
-from typing import Iterator, Sequence
 
 import dp_accounting
 from dp_accounting import pld

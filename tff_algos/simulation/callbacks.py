@@ -14,9 +14,9 @@ A run's outputs (metrics.csv, checkpoints, progress) are callbacks too
 (`outputs`).
 """
 
+from collections.abc import Callable, Mapping
 import math
 import sys
-from typing import Callable, Mapping
 
 import numpy as np
 

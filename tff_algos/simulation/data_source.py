@@ -18,7 +18,6 @@ by hand from the same seed.
 
 import hashlib
 import json
-from typing import Optional
 import weakref
 
 import tensorflow as tf
@@ -103,7 +102,7 @@ class ClientDataIterator(tff.program.FederatedDataSourceIterator):
   def federated_type(self) -> tff.FederatedType:
     return self._source.federated_type
 
-  def select(self, k: Optional[int] = None) -> list[tf.data.Dataset]:
+  def select(self, k: int | None = None) -> list[tf.data.Dataset]:
     """The datasets of the next round's k clients."""
     if k is None or k < 1:
       raise ValueError(f'k must be a number of clients >= 1, got {k!r}')

@@ -29,8 +29,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.base import ALIGNMENT
 from tasks.base import aligned_empty
+from tasks.base import ALIGNMENT
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 

@@ -346,7 +346,7 @@ def run(
 
 def evaluation_columns():
   """The per-client accuracy columns (their final values: summary.json)."""
-  from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import evaluation
 
   return tuple(evaluation.CLIENT_ACCURACY_COLUMNS)
 

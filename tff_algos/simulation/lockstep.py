@@ -41,9 +41,9 @@ nothing the package records reads them.
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping, Sequence
 import dataclasses
 import functools
-from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -104,7 +104,9 @@ def unavailable(
     loss = model_fn.loss_fn()
     layers = list(_layers(model))
     weights = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-  stochastic = [l.name for l in layers if isinstance(l, _STOCHASTIC_LAYERS)]
+  stochastic = [
+    layer.name for layer in layers if isinstance(layer, _STOCHASTIC_LAYERS)
+  ]
   if stochastic:
     return (
       f"the model's layers {', '.join(stochastic)} draw randomness or "
@@ -117,7 +119,9 @@ def unavailable(
     return "the model's loss is not a mean over the batch's examples"
   if not only_where_it_pays:
     return None
-  recurrent = [l.name for l in layers if isinstance(l, tf.keras.layers.RNN)]
+  recurrent = [
+    layer.name for layer in layers if isinstance(layer, tf.keras.layers.RNN)
+  ]
   if recurrent:
     return (
       f'its recurrent layers ({", ".join(recurrent)}) are faster per '
@@ -301,7 +305,7 @@ class Engine:
     (`provenance`). The step alone, not the round around it: the round's
     trace costs several times the step's, and the round is the package's
     code, which the provenance records apart."""
-    from tff_algos.runtime import fingerprint  # pylint: disable=g-import-not-at-top
+    from tff_algos.runtime import fingerprint
 
     weights = [tf.zeros(spec.shape, spec.dtype) for spec in self._specs]
     hparams = (

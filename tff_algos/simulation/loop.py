@@ -10,9 +10,10 @@ callback's request.
 """
 
 import collections
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

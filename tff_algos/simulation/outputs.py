@@ -6,10 +6,10 @@ run's callbacks, so that they see every column the others added.
 
 import asyncio
 import collections
+from collections.abc import Callable, Sequence
 import concurrent.futures
 import sys
 import time
-from typing import Callable, Sequence
 
 import numpy as np
 import tqdm

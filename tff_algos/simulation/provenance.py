@@ -30,12 +30,13 @@ A record (`record`) holds content hashes only:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import functools
 import hashlib
 import os
 import subprocess
 import sys
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def _git(*args):
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _git_commit():
   """(commit, whether the package's files differ from it), or (None, None)
   outside a git checkout. Read once: the commit a process runs is the one
@@ -205,7 +206,7 @@ def data_sha256(client_ids, train_arrays, test_arrays) -> str:
 
 def code(process) -> dict:
   """The code and computation of a learning process (an export's)."""
-  from tff_algos.runtime import fingerprint  # pylint: disable=g-import-not-at-top
+  from tff_algos.runtime import fingerprint
 
   return dict(
     package=package(),

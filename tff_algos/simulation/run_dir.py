@@ -303,8 +303,8 @@ class RunDir:
   def start(self, settings: dict, provenance: dict):
     """Creates the folder; a new run's settings and provenance go to
     config.json, its settings to TensorBoard's HPARAMS."""
-    from tensorboard.plugins.hparams import api as hparams_api  # pylint: disable=g-import-not-at-top
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from tensorboard.plugins.hparams import api as hparams_api
+    import tensorflow as tf
 
     os.makedirs(self.path, exist_ok=True)
     if self.saved_config() is None:
@@ -343,7 +343,7 @@ class RunDir:
     """metrics.csv and TensorBoard, a row per round. Rounds metrics.csv
     already holds are not written to TensorBoard again (a resumed run
     recomputes the rounds after its checkpoint, to the same values)."""
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
 
     rows = (
       results.read_rows(self.path) if os.path.exists(self.metrics_path) else []
@@ -394,7 +394,7 @@ class RunDir:
     hold the same values, each round written once) and returns the rounds
     of `rounds` the events do not hold either (nothing is written then).
     `columns`: metrics.csv's, round first."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
 
     logged = {}
     for path in sorted(
@@ -438,7 +438,7 @@ class RunDir:
 
   def state_manager(self):
     """The checkpoints (two kept), without saves a kill cut short."""
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
 
     directory = self._file(CHECKPOINT_DIR)
     manager = tff.program.FileProgramStateManager(
@@ -457,7 +457,7 @@ class RunDir:
     for version in versions:
       try:
         return await manager.load(version, structure), version
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         path = os.path.join(self._file(CHECKPOINT_DIR), f'round_{version}')
         print(
           f'{path} is damaged ({type(e).__name__}); resuming from the '

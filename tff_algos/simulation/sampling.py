@@ -14,9 +14,9 @@ K clients drawn with probability proportional to their numbers of training
 examples n_k (FedProx's Algorithm 2 and its Appendix C.3.4).
 """
 
+from collections.abc import Sequence
 import dataclasses
 import enum
-from typing import Sequence
 
 import numpy as np
 

@@ -20,20 +20,20 @@ flags), resolved once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 import dataclasses
-import sys
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 import tasks as tasks_lib
 from tff_algos import learning
-from tff_algos.learning import privacy
+from tff_algos import runtime
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms.callbacks import RoundCallback
-from tff_algos.simulation import accounting
-from tff_algos import runtime
+from tff_algos.learning import privacy
 from tff_algos.runtime import tracing
+from tff_algos.simulation import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import evaluation
@@ -96,7 +96,7 @@ def build_for_run(
       why = "the algorithm's builder does not take learning.LockstepInput"
     except learning.LockstepUnavailable as e:
       why = str(e)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       why = (
         f"the algorithm's builder refused learning.LockstepInput "
         f'({type(e).__name__}: {e})'
@@ -487,7 +487,7 @@ def train(
 def _check_model(process, weights):
   """TypeError unless `process` trains a model with `weights`' structure
   (a process built from another model_fn than the evaluation's)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
   expected = process.get_model_weights.type_signature.result
   try:

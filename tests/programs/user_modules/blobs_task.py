@@ -30,7 +30,7 @@ def load(data_dir, seed):
   for k in range(NUM_CLIENTS):
     train[f'client_{k}'] = _client(rng, int(rng.integers(20, 60)))
     test[f'client_{k}'] = _client(rng, 10)
-  from tasks import models  # pylint: disable=g-import-not-at-top
+  from tasks import models
 
   return tasks.from_arrays(
     'blobs',

@@ -239,9 +239,9 @@ def _check_gaussian(noise, stddev):
     (3, 1.0, None, 11),
     (10, 0.5, None, 11),
     (10, 2.0, 40, 11),
-    (10, 2.0, 40, None),
+    (10, 2.0, 40, None),  # None: a production build's unseeded noise.
   ],
-)  # None: a production build's unseeded noise.
+)
 def test_the_noise_is_gaussian_of_stddev_z_c_over_the_cohort(
   k, z, cohort, seed
 ):

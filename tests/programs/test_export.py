@@ -105,8 +105,9 @@ def test_an_export_runs_in_a_process_without_this_package(tmp_path):
     server_lr_decay_every=1,
     update_spread=False,
     aggregator='mean',
-  )  # No straggler_policy, no B
-  # (the pipeline's), no seed (only a simulation build's DP noise has one).
+  )
+  # No straggler_policy, no B (the pipeline's), no seed (only a simulation
+  # build's DP noise has one).
   assert manifest['client_data']['type'] == '<x=float32[?,60],y=int32[?]>*'
   assert 'the pipeline batches' in manifest['client_data']['contract']
   assert 'equal weights' in manifest['client_data']['contract']  # FedISGD.

@@ -252,9 +252,9 @@ def weighted_gradient(model, batch):
   n = num_examples(batch)
   return (
     [
-      tf.cast(n, tf.float32) * tf.convert_to_tensor(g)  # Embeddings:
+      tf.cast(n, tf.float32) * tf.convert_to_tensor(g)  # Embeddings: sparse.
       for g in tape.gradient(loss, model.trainable_variables)
-    ],  # sparse.
+    ],
     n,
   )
 

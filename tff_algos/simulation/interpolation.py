@@ -53,10 +53,11 @@ POINTS = 50
 KEY_THETAS = (0.0, 0.5, 1.0)
 INDEPENDENT, SHARED = 'independent', 'shared'
 CASES = (INDEPENDENT, SHARED)
+# The paper's panel titles.
 TITLES = {
-  INDEPENDENT: 'Independent initialization',  # The paper's panel
+  INDEPENDENT: 'Independent initialization',
   SHARED: 'Common initialization',
-}  # titles.
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ TEST_JOBS ?= auto
 UV_PIN := uv==0.13.9
 UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --compile-bytecode
 
-.PHONY: install run test notebook notebook-run tensorboard clean
+.PHONY: install run test lint format notebook notebook-run tensorboard clean
 
 install: $(STAMP)
 
@@ -29,8 +29,19 @@ $(STAMP): requirements.txt setup.py
 run: install
 	$(VENV)/bin/python run_experiment.py --algo=fedprox $(RUN_ARGS)
 
-test: install
+# Lint and format check first: a finding fails in seconds, not after pytest.
+test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
+
+# ruff (ruff.toml): lint and check the formatting, changing nothing.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Rewrites the code as ruff formats it, then applies ruff's safe lint fixes.
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 # Jupyter on notebooks/, its kernel the project's .venv ("tff_algos"); the
 # server has an environment of its own (requirements-jupyter.txt).

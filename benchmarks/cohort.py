@@ -29,72 +29,103 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging  # pylint: disable=g-import-not-at-top
-import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
-import numpy as np  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
 
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos.runtime import profiling  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+import common  # Before TensorFlow: it prepares the runtime.
+
+# isort: split
+import numpy as np
+
+import tasks
+from tff_algos import learning
+from tff_algos.runtime import profiling
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 Case = collections.namedtuple(
-    'Case', 'task model algo clients_per_round epochs batch_size client_lr '
-    'sampling')
+  'Case',
+  'task model algo clients_per_round epochs batch_size client_lr sampling',
+)
 CASES = {
-    # `make run`: FedProx on Synthetic(1,1) (Li et al. 2020, §5.2).
-    'mlr_synthetic_10': Case('synthetic_1_1', 'MLR', 'fedprox', 10, 20, 10,
-                             0.01, 'uniform'),
-    # FedProx's MNIST (MLR, 1,000 power-law devices), E = 1.
-    'mlr_mnist_10': Case('mnist_powerlaw', 'MLR', 'fedavg', 10, 1, 10, 0.1,
-                         'uniform'),
-    'mlr_mnist_100': Case('mnist_powerlaw', 'MLR', 'fedavg', 100, 1, 10, 0.1,
-                          'uniform'),
-    'mlr_mnist_1000': Case('mnist_powerlaw', 'MLR', 'fedavg', 1000, 1, 10,
-                           0.1, 'poisson'),  # q = 1: every client.
-    # FedAvg's MNIST 2NN, IID (100 clients of 600), E = 1, B = 10.
-    '2nn_mnist_10': Case('mnist_iid_2nn', '2NN', 'fedavg', 10, 1, 10, 0.05,
-                         'uniform'),
-    '2nn_mnist_100': Case('mnist_iid_2nn', '2NN', 'fedavg', 100, 1, 10, 0.05,
-                          'uniform'),
-    # FedAvg's CNN, IID, E = 5, B = 10 (Table 2's setting).
-    'cnn_mnist_10': Case('mnist_iid_cnn', 'CNN', 'fedavg', 10, 5, 10, 0.05,
-                         'uniform'),
-    # FedProx's Sent140 LSTM (Appendix C.2: K = 10, E = 20 is the paper's;
-    # E = 1 keeps a round short) and Shakespeare's char-LSTM.
-    'lstm_sent140_10': Case('sent140', 'LSTM', 'fedprox', 10, 1, 10, 0.3,
-                            'uniform'),
-    'lstm_shakespeare_10': Case('shakespeare', 'LSTM', 'fedprox', 10, 1, 10,
-                                0.8, 'uniform'),
+  # `make run`: FedProx on Synthetic(1,1) (Li et al. 2020, §5.2).
+  'mlr_synthetic_10': Case(
+    'synthetic_1_1', 'MLR', 'fedprox', 10, 20, 10, 0.01, 'uniform'
+  ),
+  # FedProx's MNIST (MLR, 1,000 power-law devices), E = 1.
+  'mlr_mnist_10': Case(
+    'mnist_powerlaw', 'MLR', 'fedavg', 10, 1, 10, 0.1, 'uniform'
+  ),
+  'mlr_mnist_100': Case(
+    'mnist_powerlaw', 'MLR', 'fedavg', 100, 1, 10, 0.1, 'uniform'
+  ),
+  'mlr_mnist_1000': Case(
+    'mnist_powerlaw', 'MLR', 'fedavg', 1000, 1, 10, 0.1, 'poisson'
+  ),  # q = 1: every client.
+  # FedAvg's MNIST 2NN, IID (100 clients of 600), E = 1, B = 10.
+  '2nn_mnist_10': Case(
+    'mnist_iid_2nn', '2NN', 'fedavg', 10, 1, 10, 0.05, 'uniform'
+  ),
+  '2nn_mnist_100': Case(
+    'mnist_iid_2nn', '2NN', 'fedavg', 100, 1, 10, 0.05, 'uniform'
+  ),
+  # FedAvg's CNN, IID, E = 5, B = 10 (Table 2's setting).
+  'cnn_mnist_10': Case(
+    'mnist_iid_cnn', 'CNN', 'fedavg', 10, 5, 10, 0.05, 'uniform'
+  ),
+  # FedProx's Sent140 LSTM (Appendix C.2: K = 10, E = 20 is the paper's;
+  # E = 1 keeps a round short) and Shakespeare's char-LSTM.
+  'lstm_sent140_10': Case(
+    'sent140', 'LSTM', 'fedprox', 10, 1, 10, 0.3, 'uniform'
+  ),
+  'lstm_shakespeare_10': Case(
+    'shakespeare', 'LSTM', 'fedprox', 10, 1, 10, 0.8, 'uniform'
+  ),
 }
 EXECUTIONS = ('lockstep', 'per_client')
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list('cases', ['mlr_synthetic_10', 'mlr_mnist_100'],
-                  f'Cases to run, of: {", ".join(CASES)}.')
+flags.DEFINE_list(
+  'cases',
+  ['mlr_synthetic_10', 'mlr_mnist_100'],
+  f'Cases to run, of: {", ".join(CASES)}.',
+)
 flags.DEFINE_integer('rounds', 5, 'Measured rounds (after one warm-up).')
-flags.DEFINE_string('data_dir', None, 'Where the dataset tasks read their '
-                    'data (as $TFF_DATA_DIR).')
+flags.DEFINE_string(
+  'data_dir',
+  None,
+  'Where the dataset tasks read their data (as $TFF_DATA_DIR).',
+)
 flags.DEFINE_string('json', None, 'Also write the results here.')
+
 
 def _loops(case, task, train):
   """The case's loop per execution, and how each trains its clients."""
   loops = {}
   for execution in EXECUTIONS:
-    settings = resolve(Config(
-        algo=case.algo, task=case.task,
-        clients_per_round=case.clients_per_round, epochs=case.epochs,
-        batch_size=case.batch_size, client_lr=case.client_lr,
-        client_sampling=case.sampling, rounds=FLAGS.rounds + 1,
-        client_execution=execution), num_clients=len(train))
+    settings = resolve(
+      Config(
+        algo=case.algo,
+        task=case.task,
+        clients_per_round=case.clients_per_round,
+        epochs=case.epochs,
+        batch_size=case.batch_size,
+        client_lr=case.client_lr,
+        client_sampling=case.sampling,
+        rounds=FLAGS.rounds + 1,
+        client_execution=execution,
+      ),
+      num_clients=len(train),
+    )
     process, how = trainer.build_for_run(settings, task.model_fn)
-    loops[execution] = (trainer.loop_for(settings, task.model_fn, train,
-                                         process=process, evaluate=False),
-                        how)
+    loops[execution] = (
+      trainer.loop_for(
+        settings, task.model_fn, train, process=process, evaluate=False
+      ),
+      how,
+    )
   return loops
 
 
@@ -114,39 +145,59 @@ def run_case(name):
       states[execution], _, _ = loop.train(states[execution], round_num)
       seconds[execution].append(time.perf_counter() - start)
       sent[execution].append(profiling.SENT['bytes'])
-  weights = {e: loop.process.get_model_weights(states[e]).trainable
-             for e, (loop, _) in loops.items()}
+  weights = {
+    e: loop.process.get_model_weights(states[e]).trainable
+    for e, (loop, _) in loops.items()
+  }
   difference = max(
-      float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-      for a, b in zip(weights['lockstep'], weights['per_client']))
-  result = dict(case=name, task=case.task, model=case.model,
-                clients_per_round=case.clients_per_round,
-                epochs=case.epochs, batch_size=case.batch_size,
-                rounds=FLAGS.rounds, relative_difference=difference)
+    float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+    for a, b in zip(weights['lockstep'], weights['per_client'])
+  )
+  result = dict(
+    case=name,
+    task=case.task,
+    model=case.model,
+    clients_per_round=case.clients_per_round,
+    epochs=case.epochs,
+    batch_size=case.batch_size,
+    rounds=FLAGS.rounds,
+    relative_difference=difference,
+  )
   for execution, (_, how) in loops.items():
     median = statistics.median(seconds[execution][1:])
     result[execution] = dict(
-        how=how, seconds_per_round=median,
-        seconds_per_client=median / case.clients_per_round,
-        bytes_per_round=statistics.median(sent[execution][1:]),
-        first_round_seconds=seconds[execution][0])
-  result['ratio'] = (result['per_client']['seconds_per_round'] /
-                     result['lockstep']['seconds_per_round'])
+      how=how,
+      seconds_per_round=median,
+      seconds_per_client=median / case.clients_per_round,
+      bytes_per_round=statistics.median(sent[execution][1:]),
+      first_round_seconds=seconds[execution][0],
+    )
+  result['ratio'] = (
+    result['per_client']['seconds_per_round']
+    / result['lockstep']['seconds_per_round']
+  )
   return result
 
 
 def _print(result):
-  print(f"{result['case']}: {result['task']} {result['model']}, "
-        f"K={result['clients_per_round']}, E={result['epochs']}, "
-        f"B={result['batch_size']} (median of {result['rounds']} rounds)")
+  print(
+    f'{result["case"]}: {result["task"]} {result["model"]}, '
+    f'K={result["clients_per_round"]}, E={result["epochs"]}, '
+    f'B={result["batch_size"]} (median of {result["rounds"]} rounds)'
+  )
   for execution in EXECUTIONS:
     r = result[execution]
-    print(f'  {execution:10s} {r["seconds_per_round"]:8.4f} s/round  '
-          f'{1e3 * r["seconds_per_client"]:8.3f} ms/client  '
-          f'{r["bytes_per_round"] / 1e6:9.3f} MB sent  ({r["how"]})')
-  print(f"  per_client / lockstep: {result['ratio']:.2f}x; models after "
-        f"{result['rounds'] + 1} rounds differ by at most "
-        f"{result['relative_difference']:.2e} (relative)", flush=True)
+    print(
+      f'  {execution:10s} {r["seconds_per_round"]:8.4f} s/round  '
+      f'{1e3 * r["seconds_per_client"]:8.3f} ms/client  '
+      f'{r["bytes_per_round"] / 1e6:9.3f} MB sent  ({r["how"]})'
+    )
+  print(
+    f'  per_client / lockstep: {result["ratio"]:.2f}x; models after '
+    f'{result["rounds"] + 1} rounds differ by at most '
+    f'{result["relative_difference"]:.2e} (relative)',
+    flush=True,
+  )
 
 
 def main(argv):

@@ -7,7 +7,7 @@ import sys
 from tff_algos import runtime
 
 runtime.prepare()  # As a run: before TensorFlow (worker, imports, malloc).
-import tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tasks  # noqa: E402
 
 runtime.install()  # Our TFF context, before any exit path.
 

@@ -21,22 +21,40 @@ import textwrap
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The package first: tests/tasks (the tests of tasks) is not `tasks`.
-sys.path[:0] = [_ROOT, os.path.join(_ROOT, 'tests'),
-                os.path.join(_ROOT, 'tests', 'runtime')]
-import test_edit_corpus as corpus  # pylint: disable=g-import-not-at-top,wrong-import-position
+sys.path[:0] = [
+  _ROOT,
+  os.path.join(_ROOT, 'tests'),
+  os.path.join(_ROOT, 'tests', 'runtime'),
+]
+import test_edit_corpus as corpus  # noqa: E402
 
 
 def _run(checkout, folder, out, env, cache_on):
-  env = dict(env, PYTHONPATH=os.path.abspath(checkout),
-             TFF_ALGOS_COMPUTATION_CACHE='1' if cache_on else '0')
+  env = dict(
+    env,
+    PYTHONPATH=os.path.abspath(checkout),
+    TFF_ALGOS_COMPUTATION_CACHE='1' if cache_on else '0',
+  )
   result = subprocess.run(
-      [sys.executable, '-m', 'tff_algos', f'--import={folder}/my_task.py',
-       *corpus.RUN, f'--output_dir={out}'], cwd=folder, env=env,
-      capture_output=True, text=True, timeout=900)
+    [
+      sys.executable,
+      '-m',
+      'tff_algos',
+      f'--import={folder}/my_task.py',
+      *corpus.RUN,
+      f'--output_dir={out}',
+    ],
+    cwd=folder,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   if result.returncode:
     lines = result.stderr.strip().splitlines()
     return None, f'exit {result.returncode}, {len(lines)} lines: ' + (
-        lines[-1][:90] if lines else '')
+      lines[-1][:90] if lines else ''
+    )
   with open(os.path.join(out, 'metrics.csv'), 'rb') as f:
     return f.read(), None
 
@@ -47,13 +65,13 @@ def _case(checkout, edit, work, cache):
   for name, text in corpus.FILES.items():
     with open(os.path.join(folder, name), 'w') as f:
       f.write(textwrap.dedent(text).lstrip())
-  env = {k: v for k, v in os.environ.items()
-         if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
   env['TFF_ALGOS_CACHE'] = cache
   _run(checkout, folder, os.path.join(work, 'before'), env, True)
   env = corpus.COMMAND_LINE_EDITS[edit](_Path(folder), env)
-  cached, failed = _run(checkout, folder, os.path.join(work, 'cached'), env,
-                        True)
+  cached, failed = _run(
+    checkout, folder, os.path.join(work, 'cached'), env, True
+  )
   if failed:
     return failed
   off, failed = _run(checkout, folder, os.path.join(work, 'off'), env, False)
@@ -70,7 +88,6 @@ class _Path(str):
 
 
 class _File(str):
-
   def read_text(self):
     with open(self) as f:
       return f.read()
@@ -83,12 +100,18 @@ class _File(str):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--checkout', action='append', required=True)
-  parser.add_argument('--only', action='append', default=[],
-                      help='run the edits whose name contains this '
-                      '(repeatable; default: all)')
+  parser.add_argument(
+    '--only',
+    action='append',
+    default=[],
+    help='run the edits whose name contains this (repeatable; default: all)',
+  )
   args = parser.parse_args()
-  edits = [edit for edit in corpus.COMMAND_LINE_EDITS
-           if not args.only or any(part in edit for part in args.only)]
+  edits = [
+    edit
+    for edit in corpus.COMMAND_LINE_EDITS
+    if not args.only or any(part in edit for part in args.only)
+  ]
   table = {}
   for checkout in args.checkout:
     cache = tempfile.mkdtemp(prefix='edit_corpus_cache_')

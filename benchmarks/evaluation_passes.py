@@ -27,22 +27,30 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
-import numpy as np  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
 
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
+import common  # Before TensorFlow: it prepares the runtime.
+
+# isort: split
+import numpy as np
+
+import tasks
+from tff_algos import learning
+from tff_algos.simulation import evaluation
 
 _TASK = flags.DEFINE_string('task', 'shakespeare', 'Task to evaluate.')
-_SPLIT = flags.DEFINE_enum('split', 'test', ['train', 'test'],
-                           'Which clients\' data.')
-_ROWS = flags.DEFINE_list('rows_per_pass', [str(evaluation.ROWS_PER_PASS)],
-                          'Rows of a pass across clients (each a variant).')
-_REPEATS = flags.DEFINE_integer('repeats', 1, 'Timed calls of each after '
-                                'the first.')
+_SPLIT = flags.DEFINE_enum(
+  'split', 'test', ['train', 'test'], "Which clients' data."
+)
+_ROWS = flags.DEFINE_list(
+  'rows_per_pass',
+  [str(evaluation.ROWS_PER_PASS)],
+  'Rows of a pass across clients (each a variant).',
+)
+_REPEATS = flags.DEFINE_integer(
+  'repeats', 1, 'Timed calls of each after the first.'
+)
 _DATA_DIR = flags.DEFINE_string('data_dir', None, 'Where the datasets are.')
 _JSON = flags.DEFINE_string('json', None, 'Also write the results here.')
 
@@ -70,36 +78,50 @@ def main(argv):
   task = common.load_task_or_exit(_TASK.value, None)
   clients = tasks.client_arrays(getattr(task, _SPLIT.value))
   weights = learning.initial_model_weights(task.model_fn, 0)
-  variants = {'client_by_client': evaluation.build_evaluation(
-      task.model_fn, across_clients=False)}
+  variants = {
+    'client_by_client': evaluation.build_evaluation(
+      task.model_fn, across_clients=False
+    )
+  }
   for rows in _ROWS.value:
     variants[f'across_clients_{rows}'] = evaluation.build_evaluation(
-        task.model_fn, rows_per_pass=int(rows))
-  print(f'{_TASK.value} {_SPLIT.value}: {len(clients)} clients, '
-        f'{sum(len(c["x"]) for c in clients)} examples')
+      task.model_fn, rows_per_pass=int(rows)
+    )
+  print(
+    f'{_TASK.value} {_SPLIT.value}: {len(clients)} clients, '
+    f'{sum(len(c["x"]) for c in clients)} examples'
+  )
   times = {name: [] for name in variants}
   results = {}
   for call in range(_REPEATS.value + 1):
     for name, evaluate in variants.items():
       results[name], wall, cpu = _timed(evaluate, weights, clients)
       times[name].append((wall, cpu))
-      print(f'{name:<24} {"first" if call == 0 else "call " + str(call)}: '
-            f'{wall:7.1f} s wall {cpu:7.1f} CPU-s', flush=True)
+      print(
+        f'{name:<24} {"first" if call == 0 else "call " + str(call)}: '
+        f'{wall:7.1f} s wall {cpu:7.1f} CPU-s',
+        flush=True,
+      )
   reference = times['client_by_client'][1:]
   summary = {}
   for name, measured in times.items():
     wall = np.median([w for w, _ in measured[1:]])
     cpu = np.median([c for _, c in measured[1:]])
     summary[name] = dict(
-        wall=wall, cpu=cpu,
-        wall_ratio=np.median([w for w, _ in reference]) / wall,
-        cpu_ratio=np.median([c for _, c in reference]) / cpu,
-        relative_difference=_difference(results[name],
-                                        results['client_by_client']))
+      wall=wall,
+      cpu=cpu,
+      wall_ratio=np.median([w for w, _ in reference]) / wall,
+      cpu_ratio=np.median([c for _, c in reference]) / cpu,
+      relative_difference=_difference(
+        results[name], results['client_by_client']
+      ),
+    )
     line = summary[name]
-    print(f'{name:<24} median {wall:7.1f} s wall ({line["wall_ratio"]:.2f}×) '
-          f'{cpu:7.1f} CPU-s ({line["cpu_ratio"]:.2f}×), max relative '
-          f'difference {line["relative_difference"]:.1e}')
+    print(
+      f'{name:<24} median {wall:7.1f} s wall ({line["wall_ratio"]:.2f}×) '
+      f'{cpu:7.1f} CPU-s ({line["cpu_ratio"]:.2f}×), max relative '
+      f'difference {line["relative_difference"]:.1e}'
+    )
   if _JSON.value:
     with open(_JSON.value, 'w') as f:
       json.dump(summary, f, indent=1)

@@ -15,15 +15,17 @@ import tensorflow_federated as tff
 
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
-from tff_algos.simulation.evaluation import _client_gradient  # pylint: disable=protected-access
+from tff_algos.simulation.evaluation import _client_gradient
 
 
 def _types(model_fn):
   with tf.Graph().as_default():
     model = model_fn()
-    return (model,
-            tff.learning.models.weights_type_from_model(model),
-            model_ops.dataset_type(model.input_spec))
+    return (
+      model,
+      tff.learning.models.weights_type_from_model(model),
+      model_ops.dataset_type(model.input_spec),
+    )
 
 
 def build_federated_evaluation(model_fn):
@@ -36,11 +38,16 @@ def build_federated_evaluation(model_fn):
   def evaluate_client(weights, data):
     return model_ops.evaluate_client(model_fn(), weights, data)
 
-  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
-                             tff.FederatedType(data_type, tff.CLIENTS))
+  @tff.federated_computation(
+    tff.FederatedType(weights_type, tff.SERVER),
+    tff.FederatedType(data_type, tff.CLIENTS),
+  )
   def evaluate(weights, data):
-    return aggregate(tff.federated_map(
-        evaluate_client, (tff.federated_broadcast(weights), data)))
+    return aggregate(
+      tff.federated_map(
+        evaluate_client, (tff.federated_broadcast(weights), data)
+      )
+    )
 
   return evaluate
 
@@ -59,7 +66,8 @@ def _federated_spread(values, weight):
 
   mean = tff.federated_mean(values, weight=weight)
   distances = tff.federated_map(
-      squared_distance, (values, tff.federated_broadcast(mean)))
+    squared_distance, (values, tff.federated_broadcast(mean))
+  )
   return mean, tff.federated_mean(distances, weight=weight)
 
 
@@ -78,18 +86,24 @@ def build_federated_dissimilarity(model_fn):
   @tff.tensorflow.computation(gradient_type, tf.float32, tf.float32)
   def summarize(global_gradient, variance, mean_squared_norm):
     return collections.OrderedDict(
-        grad_variance=variance,
-        grad_dissimilarity=tf.sqrt(
-            mean_squared_norm / measurements.squared_norm(global_gradient)))
+      grad_variance=variance,
+      grad_dissimilarity=tf.sqrt(
+        mean_squared_norm / measurements.squared_norm(global_gradient)
+      ),
+    )
 
-  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
-                             tff.FederatedType(data_type, tff.CLIENTS))
+  @tff.federated_computation(
+    tff.FederatedType(weights_type, tff.SERVER),
+    tff.FederatedType(data_type, tff.CLIENTS),
+  )
   def dissimilarity(weights, data):
     gradients, squared_norms, n = tff.federated_map(
-        client_gradient, (tff.federated_broadcast(weights), data))
+      client_gradient, (tff.federated_broadcast(weights), data)
+    )
     global_gradient, variance = _federated_spread(gradients, n)
-    return tff.federated_map(summarize, (
-        global_gradient, variance,
-        tff.federated_mean(squared_norms, weight=n)))
+    return tff.federated_map(
+      summarize,
+      (global_gradient, variance, tff.federated_mean(squared_norms, weight=n)),
+    )
 
   return dissimilarity

@@ -18,22 +18,24 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging  # pylint: disable=g-import-not-at-top
-import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
-import numpy as np  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
 
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+import common  # Before TensorFlow: it prepares the runtime.
 
-_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
-                      'tests')
+# isort: split
+import numpy as np
+
+import tasks
+from tff_algos import learning
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
+
+_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests')
 sys.path += [_TESTS, os.path.join(_TESTS, 'simulation')]  # Its cases.
-import test_lockstep  # pylint: disable=g-import-not-at-top,wrong-import-position
+import test_lockstep  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('rounds', ['1', '20'], 'The rounds after which to compare.')
@@ -44,23 +46,30 @@ def _differences(case, rounds, task, arrays):
   """{round: the relative difference after it}."""
   loops, states = {}, {}
   for execution in ('lockstep', 'per_client'):
-    settings = resolve(Config(**dict(test_lockstep.QUICK, **case,
-                                     rounds=max(rounds)),
-                              client_execution=execution),
-                       num_clients=len(arrays))
+    settings = resolve(
+      Config(
+        **dict(test_lockstep.QUICK, **case, rounds=max(rounds)),
+        client_execution=execution,
+      ),
+      num_clients=len(arrays),
+    )
     loops[execution] = trainer.loop_for(settings, task.model_fn, arrays)
     states[execution] = loops[execution].initial_state(
-        learning.initial_model_weights(task.model_fn, settings.seed))
+      learning.initial_model_weights(task.model_fn, settings.seed)
+    )
   found = {}
   for round_num in range(max(rounds) + 1):
     for execution, loop in loops.items():
       states[execution] = loop.step(states[execution], round_num).state
     if round_num in rounds:
-      pair = [loops[e].process.get_model_weights(states[e]).trainable
-              for e in ('lockstep', 'per_client')]
+      pair = [
+        loops[e].process.get_model_weights(states[e]).trainable
+        for e in ('lockstep', 'per_client')
+      ]
       found[round_num] = max(
-          float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-          for a, b in zip(*pair))
+        float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+        for a, b in zip(*pair)
+      )
   return found
 
 
@@ -73,13 +82,20 @@ def main(argv):
   arrays = tasks.client_arrays(task.train)
   table = {}
   try:
-    print('| case | ' + ' | '.join(f'after {r} round{"s" * (r > 1)}'
-                                    for r in rounds) + ' |')
+    print(
+      '| case | '
+      + ' | '.join(f'after {r} round{"s" * (r > 1)}' for r in rounds)
+      + ' |'
+    )
     print('|---|' + '---:|' * len(rounds))
     for name, case in test_lockstep.CASES.items():
       table[name] = _differences(case, rounds, task, arrays)
-      print(f'| {name} | ' + ' | '.join(f'{table[name][r]:.1e}'
-                                         for r in rounds) + ' |', flush=True)
+      print(
+        f'| {name} | '
+        + ' | '.join(f'{table[name][r]:.1e}' for r in rounds)
+        + ' |',
+        flush=True,
+      )
   finally:
     common.runtime.stop()
   if FLAGS.json:

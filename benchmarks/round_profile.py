@@ -23,20 +23,20 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
 
-import common  # pylint: disable=g-import-not-at-top
-import federated_evaluation  # pylint: disable=g-import-not-at-top
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-from tff_algos.runtime import profiling  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import evaluation  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+import common
+import federated_evaluation
+import tasks
+from tff_algos import learning
+from tff_algos import runtime
+from tff_algos.runtime import profiling
+from tff_algos.simulation import evaluation
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('task', 'mnist_iid_2nn', 'Task name.')
@@ -47,6 +47,7 @@ flags.DEFINE_integer('batch_size', 50, 'B.')
 flags.DEFINE_float('client_lr', 0.05, 'Client learning rate.')
 flags.DEFINE_integer('rounds', 3, 'Measured rounds (after one warm-up).')
 
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -56,18 +57,31 @@ def main(argv):
   train = tasks.client_arrays(task.train)
   test = tasks.client_arrays(task.test)
   loop = trainer.loop_for(
-      resolve(Config(algo='fedavg', task=FLAGS.task,
-                     clients_per_round=FLAGS.clients_per_round,
-                     epochs=FLAGS.epochs, batch_size=FLAGS.batch_size,
-                     client_lr=FLAGS.client_lr)),
-      task.model_fn, train, evaluate=False)
+    resolve(
+      Config(
+        algo='fedavg',
+        task=FLAGS.task,
+        clients_per_round=FLAGS.clients_per_round,
+        epochs=FLAGS.epochs,
+        batch_size=FLAGS.batch_size,
+        client_lr=FLAGS.client_lr,
+      )
+    ),
+    task.model_fn,
+    train,
+    evaluate=False,
+  )
   evaluations = collections.OrderedDict(
-      (name, build(task.model_fn)) for name, build in (
-          ('evaluation through the TFF runtime',
-           federated_evaluation.build_federated_evaluation),
-          ('evaluation in process', evaluation.build_evaluation)))
-  state = loop.initial_state(
-      learning.initial_model_weights(task.model_fn, 0))
+    (name, build(task.model_fn))
+    for name, build in (
+      (
+        'evaluation through the TFF runtime',
+        federated_evaluation.build_federated_evaluation,
+      ),
+      ('evaluation in process', evaluation.build_evaluation),
+    )
+  )
+  state = loop.initial_state(learning.initial_model_weights(task.model_fn, 0))
   rows = collections.defaultdict(list)
 
   def measure(label, function):
@@ -80,19 +94,29 @@ def main(argv):
     return result
 
   for round_num in range(1, FLAGS.rounds + 2):
-    state, _, _ = measure('the training round (loop.train)',
-                          lambda: loop.train(state, round_num))  # pylint: disable=cell-var-from-loop
+    # measure() calls each lambda at once, in this iteration.
+    state, _, _ = measure(
+      'the training round (loop.train)',
+      lambda: loop.train(state, round_num),  # noqa: B023
+    )
     weights = loop.process.get_model_weights(state)
     for name, evaluate in evaluations.items():
-      measure(f'{name} (train + test)',
-              lambda: (evaluate(weights, train), evaluate(weights, test)))  # pylint: disable=cell-var-from-loop
+      measure(
+        f'{name} (train + test)',
+        lambda: (evaluate(weights, train), evaluate(weights, test)),  # noqa: B023
+      )
     if round_num == 1:  # Warm-up: tracing, first transfers.
       rows.clear()
-  print(f'{FLAGS.task}: K={FLAGS.clients_per_round}, E={FLAGS.epochs}, '
-        f'B={FLAGS.batch_size}; median seconds over {FLAGS.rounds} rounds')
+  print(
+    f'{FLAGS.task}: K={FLAGS.clients_per_round}, E={FLAGS.epochs}, '
+    f'B={FLAGS.batch_size}; median seconds over {FLAGS.rounds} rounds'
+  )
   for (label, part), seconds in rows.items():
-    print(f'{label:50s} {statistics.median(seconds):8.3f}'
-          if part is None else f'  {part:48s} {statistics.median(seconds):8.3f}')
+    print(
+      f'{label:50s} {statistics.median(seconds):8.3f}'
+      if part is None
+      else f'  {part:48s} {statistics.median(seconds):8.3f}'
+    )
   runtime.stop()
 
 

@@ -47,7 +47,8 @@ def mark(label):
     _MARKS.append((label, time.time()))
     figures = memory()  # What this process holds at the end of the phase.
     _VALUES.setdefault('memory_at_marks', {})[label] = {
-        k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile', 'VmHWM')}
+      k: figures.get(k) for k in ('VmRSS', 'RssAnon', 'RssFile', 'VmHWM')
+    }
     # CPU seconds of this process so far (less skewed by other load).
     _VALUES.setdefault('cpu_at_marks', {})[label] = time.process_time()
 
@@ -58,8 +59,14 @@ def memory(pid='self'):
     with open(f'/proc/{pid}/status') as f:
       for line in f:
         key, _, value = line.partition(':')
-        if key in ('VmHWM', 'VmRSS', 'RssAnon', 'RssFile', 'RssShmem',
-                   'Threads'):
+        if key in (
+          'VmHWM',
+          'VmRSS',
+          'RssAnon',
+          'RssFile',
+          'RssShmem',
+          'Threads',
+        ):
           figures[key] = int(value.split()[0])
   except OSError:
     pass
@@ -80,7 +87,8 @@ def _worker_pids():
     except OSError:
       continue
     if int(stat.rsplit(')', 1)[1].split()[1]) == os.getpid() and (
-        command.endswith(b'worker_binary')):
+      command.endswith(b'worker_binary')
+    ):
       pids.append(int(pid))
   return pids
 
@@ -127,11 +135,12 @@ def _on_spawn(args, kwargs, result):
     return
 
   def watch():
-    import grpc  # pylint: disable=g-import-not-at-top
+    import grpc
+
     try:
       grpc.channel_ready_future(channel).result(timeout=120)
       mark('worker listening')
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass
 
   threading.Thread(target=watch, daemon=True).start()
@@ -155,29 +164,41 @@ def _patch_stop(local):
 
 
 PATCHES = {
-    'tasks': lambda m: _wrap_return(
-        m, 'load_task', lambda *_: mark('data loaded')),
-    'tff_algos.simulation.evaluation': lambda m: _wrap_return(
-        m, 'build_evaluation', lambda *_: mark('evaluation built')),
-    'tff_algos.simulation.experiment': lambda m: _wrap_return(
-        m, 'build_process', lambda *_: mark('computations built')),
-    'tff_algos.simulation.trainer': lambda m: _wrap_return(
-        m, 'build_process', lambda *_: mark('computations built')),
-    'tff_algos.simulation.loop': lambda m: (
-        _wrap_return(m.Loop, 'initial_state', lambda *_: mark('first call')),
-        _wrap_return(m.Loop, 'step', _on_step),
-        _wrap_return(m.Loop, 'train', lambda args, kwargs, result: mark(
-            f'trained {args[2] if len(args) > 2 else None}'))),
-    'tff_algos.runtime.prestart': lambda m: _wrap_return(
-        m, 'spawn', lambda *_: mark('worker spawned')),
-    'tff_algos.runtime.local': lambda m: (
-        _wrap_return(m._Worker, 'spawn', _on_spawn), _patch_stop(m)),  # pylint: disable=protected-access
+  'tasks': lambda m: _wrap_return(
+    m, 'load_task', lambda *_: mark('data loaded')
+  ),
+  'tff_algos.simulation.evaluation': lambda m: _wrap_return(
+    m, 'build_evaluation', lambda *_: mark('evaluation built')
+  ),
+  'tff_algos.simulation.experiment': lambda m: _wrap_return(
+    m, 'build_process', lambda *_: mark('computations built')
+  ),
+  'tff_algos.simulation.trainer': lambda m: _wrap_return(
+    m, 'build_process', lambda *_: mark('computations built')
+  ),
+  'tff_algos.simulation.loop': lambda m: (
+    _wrap_return(m.Loop, 'initial_state', lambda *_: mark('first call')),
+    _wrap_return(m.Loop, 'step', _on_step),
+    _wrap_return(
+      m.Loop,
+      'train',
+      lambda args, kwargs, result: mark(
+        f'trained {args[2] if len(args) > 2 else None}'
+      ),
+    ),
+  ),
+  'tff_algos.runtime.prestart': lambda m: _wrap_return(
+    m, 'spawn', lambda *_: mark('worker spawned')
+  ),
+  'tff_algos.runtime.local': lambda m: (
+    _wrap_return(m._Worker, 'spawn', _on_spawn),
+    _patch_stop(m),
+  ),
 }
 IMPORTS = ('tensorflow', 'tensorflow_federated')
 
 
 class _Loader(importlib.abc.Loader):
-
   def __init__(self, loader):
     self._loader = loader
 
@@ -194,7 +215,6 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-
   def find_spec(self, name, path, target=None):
     if name not in PATCHES and name not in IMPORTS:
       return None
@@ -214,15 +234,33 @@ def _write():
   _VALUES['worker_at_stop'] = list(_WORKER.values())
   _VALUES['modules'] = len(sys.modules)
   _VALUES['modules_loaded'] = sorted(
-      n for n in ('jax', 'tensorflow_probability', 'tensorflow_privacy',
-                  'dp_accounting', 'tensorflow_datasets', 'pandas',
-                  'matplotlib', 'scipy', 'tqdm', 'tensorboard')
-      if n in sys.modules and type(sys.modules[n]).__name__ not in (
-          '_LazyModule', '_Deferred'))
+    n
+    for n in (
+      'jax',
+      'tensorflow_probability',
+      'tensorflow_privacy',
+      'dp_accounting',
+      'tensorflow_datasets',
+      'pandas',
+      'matplotlib',
+      'scipy',
+      'tqdm',
+      'tensorboard',
+    )
+    if n in sys.modules
+    and type(sys.modules[n]).__name__ not in ('_LazyModule', '_Deferred')
+  )
   with open(_OUT, 'w') as f:
-    json.dump(dict(t0=float(os.environ.get('STARTUP_PROBE_T0', 'nan')),
-                   exit=time.time(), marks=_MARKS, values=_VALUES), f,
-              indent=1)
+    json.dump(
+      dict(
+        t0=float(os.environ.get('STARTUP_PROBE_T0', 'nan')),
+        exit=time.time(),
+        marks=_MARKS,
+        values=_VALUES,
+      ),
+      f,
+      indent=1,
+    )
 
 
 def main():
@@ -231,7 +269,8 @@ def main():
   sys.path[0] = os.path.dirname(os.path.abspath(script))
   sys.meta_path.insert(0, _Finder())
   atexit.register(_write)  # Registered first: runs after the runtime's stop.
-  import runpy  # pylint: disable=g-import-not-at-top
+  import runpy
+
   runpy.run_path(script, run_name='__main__')
 
 

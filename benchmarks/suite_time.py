@@ -35,8 +35,18 @@ def _fail(message, code):
 
 def _commit(repo, version):
   result = subprocess.run(
-      ['git', '-C', repo, 'rev-parse', '--verify', '--quiet',
-       f'{version}^{{commit}}'], capture_output=True, text=True)
+    [
+      'git',
+      '-C',
+      repo,
+      'rev-parse',
+      '--verify',
+      '--quiet',
+      f'{version}^{{commit}}',
+    ],
+    capture_output=True,
+    text=True,
+  )
   if result.returncode:
     _fail(f'{version!r} is not a commit of {repo}', 2)
   return result.stdout.strip()
@@ -49,25 +59,38 @@ def _children_cpu_seconds():
 
 def _make_test(repo, commit, cold):
   """Clones `commit` beside `repo`, runs `make test` there; its figures."""
-  clone = tempfile.mkdtemp(prefix=f'suite_time_{commit[:7]}_',
-                           dir=os.path.dirname(repo))
+  clone = tempfile.mkdtemp(
+    prefix=f'suite_time_{commit[:7]}_', dir=os.path.dirname(repo)
+  )
   caches = tempfile.mkdtemp(prefix='suite_time_caches_') if cold else None
   # A top-level make, as a user's: nothing of a make this runs under
   # (its -j, -n or level) reaches the one measured.
-  env = {k: v for k, v in os.environ.items()
-         if k not in ('MAKEFLAGS', 'MFLAGS', 'MAKELEVEL')}
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ('MAKEFLAGS', 'MFLAGS', 'MAKELEVEL')
+  }
   if cold:
-    env.update(PIP_CACHE_DIR=os.path.join(caches, 'pip'),
-               UV_CACHE_DIR=os.path.join(caches, 'uv'))
+    env.update(
+      PIP_CACHE_DIR=os.path.join(caches, 'pip'),
+      UV_CACHE_DIR=os.path.join(caches, 'uv'),
+    )
   try:
     for step in (['clone', '-q', repo, clone], ['checkout', '-q', commit]):
-      done = subprocess.run(['git', '-C', clone, *step], capture_output=True,
-                            text=True)
+      done = subprocess.run(
+        ['git', '-C', clone, *step], capture_output=True, text=True
+      )
       if done.returncode:
         _fail(f'git {step[0]}: {done.stderr.strip()}', 1)
     cpu, start = _children_cpu_seconds(), time.monotonic()
-    result = subprocess.run(['make', 'test'], cwd=clone, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    result = subprocess.run(
+      ['make', 'test'],
+      cwd=clone,
+      env=env,
+      text=True,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+    )
     whole = time.monotonic() - start
     cpu = _children_cpu_seconds() - cpu
   finally:
@@ -75,19 +98,28 @@ def _make_test(repo, commit, cold):
     if caches:
       shutil.rmtree(caches, ignore_errors=True)
   lines = result.stdout.strip().splitlines() or ['(no output)']
-  summary = next((m for m in map(_SUMMARY.search, reversed(lines)) if m),
-                 None)
+  summary = next((m for m in map(_SUMMARY.search, reversed(lines)) if m), None)
   if result.returncode or not summary:
-    fd, log = tempfile.mkstemp(prefix=f'suite_time_{commit[:7]}_',
-                               suffix='.log')
+    fd, log = tempfile.mkstemp(
+      prefix=f'suite_time_{commit[:7]}_', suffix='.log'
+    )
     with os.fdopen(fd, 'w') as f:
       f.write(result.stdout)
-    _fail(f'make test of {commit[:7]} exited {result.returncode} (its '
-          f'output: {log}): {lines[-1]}', 1)
+    _fail(
+      f'make test of {commit[:7]} exited {result.returncode} (its '
+      f'output: {log}): {lines[-1]}',
+      1,
+    )
   passed, skipped, pytest_seconds = summary.groups()
-  return dict(commit=commit, passed=int(passed), skipped=int(skipped or 0),
-              pytest_seconds=float(pytest_seconds), whole_seconds=whole,
-              setup_seconds=whole - float(pytest_seconds), cpu_seconds=cpu)
+  return dict(
+    commit=commit,
+    passed=int(passed),
+    skipped=int(skipped or 0),
+    pytest_seconds=float(pytest_seconds),
+    whole_seconds=whole,
+    setup_seconds=whole - float(pytest_seconds),
+    cpu_seconds=cpu,
+  )
 
 
 def _times(value, reference):
@@ -100,24 +132,32 @@ def _minutes(seconds):
 
 def _table(runs):
   first = runs[0]
-  rows = ['| version | passed | skipped | set-up | pytest | whole `make test` '
-          '| CPU-s | × first (whole, pytest) |', '|---|' + '---:|' * 7]
+  rows = [
+    '| version | passed | skipped | set-up | pytest | whole `make test` '
+    '| CPU-s | × first (whole, pytest) |',
+    '|---|' + '---:|' * 7,
+  ]
   for run in runs:
     rows.append(
-        f"| {run['commit'][:7]} | {run['passed']:,} | {run['skipped']:,} "
-        f"| {run['setup_seconds']:,.1f} s | {run['pytest_seconds']:,.1f} s "
-        f"| {_minutes(run['whole_seconds'])} | {run['cpu_seconds']:,.0f} "
-        f"| {_times(run['whole_seconds'], first['whole_seconds'])}, "
-        f"{_times(run['pytest_seconds'], first['pytest_seconds'])} |")
+      f'| {run["commit"][:7]} | {run["passed"]:,} | {run["skipped"]:,} '
+      f'| {run["setup_seconds"]:,.1f} s | {run["pytest_seconds"]:,.1f} s '
+      f'| {_minutes(run["whole_seconds"])} | {run["cpu_seconds"]:,.0f} '
+      f'| {_times(run["whole_seconds"], first["whole_seconds"])}, '
+      f'{_times(run["pytest_seconds"], first["pytest_seconds"])} |'
+    )
   return '\n'.join(rows)
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('versions', nargs='+',
-                      help='the first is the reference of the multiples')
-  parser.add_argument('--cold', action='store_true',
-                      help='empty pip and uv caches for each make test')
+  parser.add_argument(
+    'versions', nargs='+', help='the first is the reference of the multiples'
+  )
+  parser.add_argument(
+    '--cold',
+    action='store_true',
+    help='empty pip and uv caches for each make test',
+  )
   parser.add_argument('--repo', default=_ROOT)
   parser.add_argument('--json', help='also write the figures here')
   args = parser.parse_args()
@@ -127,17 +167,26 @@ def main():
   commits = [_commit(args.repo, v) for v in args.versions]
   runs = []
   for commit in commits:
-    print(f'make test of {commit[:7]} on a fresh clone ...', file=sys.stderr,
-          flush=True)
+    print(
+      f'make test of {commit[:7]} on a fresh clone ...',
+      file=sys.stderr,
+      flush=True,
+    )
     run = _make_test(args.repo, commit, args.cold)
     runs.append(run)
-    print(f"{commit[:7]}: {run['passed']:,} passed, {run['skipped']:,} "
-          f"skipped; pytest {run['pytest_seconds']:,.1f} s, in all "
-          f"{_minutes(run['whole_seconds'])}", file=sys.stderr, flush=True)
+    print(
+      f'{commit[:7]}: {run["passed"]:,} passed, {run["skipped"]:,} '
+      f'skipped; pytest {run["pytest_seconds"]:,.1f} s, in all '
+      f'{_minutes(run["whole_seconds"])}',
+      file=sys.stderr,
+      flush=True,
+    )
   load = os.getloadavg()[0]
   print(_table(runs))
-  print(f'(nproc {os.cpu_count()}, 1-minute load at the end {load:.2f}, '
-        f'caches {"empty" if args.cold else "as they were"})')
+  print(
+    f'(nproc {os.cpu_count()}, 1-minute load at the end {load:.2f}, '
+    f'caches {"empty" if args.cold else "as they were"})'
+  )
   if args.json:
     with open(args.json, 'w') as f:
       json.dump(dict(runs=runs, cold=args.cold), f, indent=1)

@@ -39,45 +39,54 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging  # pylint: disable=g-import-not-at-top
-import common  # pylint: disable=g-import-not-at-top  (before TensorFlow)
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
 
-import tasks  # pylint: disable=g-import-not-at-top
-from tff_algos import learning  # pylint: disable=g-import-not-at-top
-from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import client_inputs  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import Config  # pylint: disable=g-import-not-at-top
-from tff_algos.simulation.config import resolve  # pylint: disable=g-import-not-at-top
+import common  # Before TensorFlow: it prepares the runtime.
+
+# isort: split
+import tensorflow as tf
+import tensorflow_federated as tff
+
+import tasks
+from tff_algos import learning
+from tff_algos import runtime
+from tff_algos.simulation import client_inputs
+from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 Workload = collections.namedtuple(
-    'Workload', 'task clients_per_round epochs batch_size client_lr mu')
+  'Workload', 'task clients_per_round epochs batch_size client_lr mu'
+)
 WORKLOADS = {
-    # FedProx Synthetic(1,1) (Li et al. 2020): K=10, E=20, B=10, lr 0.01, μ=1.
-    'synthetic_mlr': Workload('synthetic_1_1', 10, 20, 10, 0.01, 1.0),
-    # FedAvg CNN on MNIST IID (McMahan et al. 2017): K=10 (C=0.1), E=5, B=10.
-    'mnist_cnn': Workload('mnist_iid_cnn', 10, 5, 10, 0.05, 0.0),
-    # FedAvg char-LSTM on TFF's Shakespeare: K=10, E=1, B=10.
-    'shakespeare_lstm': Workload('shakespeare', 10, 1, 10, 1.0, 0.0),
-    # One client per round (FedAvg at K=10 with 90% stragglers dropped):
-    # Synthetic(1,1), E=20, B=10: the round's fixed cost against its steps.
-    'synthetic_one_client': Workload('synthetic_1_1', 1, 20, 10, 0.01, 0.0),
+  # FedProx Synthetic(1,1) (Li et al. 2020): K=10, E=20, B=10, lr 0.01, μ=1.
+  'synthetic_mlr': Workload('synthetic_1_1', 10, 20, 10, 0.01, 1.0),
+  # FedAvg CNN on MNIST IID (McMahan et al. 2017): K=10 (C=0.1), E=5, B=10.
+  'mnist_cnn': Workload('mnist_iid_cnn', 10, 5, 10, 0.05, 0.0),
+  # FedAvg char-LSTM on TFF's Shakespeare: K=10, E=1, B=10.
+  'shakespeare_lstm': Workload('shakespeare', 10, 1, 10, 1.0, 0.0),
+  # One client per round (FedAvg at K=10 with 90% stragglers dropped):
+  # Synthetic(1,1), E=20, B=10: the round's fixed cost against its steps.
+  'synthetic_one_client': Workload('synthetic_1_1', 1, 20, 10, 0.01, 0.0),
 }
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum('workload', 'synthetic_mlr', list(WORKLOADS), 'Workload.')
 flags.DEFINE_integer('rounds', 5, 'Measured rounds.')
-flags.DEFINE_integer('warmup', 2, 'Rounds run first and not measured '
-                     '(tracing, compilation).')
+flags.DEFINE_integer(
+  'warmup', 2, 'Rounds run first and not measured (tracing, compilation).'
+)
 flags.DEFINE_string('json', None, 'Also write the results to this file.')
-flags.DEFINE_string('data_dir', None, 'Where dataset workloads find their '
-                    'files (default $TFF_DATA_DIR, else ~/.tff).')
-flags.DEFINE_integer('clients_per_round', None, 'Override the workload\'s K.')
-flags.DEFINE_integer('epochs', None, 'Override the workload\'s E.')
+flags.DEFINE_string(
+  'data_dir',
+  None,
+  'Where dataset workloads find their '
+  'files (default $TFF_DATA_DIR, else ~/.tff).',
+)
+flags.DEFINE_integer('clients_per_round', None, "Override the workload's K.")
+flags.DEFINE_integer('epochs', None, "Override the workload's E.")
 
 
 def cpu_seconds():
@@ -104,8 +113,10 @@ def build_fused_round(model, learning_rate, mu):
       v.assign(w)
     start = tf.constant(0)
     for end in ends:
-      batch = tf.nest.map_structure(lambda t: tf.gather(t, order[start:end]),
-                                    data)
+      batch = tf.nest.map_structure(  # Calls the lambda at once.
+        lambda t: tf.gather(t, order[start:end]),  # noqa: B023
+        data,
+      )
       with tf.GradientTape() as tape:
         loss = model.forward_pass(batch, training=True).loss
       for v, g, w0 in zip(variables, tape.gradient(loss, variables), initial):
@@ -118,11 +129,16 @@ def build_fused_round(model, learning_rate, mu):
     total, weight = None, 0.0
     for (client_input,) in inputs:
       n = float(len(client_input['data']['y']))
-      result = train(weights, client_input['data'],
-                     client_input['example_order'],
-                     client_input['batch_ends'])
-      total = [n * r.numpy() + (0 if total is None else t)
-               for r, t in zip(result, total or result)]
+      result = train(
+        weights,
+        client_input['data'],
+        client_input['example_order'],
+        client_input['batch_ends'],
+      )
+      total = [
+        n * r.numpy() + (0 if total is None else t)
+        for r, t in zip(result, total or result)
+      ]
       weight += n
     return [tf.constant(t / weight) for t in total]
 
@@ -140,30 +156,44 @@ def main(argv):
   epochs = FLAGS.epochs or workload.epochs
   batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
   arrays = tasks.client_arrays(task.train)
-  settings = resolve(Config(
-      algo='fedprox' if mu else 'fedavg', task=workload.task,
-      clients_per_round=k, epochs=epochs, batch_size=batch_size, client_lr=lr,
-      **(dict(mu=mu) if mu else {})))
+  settings = resolve(
+    Config(
+      algo='fedprox' if mu else 'fedavg',
+      task=workload.task,
+      clients_per_round=k,
+      epochs=epochs,
+      batch_size=batch_size,
+      client_lr=lr,
+      **(dict(mu=mu) if mu else {}),
+    )
+  )
   loop = trainer.loop_for(settings, task.model_fn, arrays, evaluate=False)
   sampler = loop.sampler
   rounds = range(1, FLAGS.warmup + FLAGS.rounds + 1)
-  inputs = {r: client_inputs.round_inputs(sampler, sampler.round_plan(r),
-                                          arrays, r, batch_size)
-            for r in rounds}
+  inputs = {
+    r: client_inputs.round_inputs(
+      sampler, sampler.round_plan(r), arrays, r, batch_size
+    )
+    for r in rounds
+  }
   steps = {r: sum(len(i[0]['batch_ends']) for i in inputs[r]) for r in rounds}
-  datasets = {r: [client_inputs.as_dataset(i) for i in inputs[r]]
-              for r in rounds}
+  datasets = {
+    r: [client_inputs.as_dataset(i) for i in inputs[r]] for r in rounds
+  }
   initial = learning.initial_model_weights(task.model_fn, 0)
 
   sgd = tff.learning.optimizers.build_sgdm
   if mu:
     builtin = tff.learning.algorithms.build_weighted_fed_prox(
-        task.model_fn, proximal_strength=mu, client_optimizer_fn=sgd(lr),
-        server_optimizer_fn=sgd(1.0))
+      task.model_fn,
+      proximal_strength=mu,
+      client_optimizer_fn=sgd(lr),
+      server_optimizer_fn=sgd(1.0),
+    )
   else:
     builtin = tff.learning.algorithms.build_weighted_fed_avg(
-        task.model_fn, client_optimizer_fn=sgd(lr),
-        server_optimizer_fn=sgd(1.0))
+      task.model_fn, client_optimizer_fn=sgd(lr), server_optimizer_fn=sgd(1.0)
+    )
 
   def simulation_loop():
     state = loop.initial_state(initial)
@@ -171,6 +201,7 @@ def main(argv):
     def run_round(r):
       nonlocal state
       state = loop.step(state, r).state
+
     return run_round
 
   def federated(process, round_data):
@@ -179,6 +210,7 @@ def main(argv):
     def run_round(r):
       nonlocal state
       state = process.next(state, round_data[r]).state
+
     return run_round
 
   def fused(fused_round):
@@ -187,11 +219,14 @@ def main(argv):
     def run_round(r):
       nonlocal weights
       weights = fused_round(weights, inputs[r])
+
     return run_round
 
   runners = collections.OrderedDict(
-      ours=simulation_loop(), tff_builtin=federated(builtin, datasets),
-      fused=fused(build_fused_round(task.model_fn(), lr, mu)))
+    ours=simulation_loop(),
+    tff_builtin=federated(builtin, datasets),
+    fused=fused(build_fused_round(task.model_fn(), lr, mu)),
+  )
   # Round by round, the three ways in turn: a change in the load from other
   # processes then hits all three alike.
   wall, cpu = collections.defaultdict(list), collections.defaultdict(list)
@@ -206,47 +241,67 @@ def main(argv):
   results = collections.OrderedDict()
   for name in runners:
     results[name] = dict(
-        steps_per_second=total_steps / sum(wall[name]),
-        seconds_per_round=statistics.median(wall[name]),
-        steps_per_cpu_second=total_steps / sum(cpu[name]),
-        cpu_seconds_per_round=statistics.median(cpu[name]))
+      steps_per_second=total_steps / sum(wall[name]),
+      seconds_per_round=statistics.median(wall[name]),
+      steps_per_cpu_second=total_steps / sum(cpu[name]),
+      cpu_seconds_per_round=statistics.median(cpu[name]),
+    )
   for other in ('tff_builtin', 'fused'):
-    for measure, suffix in (('steps_per_second', ''),
-                            ('steps_per_cpu_second', '_cpu')):
+    for measure, suffix in (
+      ('steps_per_second', ''),
+      ('steps_per_cpu_second', '_cpu'),
+    ):
       results[f'ratio_ours_over_{other}{suffix}'] = (
-          results['ours'][measure] / results[other][measure])
+        results['ours'][measure] / results[other][measure]
+      )
   # The round's fixed cost: ours' seconds per round beyond what its local
   # steps cost in the fused plain-TF loop (same steps, no federated runtime).
   measured = [r for r in rounds if r > FLAGS.warmup]
   steps_per_round = statistics.median(steps[r] for r in measured)
   fused_step = statistics.median(
-      w / steps[r] for w, r in zip(wall['fused'], measured))
+    w / steps[r] for w, r in zip(wall['fused'], measured)
+  )
   results['local_steps_per_round'] = steps_per_round
   results['local_steps_seconds_per_round'] = steps_per_round * fused_step
   results['overhead_seconds_per_round'] = (
-      results['ours']['seconds_per_round'] - steps_per_round * fused_step)
+    results['ours']['seconds_per_round'] - steps_per_round * fused_step
+  )
   for name in runners:
-    print(f'{name:12s} {results[name]["steps_per_second"]:10.0f} steps/s '
-          f'{results[name]["seconds_per_round"]:8.3f} s/round '
-          f'{results[name]["steps_per_cpu_second"]:10.0f} steps/CPU-s '
-          f'{results[name]["cpu_seconds_per_round"]:8.3f} CPU-s/round')
-  print(f'{FLAGS.workload}: ours/tff_builtin = '
-        f'{results["ratio_ours_over_tff_builtin"]:.2f}x, ours/fused = '
-        f'{results["ratio_ours_over_fused"]:.2f}x (per CPU second: '
-        f'{results["ratio_ours_over_tff_builtin_cpu"]:.2f}x, '
-        f'{results["ratio_ours_over_fused_cpu"]:.2f}x)')
-  print(f'ours: {results["ours"]["seconds_per_round"]:.3f} s/round = '
-        f'{steps_per_round:.0f} local steps ('
-        f'{results["local_steps_seconds_per_round"]:.3f} s at the fused '
-        f'loop\'s rate) + {results["overhead_seconds_per_round"]:.3f} s '
-        'per-round overhead')
+    print(
+      f'{name:12s} {results[name]["steps_per_second"]:10.0f} steps/s '
+      f'{results[name]["seconds_per_round"]:8.3f} s/round '
+      f'{results[name]["steps_per_cpu_second"]:10.0f} steps/CPU-s '
+      f'{results[name]["cpu_seconds_per_round"]:8.3f} CPU-s/round'
+    )
+  print(
+    f'{FLAGS.workload}: ours/tff_builtin = '
+    f'{results["ratio_ours_over_tff_builtin"]:.2f}x, ours/fused = '
+    f'{results["ratio_ours_over_fused"]:.2f}x (per CPU second: '
+    f'{results["ratio_ours_over_tff_builtin_cpu"]:.2f}x, '
+    f'{results["ratio_ours_over_fused_cpu"]:.2f}x)'
+  )
+  print(
+    f'ours: {results["ours"]["seconds_per_round"]:.3f} s/round = '
+    f'{steps_per_round:.0f} local steps ('
+    f'{results["local_steps_seconds_per_round"]:.3f} s at the fused '
+    f"loop's rate) + {results['overhead_seconds_per_round']:.3f} s "
+    'per-round overhead'
+  )
   if FLAGS.json:
     with open(FLAGS.json, 'w') as f:
-      json.dump(dict(workload=FLAGS.workload, clients_per_round=k,
-                     epochs=epochs, rounds=FLAGS.rounds, warmup=FLAGS.warmup,
-                     load_average_at_start_and_end=[load_at_start,
-                                                    os.getloadavg()],
-                     **results), f, indent=2)
+      json.dump(
+        dict(
+          workload=FLAGS.workload,
+          clients_per_round=k,
+          epochs=epochs,
+          rounds=FLAGS.rounds,
+          warmup=FLAGS.warmup,
+          load_average_at_start_and_end=[load_at_start, os.getloadavg()],
+          **results,
+        ),
+        f,
+        indent=2,
+      )
   runtime.stop()
 
 

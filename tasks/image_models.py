@@ -31,34 +31,42 @@ CIFAR_CROP = 24
 
 
 # A task before wrapping: train/test are {client: OrderedDict(x=, y=)}.
-Splits = collections.namedtuple('Splits',
-                                'name train test model_fn description')
+Splits = collections.namedtuple(
+  'Splits', 'name train test model_fn description'
+)
 
 
 def as_task(splits: Splits) -> base.FederatedTask:
   return base.FederatedTask(
-      name=splits.name,
-      train=base.client_data_from_arrays(splits.train),
-      test=base.client_data_from_arrays(splits.test),
-      model_fn=splits.model_fn, description=splits.description)
+    name=splits.name,
+    train=base.client_data_from_arrays(splits.train),
+    test=base.client_data_from_arrays(splits.test),
+    model_fn=splits.model_fn,
+    description=splits.description,
+  )
 
 
 def tasks_from_splits(splits_loaders):
   """{name: loader(data_dir, seed, **options) -> FederatedTask} from
   Splits loaders (the options a Splits loader takes pass through)."""
+
   def wrap(load):
     @functools.wraps(load)
     def loader(data_dir, seed, **options):
       return as_task(load(data_dir, seed, **options))
+
     return loader
+
   return collections.OrderedDict(
-      (name, wrap(load)) for name, load in splits_loaders.items())
+    (name, wrap(load)) for name, load in splits_loaders.items()
+  )
 
 
 def _spec(x_shape, x_dtype=tf.float32):
   return collections.OrderedDict(
-      x=tf.TensorSpec([None] + list(x_shape), x_dtype),
-      y=tf.TensorSpec([None], tf.int32))
+    x=tf.TensorSpec([None] + list(x_shape), x_dtype),
+    y=tf.TensorSpec([None], tf.int32),
+  )
 
 
 def scale_pixels(x):
@@ -74,57 +82,67 @@ def _image_classifier(layers_fn, shape, pixels):
   `pixels` their uint8 values 0-255, scaled inside the model
   (`scale_pixels`). Raw pixels keep a task's data at a quarter of the
   memory in the process and on the wire, with the same numbers."""
+
   def keras_model():
     if pixels:
-      first = [tf.keras.Input(shape, dtype=tf.uint8),
-               tf.keras.layers.Lambda(scale_pixels)]
+      first = [
+        tf.keras.Input(shape, dtype=tf.uint8),
+        tf.keras.layers.Lambda(scale_pixels),
+      ]
     else:
       first = [tf.keras.Input(shape)]
     return tf.keras.Sequential(first + layers_fn())
-  return models._classifier(keras_model,  # pylint: disable=protected-access
-                            _spec(shape, tf.uint8 if pixels else tf.float32))
+
+  return models._classifier(
+    keras_model,
+    _spec(shape, tf.uint8 if pixels else tf.float32),
+  )
 
 
-def mlr(num_features: int = 784, num_classes: int = 10,
-        pixels: bool = False):
+def mlr(num_features: int = 784, num_classes: int = 10, pixels: bool = False):
   """softmax(Wx + b) on flattened images (x float32 [num_features], or
   uint8 pixels with `pixels`)."""
   if not pixels:
     return models.multinomial_logistic_regression(num_features, num_classes)
-  return _image_classifier(lambda: [tf.keras.layers.Dense(num_classes)],
-                           [num_features], pixels)
+  return _image_classifier(
+    lambda: [tf.keras.layers.Dense(num_classes)], [num_features], pixels
+  )
 
 
 def _mnist_2nn_layers(num_classes):
-  return [tf.keras.layers.Dense(200, activation='relu'),
-          tf.keras.layers.Dense(200, activation='relu'),
-          tf.keras.layers.Dense(num_classes)]
+  return [
+    tf.keras.layers.Dense(200, activation='relu'),
+    tf.keras.layers.Dense(200, activation='relu'),
+    tf.keras.layers.Dense(num_classes),
+  ]
 
 
 def _mnist_cnn_layers(num_classes):
   return [
-      tf.keras.layers.Conv2D(32, 5, padding='same', activation='relu'),
-      tf.keras.layers.MaxPool2D(2),
-      tf.keras.layers.Conv2D(64, 5, padding='same', activation='relu'),
-      tf.keras.layers.MaxPool2D(2),
-      tf.keras.layers.Flatten(),
-      tf.keras.layers.Dense(512, activation='relu'),
-      tf.keras.layers.Dense(num_classes),
+    tf.keras.layers.Conv2D(32, 5, padding='same', activation='relu'),
+    tf.keras.layers.MaxPool2D(2),
+    tf.keras.layers.Conv2D(64, 5, padding='same', activation='relu'),
+    tf.keras.layers.MaxPool2D(2),
+    tf.keras.layers.Flatten(),
+    tf.keras.layers.Dense(512, activation='relu'),
+    tf.keras.layers.Dense(num_classes),
   ]
 
 
 def mnist_2nn(num_classes: int = 10, pixels: bool = False):
   """FedAvg's 2NN (x float32 [784] in [0, 1], or uint8 pixels with
   `pixels`)."""
-  return _image_classifier(lambda: _mnist_2nn_layers(num_classes), [784],
-                           pixels)
+  return _image_classifier(
+    lambda: _mnist_2nn_layers(num_classes), [784], pixels
+  )
 
 
 def mnist_cnn(num_classes: int = 10, pixels: bool = False):
   """FedAvg's CNN (x float32 [28, 28, 1] in [0, 1], or uint8 pixels with
   `pixels`)."""
-  return _image_classifier(lambda: _mnist_cnn_layers(num_classes),
-                           [28, 28, 1], pixels)
+  return _image_classifier(
+    lambda: _mnist_cnn_layers(num_classes), [28, 28, 1], pixels
+  )
 
 
 class CifarPreprocessing(tf.keras.layers.Layer):
@@ -137,21 +155,27 @@ class CifarPreprocessing(tf.keras.layers.Layer):
   Uses stateful TF random ops only (no variables), so it is safe inside TFF.
   """
 
-  def call(self, inputs, training=None):  # pylint: disable=arguments-differ
+  def call(self, inputs, training=None):
     x = tf.cast(inputs, tf.float32) / 255.0
     if training:
+
       def augment(image):
         image = tf.image.random_crop(image, [CIFAR_CROP, CIFAR_CROP, 3])
         image = tf.image.random_flip_left_right(image)
         image = tf.image.random_brightness(image, max_delta=63 / 255)
         image = tf.image.random_contrast(image, lower=0.2, upper=1.8)
         return image
-      x = tf.map_fn(augment, x,
-                    fn_output_signature=tf.TensorSpec(
-                        [CIFAR_CROP, CIFAR_CROP, 3], tf.float32))
+
+      x = tf.map_fn(
+        augment,
+        x,
+        fn_output_signature=tf.TensorSpec(
+          [CIFAR_CROP, CIFAR_CROP, 3], tf.float32
+        ),
+      )
     else:
       offset = (32 - CIFAR_CROP) // 2
-      x = x[:, offset:offset + CIFAR_CROP, offset:offset + CIFAR_CROP, :]
+      x = x[:, offset : offset + CIFAR_CROP, offset : offset + CIFAR_CROP, :]
     return tf.image.per_image_standardization(x)
 
   def compute_output_shape(self, input_shape):
@@ -160,7 +184,8 @@ class CifarPreprocessing(tf.keras.layers.Layer):
 
 def _lrn(x):
   return tf.nn.local_response_normalization(
-      x, depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75)
+    x, depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75
+  )
 
 
 def cifar_cnn_keras(num_classes: int = 10):
@@ -182,5 +207,7 @@ def cifar_cnn_keras(num_classes: int = 10):
 
 def cifar_cnn(num_classes: int = 10):
   """The CIFAR-10 CNN (x uint8 [32, 32, 3], preprocessing inside)."""
-  return models._classifier(lambda: cifar_cnn_keras(num_classes),  # pylint: disable=protected-access
-                            _spec([32, 32, 3], tf.uint8))
+  return models._classifier(
+    lambda: cifar_cnn_keras(num_classes),
+    _spec([32, 32, 3], tf.uint8),
+  )

@@ -43,12 +43,15 @@ from tasks import image_models
 from tasks import validate
 
 FILES = collections.OrderedDict(
-    train_x='train-images-idx3-ubyte.gz',
-    train_y='train-labels-idx1-ubyte.gz',
-    test_x='t10k-images-idx3-ubyte.gz',
-    test_y='t10k-labels-idx1-ubyte.gz')
-SOURCE = ('the official MNIST files (http://yann.lecun.com/exdb/mnist/, or a '
-          'mirror such as https://ossci-datasets.s3.amazonaws.com/mnist/)')
+  train_x='train-images-idx3-ubyte.gz',
+  train_y='train-labels-idx1-ubyte.gz',
+  test_x='t10k-images-idx3-ubyte.gz',
+  test_y='t10k-labels-idx1-ubyte.gz',
+)
+SOURCE = (
+  'the official MNIST files (http://yann.lecun.com/exdb/mnist/, or a '
+  'mirror such as https://ossci-datasets.s3.amazonaws.com/mnist/)'
+)
 IMAGE_MAGIC, LABEL_MAGIC = 0x00000803, 0x00000801
 
 FEDAVG_CLIENTS = 100
@@ -57,8 +60,7 @@ FEDPROX_DEVICES = 1000
 FEDPROX_TRAIN_FRACTION = 0.9
 
 
-LABELS = validate.Array('u', (None,), lo=0, hi=9,
-                        what='labels 0..9')
+LABELS = validate.Array('u', (None,), lo=0, hi=9, what='labels 0..9')
 
 
 def read_idx(path, magic):
@@ -70,28 +72,37 @@ def read_idx(path, magic):
     with gzip.open(path, 'rb') as f:
       raw = f.read()
   except (OSError, EOFError, zlib.error) as e:
-    raise validate.fail(path, f'not a readable gzip file ({e}); truncated '
-                        'or corrupt?') from None
+    raise validate.fail(
+      path, f'not a readable gzip file ({e}); truncated or corrupt?'
+    ) from None
   ndim = 3 if magic == IMAGE_MAGIC else 1
   header = 4 * (1 + ndim)
   if len(raw) < header:
-    raise validate.fail(path, f'{len(raw)} bytes, shorter than the '
-                        f'{header}-byte IDX header (truncated?)')
+    raise validate.fail(
+      path,
+      f'{len(raw)} bytes, shorter than the '
+      f'{header}-byte IDX header (truncated?)',
+    )
   fields = np.frombuffer(raw, '>u4', count=1 + ndim)
   if int(fields[0]) != magic:
     what = 'images' if ndim == 3 else 'labels'
-    raise validate.fail(path, f'IDX magic {int(fields[0]):#010x}, expected '
-                        f'{magic:#010x} (uint8 {what})')
+    raise validate.fail(
+      path,
+      f'IDX magic {int(fields[0]):#010x}, expected '
+      f'{magic:#010x} (uint8 {what})',
+    )
   dims = [int(d) for d in fields[1:]]
   if ndim == 3 and dims[1:] != [28, 28]:
-    raise validate.fail(path, f'images are {dims[1]}×{dims[2]}, expected '
-                        '28×28')
+    raise validate.fail(path, f'images are {dims[1]}×{dims[2]}, expected 28×28')
   if not dims[0]:
     raise validate.fail(path, 'the header announces no items')
   expected = int(np.prod(dims))
   if len(raw) - header != expected:
-    raise validate.fail(path, f'{len(raw) - header} data bytes, the header '
-                        f'announces {expected} (truncated or corrupt file)')
+    raise validate.fail(
+      path,
+      f'{len(raw) - header} data bytes, the header '
+      f'announces {expected} (truncated or corrupt file)',
+    )
   return np.frombuffer(raw, np.uint8, offset=header).reshape(dims)
 
 
@@ -102,17 +113,22 @@ def load_arrays(data_dir):
   missing = [p for p in paths.values() if not os.path.isfile(p)]
   if missing:
     raise tasks.DataError(
-        f'MNIST needs the four files {", ".join(FILES.values())} in '
-        f'{folder} (missing: {", ".join(os.path.basename(p) for p in missing)}'
-        f'); get them from {SOURCE}')
-  arrays = {k: read_idx(paths[k], IMAGE_MAGIC if k.endswith('x') else
-                        LABEL_MAGIC) for k in FILES}
+      f'MNIST needs the four files {", ".join(FILES.values())} in '
+      f'{folder} (missing: {", ".join(os.path.basename(p) for p in missing)}'
+      f'); get them from {SOURCE}'
+    )
+  arrays = {
+    k: read_idx(paths[k], IMAGE_MAGIC if k.endswith('x') else LABEL_MAGIC)
+    for k in FILES
+  }
   for split in ('train', 'test'):
     x, y = arrays[f'{split}_x'], arrays[f'{split}_y']
     validate.check(y, LABELS, paths[f'{split}_y'])
     if len(x) != len(y):
-      raise validate.fail(paths[f'{split}_y'], f'{len(y)} labels, but '
-                          f'{paths[f"{split}_x"]} has {len(x)} images')
+      raise validate.fail(
+        paths[f'{split}_y'],
+        f'{len(y)} labels, but {paths[f"{split}_x"]} has {len(x)} images',
+      )
   return tuple(arrays[k] for k in FILES)
 
 
@@ -125,10 +141,13 @@ def _pack(x, y, indices_by_client, model):
   client's arrays are views of one array in client order
   (`base.packed_clients`)."""
   return base.packed_clients(
-      collections.OrderedDict(
-          x=(x, lambda rows: _shape(rows, model)),
-          y=(y, lambda rows: rows.astype(np.int32))),
-      indices_by_client, _client_id)
+    collections.OrderedDict(
+      x=(x, lambda rows: _shape(rows, model)),
+      y=(y, lambda rows: rows.astype(np.int32)),
+    ),
+    indices_by_client,
+    _client_id,
+  )
 
 
 def iid_split(n, num_clients, rng):
@@ -154,18 +173,20 @@ def powerlaw_split(labels, num_devices, rng, first=5):
   for u in range(num_devices):
     for j in range(2):
       c = (u + j) % num_classes
-      devices[u].append(by_label[c][taken[c]:taken[c] + first])
+      devices[u].append(by_label[c][taken[c] : taken[c] + first])
       taken[c] += first
   props = rng.lognormal(0, 2.0, (num_classes, groups, 2))
-  remaining = np.array([len(v) - num_devices * 2 * first // num_classes
-                        for v in by_label], np.float64)
+  remaining = np.array(
+    [len(v) - num_devices * 2 * first // num_classes for v in by_label],
+    np.float64,
+  )
   props = remaining[:, None, None] * props / props.sum((1, 2), keepdims=True)
   for u in range(num_devices):
     for j in range(2):
       c = (u + j) % num_classes
       count = int(props[c, u // num_classes, j])
       if taken[c] + count < len(by_label[c]):  # As their script.
-        devices[u].append(by_label[c][taken[c]:taken[c] + count])
+        devices[u].append(by_label[c][taken[c] : taken[c] + count])
         taken[c] += count
   return [np.concatenate(d) for d in devices]
 
@@ -175,74 +196,91 @@ def _shape(x, model):
 
 
 def _model_fn(model):
-  return dict(mlr=image_models.mlr(784, 10, pixels=True),
-              nn2=image_models.mnist_2nn(pixels=True),
-              cnn=image_models.mnist_cnn(10, pixels=True))[model]
+  return dict(
+    mlr=image_models.mlr(784, 10, pixels=True),
+    nn2=image_models.mnist_2nn(pixels=True),
+    cnn=image_models.mnist_cnn(10, pixels=True),
+  )[model]
 
 
 def fedavg_task(name, data_dir, seed, split, model):
   train_x, train_y, test_x, test_y = load_arrays(data_dir)
   rng = np.random.default_rng(seed)
   if len(train_y) % (FEDAVG_CLIENTS * SHARDS_PER_CLIENT) or (
-      len(test_y) % FEDAVG_CLIENTS):
+    len(test_y) % FEDAVG_CLIENTS
+  ):
     raise tasks.DataError(
-        f'{data_dir}/mnist: {len(train_y)} train / {len(test_y)} test images '
-        f'cannot be split evenly over {FEDAVG_CLIENTS} clients')
+      f'{data_dir}/mnist: {len(train_y)} train / {len(test_y)} test images '
+      f'cannot be split evenly over {FEDAVG_CLIENTS} clients'
+    )
   if split == 'iid':
     train_idx = iid_split(len(train_y), FEDAVG_CLIENTS, rng)
   else:
-    train_idx = pathological_split(train_y, FEDAVG_CLIENTS, SHARDS_PER_CLIENT,
-                                   rng)
+    train_idx = pathological_split(
+      train_y, FEDAVG_CLIENTS, SHARDS_PER_CLIENT, rng
+    )
   test_idx = iid_split(len(test_y), FEDAVG_CLIENTS, rng)
   per = len(train_y) // FEDAVG_CLIENTS
-  label = ('IID' if split == 'iid' else
-           f'pathological non-IID: sorted by label, {2 * FEDAVG_CLIENTS} '
-           f'shards of {per // 2}, 2 per client')
+  label = (
+    'IID'
+    if split == 'iid'
+    else f'pathological non-IID: sorted by label, {2 * FEDAVG_CLIENTS} '
+    f'shards of {per // 2}, 2 per client'
+  )
   return image_models.Splits(
-      name=name,
-      train=_pack(train_x, train_y, train_idx, model),
-      test=_pack(test_x, test_y, test_idx, model),
-      model_fn=_model_fn(model),
-      description=(f'FedAvg MNIST {label}: {FEDAVG_CLIENTS} clients × {per} '
-                   f'train images (seed {seed}); the {len(test_y)} test '
-                   f'images split IID {len(test_y) // FEDAVG_CLIENTS} per '
-                   f'client; model {model.replace("nn2", "2NN").upper()}'))
+    name=name,
+    train=_pack(train_x, train_y, train_idx, model),
+    test=_pack(test_x, test_y, test_idx, model),
+    model_fn=_model_fn(model),
+    description=(
+      f'FedAvg MNIST {label}: {FEDAVG_CLIENTS} clients × {per} '
+      f'train images (seed {seed}); the {len(test_y)} test '
+      f'images split IID {len(test_y) // FEDAVG_CLIENTS} per '
+      f'client; model {model.replace("nn2", "2NN").upper()}'
+    ),
+  )
 
 
-def powerlaw_task(name, data_dir, seed,
-                  train_fraction=FEDPROX_TRAIN_FRACTION):
+def powerlaw_task(name, data_dir, seed, train_fraction=FEDPROX_TRAIN_FRACTION):
   train_x, train_y, test_x, test_y = load_arrays(data_dir)
   x = _shape(np.concatenate([train_x, test_x]), 'mlr')
   y = np.concatenate([train_y, test_y]).astype(np.int32)
   rng = np.random.default_rng(seed)
   devices = powerlaw_split(y, FEDPROX_DEVICES, rng)
-  train, test = base.split_devices(x, y, devices, train_fraction, rng,
-                                   _client_id)
+  train, test = base.split_devices(
+    x, y, devices, train_fraction, rng, _client_id
+  )
   total = sum(len(d) for d in devices)
   return image_models.Splits(
-      name=name,
-      train=train,
-      test=test,
-      model_fn=_model_fn('mlr'),
-      description=(f'FedProx MNIST: {FEDPROX_DEVICES} devices, 2 digits each, '
-                   f'power-law sizes, {total} of 70,000 images used (seed '
-                   f'{seed}; FedProx Table 1: 69,035), each device split '
-                   f'{train_fraction:g} train; MLR'))
+    name=name,
+    train=train,
+    test=test,
+    model_fn=_model_fn('mlr'),
+    description=(
+      f'FedProx MNIST: {FEDPROX_DEVICES} devices, 2 digits each, '
+      f'power-law sizes, {total} of 70,000 images used (seed '
+      f'{seed}; FedProx Table 1: 69,035), each device split '
+      f'{train_fraction:g} train; MLR'
+    ),
+  )
 
 
 def _fedavg_loader(split, model):
   def load(data_dir, seed):
-    name = f'mnist_{split}' + ('' if model is None else
-                               f'_{model.replace("nn2", "2nn")}')
+    name = f'mnist_{split}' + (
+      '' if model is None else f'_{model.replace("nn2", "2nn")}'
+    )
     return fedavg_task(name, data_dir, seed, split, model or 'cnn')
+
   return load
 
 
 SPLITS = collections.OrderedDict()  # name → loader(data_dir, seed) → Splits
 for _split in ('iid', 'pathological'):
   for _model in (None, 'nn2', 'cnn'):
-    SPLITS[f'mnist_{_split}' + ('' if _model is None else
-                                f'_{_model.replace("nn2", "2nn")}')] = (
-                                    _fedavg_loader(_split, _model))
+    SPLITS[
+      f'mnist_{_split}'
+      + ('' if _model is None else f'_{_model.replace("nn2", "2nn")}')
+    ] = _fedavg_loader(_split, _model)
 SPLITS['mnist_powerlaw'] = functools.partial(powerlaw_task, 'mnist_powerlaw')
 TASKS = image_models.tasks_from_splits(SPLITS)

@@ -30,13 +30,16 @@ def parse(spec: str | None):
   except ValueError:
     alpha = math.nan
   if kind != 'dirichlet' or not 0 < alpha < math.inf:
-    raise ValueError(f'--partition={spec!r}: expected dirichlet:α with a '
-                     'number α > 0 (e.g. dirichlet:0.5)')
+    raise ValueError(
+      f'--partition={spec!r}: expected dirichlet:α with a '
+      'number α > 0 (e.g. dirichlet:0.5)'
+    )
   return kind, alpha
 
 
-def dirichlet(labels: np.ndarray, num_clients: int, alpha: float,
-              rng: np.random.Generator) -> list[np.ndarray]:
+def dirichlet(
+  labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator
+) -> list[np.ndarray]:
   """Each client's example indices (sorted) under Dirichlet(α) class
   proportions; tasks.DataError when no draw in MAX_DRAWS gives every
   client an example (α very small for this many clients)."""
@@ -53,8 +56,9 @@ def dirichlet(labels: np.ndarray, num_clients: int, alpha: float,
     if min(len(c) for c in clients) > 0:
       return clients
   raise tasks.DataError(
-      f'--partition=dirichlet:{alpha:g}: no draw in {MAX_DRAWS} gave each of '
-      f'the {num_clients} clients an example; use a larger α')
+    f'--partition=dirichlet:{alpha:g}: no draw in {MAX_DRAWS} gave each of '
+    f'the {num_clients} clients an example; use a larger α'
+  )
 
 
 def apply(task, spec: str, seed: int):
@@ -62,29 +66,37 @@ def apply(task, spec: str, seed: int):
   docstring): the same number of clients, named client_0000, .... The
   task's train data must be arrays with one integer class label per
   example."""
-  from tasks import base  # pylint: disable=g-import-not-at-top
+  from tasks import base
+
   kind, alpha = parse(spec)
   del kind
   arrays = getattr(task.train, 'arrays', None)
   if arrays is None or any(
-      set(a) != {'x', 'y'} or np.ndim(a['y']) != 1 or
-      not np.issubdtype(np.asarray(a['y']).dtype, np.integer)
-      for a in arrays.values()):
-    raise tasks.DataError(f'--partition: {task.name} does not have one '
-                          'integer class label per training example')
+    set(a) != {'x', 'y'}
+    or np.ndim(a['y']) != 1
+    or not np.issubdtype(np.asarray(a['y']).dtype, np.integer)
+    for a in arrays.values()
+  ):
+    raise tasks.DataError(
+      f'--partition: {task.name} does not have one '
+      'integer class label per training example'
+    )
   pooled = [arrays[c] for c in task.train.client_ids]
   x = np.concatenate([a['x'] for a in pooled])
   y = np.concatenate([a['y'] for a in pooled])
-  clients = dirichlet(y, len(pooled), alpha,
-                      np.random.default_rng([seed, 4]))
+  clients = dirichlet(y, len(pooled), alpha, np.random.default_rng([seed, 4]))
   train = collections.OrderedDict(
-      (f'client_{k:04d}', collections.OrderedDict(x=x[i], y=y[i]))
-      for k, i in enumerate(clients))
+    (f'client_{k:04d}', collections.OrderedDict(x=x[i], y=y[i]))
+    for k, i in enumerate(clients)
+  )
   return base.FederatedTask(
-      name=task.name, train=base.client_data_from_arrays(train),
-      test=task.test, model_fn=task.model_fn,
-      description=f'{task.description}; training data repartitioned '
-                  f'{spec} over {len(train)} clients (data seed {seed})')
+    name=task.name,
+    train=base.client_data_from_arrays(train),
+    test=task.test,
+    model_fn=task.model_fn,
+    description=f'{task.description}; training data repartitioned '
+    f'{spec} over {len(train)} clients (data seed {seed})',
+  )
 
 
 def label_histogram(client_arrays, client_ids) -> list[dict]:
@@ -94,6 +106,10 @@ def label_histogram(client_arrays, client_ids) -> list[dict]:
   rows = []
   for client, a in zip(client_ids, client_arrays):
     counts = collections.Counter(np.asarray(a['y']).tolist())
-    rows.append(dict(client=client, **{f'label_{l}': counts.get(l, 0)
-                                       for l in labels}))
+    rows.append(
+      dict(
+        client=client,
+        **{f'label_{label}': counts.get(label, 0) for label in labels},
+      )
+    )
   return rows

@@ -51,7 +51,7 @@ from tasks import validate
 
 SEQUENCE_LENGTH = 25
 PAD, UNK = 0, 1
-EMBEDDING_DIM = 100      # trainable embedding without GloVe
+EMBEDDING_DIM = 100  # trainable embedding without GloVe
 MAX_VOCAB = 10_000
 MIN_COUNT = 2
 TRAIN_FRACTION = 0.9
@@ -61,12 +61,13 @@ SOURCES = ('leaf', 'csv', 'leaf_sample')
 _WORDS = re.compile(r"[\w']+|[.,!?;]")
 
 HELP = (
-    'Sent140 needs one of, under {root}: (1) LEAF output train/*.json and '
-    'test/*.json (LEAF data/sent140, ./preprocess.sh; '
-    'https://github.com/TalwalkarLab/leaf); (2) {raw} (Sentiment140 '
-    'training set, http://help.sentiment140.com/for-students, '
-    'trainingandtestdata.zip); (3) {sample} (a LEAF Sent140 test split, as '
-    'in the shared data). Nothing is downloaded.')
+  'Sent140 needs one of, under {root}: (1) LEAF output train/*.json and '
+  'test/*.json (LEAF data/sent140, ./preprocess.sh; '
+  'https://github.com/TalwalkarLab/leaf); (2) {raw} (Sentiment140 '
+  'training set, http://help.sentiment140.com/for-students, '
+  'trainingandtestdata.zip); (3) {sample} (a LEAF Sent140 test split, as '
+  'in the shared data). Nothing is downloaded.'
+)
 
 
 def split_line(text):
@@ -97,8 +98,11 @@ def read_csv(path):
   if not text.strip():
     raise validate.fail(path, 'empty file: no tweets')
   if not text.endswith(('\n', '\r', '"')):
-    raise validate.fail(path, 'the last line is cut off (no line break at '
-                        'the end of the file): truncated?')
+    raise validate.fail(
+      path,
+      'the last line is cut off (no line break at '
+      'the end of the file): truncated?',
+    )
   reader = csv.reader(io.StringIO(text, newline=''), strict=True)
   by_user = collections.OrderedDict()
   try:
@@ -111,9 +115,12 @@ def read_csv(path):
           continue  # pandas' header line (really a tweet): skip, as README.
         row = row[1:]
       if len(row) != 6:
-        raise validate.fail(where, f'{len(row)} fields, expected 6 '
-                            '(polarity,id,date,query,user,text); truncated '
-                            'or corrupt file?')
+        raise validate.fail(
+          where,
+          f'{len(row)} fields, expected 6 '
+          '(polarity,id,date,query,user,text); truncated '
+          'or corrupt file?',
+        )
       polarity = row[0].strip()
       if index == 0 and not polarity.lstrip('-').isdigit():
         continue  # A header line.
@@ -125,8 +132,10 @@ def read_csv(path):
         continue
       by_user.setdefault(row[4], []).append((row[5], int(polarity == '4')))
   except csv.Error as e:
-    raise validate.fail(f'{path}:{reader.line_num}', f'not valid CSV ({e}); '
-                        'truncated or corrupt file?') from None
+    raise validate.fail(
+      f'{path}:{reader.line_num}',
+      f'not valid CSV ({e}); truncated or corrupt file?',
+    ) from None
   if not by_user:
     raise validate.fail(path, 'no tweets')
   return by_user
@@ -134,18 +143,23 @@ def read_csv(path):
 
 # LEAF Sent140 samples: x = [id, date, query, user, text, source] strings,
 # y = 0/1 (checked by leaf.file_schema with these).
-TWEET = validate.ListOf(validate.Str(), min_len=5, what='a list of strings '
-                        '[id, date, query, user, text, ...]')
-LEAF_X = validate.ListOf(TWEET, min_len=1, name='sample',
-                         what='a list of tweets')
+TWEET = validate.ListOf(
+  validate.Str(),
+  min_len=5,
+  what='a list of strings [id, date, query, user, text, ...]',
+)
+LEAF_X = validate.ListOf(
+  TWEET, min_len=1, name='sample', what='a list of tweets'
+)
 LEAF_Y = validate.Labels(2, as_list=True)
 
 
 def _leaf_tweets(split):
   """{user: [(text, label)]} from checked LEAF data {user: (x, y)}."""
   return collections.OrderedDict(
-      (user, [(x[4], y) for x, y in zip(xs, ys)])
-      for user, (xs, ys) in split.items())
+    (user, [(x[4], y) for x, y in zip(xs, ys)])
+    for user, (xs, ys) in split.items()
+  )
 
 
 def split_users(by_user, min_tweets, seed=0, train_fraction=TRAIN_FRACTION):
@@ -167,8 +181,9 @@ def split_users(by_user, min_tweets, seed=0, train_fraction=TRAIN_FRACTION):
 
 
 @functools.lru_cache(maxsize=4)
-def _read_source(source, fingerprint, min_tweets, seed=0,
-                 train_fraction=TRAIN_FRACTION):
+def _read_source(
+  source, fingerprint, min_tweets, seed=0, train_fraction=TRAIN_FRACTION
+):
   path = fingerprint[0]
   if source == 'leaf':
     train, test = leaf.read_leaf_pair(path, LEAF_X, LEAF_Y)
@@ -191,26 +206,34 @@ def find_source(data_dir, source='auto', csv_path=None):
       raise tasks.DataError(f'no Sentiment140 CSV at {csv_path}')
     return 'csv', csv_path
   candidates = dict(
-      leaf=(root, glob.glob(os.path.join(root, 'train', '*.json')) and
-            glob.glob(os.path.join(root, 'test', '*.json'))),
-      csv=(os.path.join(root, RAW_CSV),
-           os.path.isfile(os.path.join(root, RAW_CSV))),
-      leaf_sample=(os.path.join(root, LEAF_SAMPLE),
-                   os.path.isfile(os.path.join(root, LEAF_SAMPLE))))
+    leaf=(
+      root,
+      glob.glob(os.path.join(root, 'train', '*.json'))
+      and glob.glob(os.path.join(root, 'test', '*.json')),
+    ),
+    csv=(
+      os.path.join(root, RAW_CSV),
+      os.path.isfile(os.path.join(root, RAW_CSV)),
+    ),
+    leaf_sample=(
+      os.path.join(root, LEAF_SAMPLE),
+      os.path.isfile(os.path.join(root, LEAF_SAMPLE)),
+    ),
+  )
   if source != 'auto':
     if source not in SOURCES:
       raise ValueError(f'source must be auto or one of {SOURCES}')
     if not candidates[source][1]:
-      raise tasks.DataError(f'sent140 source {source!r}: nothing at '
-                            f'{candidates[source][0]}. ' +
-                            HELP.format(root=root, raw=RAW_CSV,
-                                        sample=LEAF_SAMPLE))
+      raise tasks.DataError(
+        f'sent140 source {source!r}: nothing at '
+        f'{candidates[source][0]}. '
+        + HELP.format(root=root, raw=RAW_CSV, sample=LEAF_SAMPLE)
+      )
     return source, candidates[source][0]
   for name in SOURCES:
     if candidates[name][1]:
       return name, candidates[name][0]
-  raise tasks.DataError(HELP.format(root=root, raw=RAW_CSV,
-                                    sample=LEAF_SAMPLE))
+  raise tasks.DataError(HELP.format(root=root, raw=RAW_CSV, sample=LEAF_SAMPLE))
 
 
 # --------------------------------------------------------------- vocabulary
@@ -224,9 +247,12 @@ def _glove_vector(values, where):
   bad = ~np.isfinite(vector) | (np.abs(vector) > validate.FLOAT32_MAX)
   if bad.any():
     value = values[int(np.argmax(bad))]
-    raise validate.fail(where, f'vector value {value[:24]!r}'
-                        f'{"..." if len(value) > 24 else ""} is not a '
-                        'finite float32 number')
+    raise validate.fail(
+      where,
+      f'vector value {value[:24]!r}'
+      f'{"..." if len(value) > 24 else ""} is not a '
+      'finite float32 number',
+    )
   return vector.astype(np.float32)
 
 
@@ -240,9 +266,11 @@ def read_glove(path, words=None):
   off); the vectors kept must be finite float32 numbers.
   """
   if not os.path.isfile(path):
-    raise tasks.DataError(f'no GloVe embeddings file at {path} (a text file '
-                          'of "word v1 ... vd" lines, e.g. glove.6B.300d.txt '
-                          'from https://nlp.stanford.edu/projects/glove/)')
+    raise tasks.DataError(
+      f'no GloVe embeddings file at {path} (a text file '
+      'of "word v1 ... vd" lines, e.g. glove.6B.300d.txt '
+      'from https://nlp.stanford.edu/projects/glove/)'
+    )
   found, kept, vectors, dim, last, number = [], set(), [], None, b'\n', 0
   try:
     f = open(path, 'rb')
@@ -254,8 +282,9 @@ def read_glove(path, words=None):
       try:
         line = raw.decode('utf-8')
       except UnicodeDecodeError as e:
-        raise validate.fail(where, f'not UTF-8 text (byte {e.start} of the '
-                            'line)') from None
+        raise validate.fail(
+          where, f'not UTF-8 text (byte {e.start} of the line)'
+        ) from None
       parts = line.rstrip('\r\n').rstrip(' ').split(' ')
       if len(parts) < 2:
         if not line.strip():
@@ -263,12 +292,16 @@ def read_glove(path, words=None):
         raise validate.fail(where, 'not "word v1 ... vd"')
       if dim is None:
         if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-          raise validate.fail(where, 'a word2vec header line ("N d"), not '
-                              'GloVe text: remove it')
+          raise validate.fail(
+            where, 'a word2vec header line ("N d"), not GloVe text: remove it'
+          )
         dim = len(parts) - 1
       if len(parts) - 1 != dim:
-        raise validate.fail(where, f'{len(parts) - 1} values, expected {dim} '
-                            '(truncated or corrupt file?)')
+        raise validate.fail(
+          where,
+          f'{len(parts) - 1} values, expected {dim} '
+          '(truncated or corrupt file?)',
+        )
       if words is not None and parts[0] not in words or parts[0] in kept:
         continue
       vectors.append(_glove_vector(parts[1:], where))
@@ -277,8 +310,10 @@ def read_glove(path, words=None):
   if dim is None:
     raise validate.fail(path, 'empty GloVe file')
   if not last.endswith(b'\n'):
-    raise validate.fail(f'{path}:{number}', 'the last line has no line '
-                        'break: the file is cut off (truncated?)')
+    raise validate.fail(
+      f'{path}:{number}',
+      'the last line has no line break: the file is cut off (truncated?)',
+    )
   matrix = np.stack(vectors) if vectors else np.zeros((0, dim), np.float32)
   return found, matrix
 
@@ -286,23 +321,36 @@ def read_glove(path, words=None):
 def build_vocabulary(train, test, embeddings=None):
   """(word → id, embedding matrix or None)."""
   counts = collections.Counter(
-      w for tweets in train.values() for text, _ in tweets
-      for w in split_line(text))
+    w
+    for tweets in train.values()
+    for text, _ in tweets
+    for w in split_line(text)
+  )
   if embeddings:
-    seen = set(counts) | {w for tweets in test.values() for text, _ in tweets
-                          for w in split_line(text)}
+    seen = set(counts) | {
+      w
+      for tweets in test.values()
+      for text, _ in tweets
+      for w in split_line(text)
+    }
     words, vectors = read_glove(embeddings, seen)
     if not words:
-      raise validate.fail(embeddings, f'none of the {len(seen)} words of the '
-                          'tweets is in it (not GloVe vectors for this data?)')
+      raise validate.fail(
+        embeddings,
+        f'none of the {len(seen)} words of the '
+        'tweets is in it (not GloVe vectors for this data?)',
+      )
     order = sorted(range(len(words)), key=lambda i: (-counts[words[i]], i))
     words = [words[i] for i in order]
-    matrix = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32),
-                             vectors[order]])
+    matrix = np.concatenate(
+      [np.zeros((2, vectors.shape[1]), np.float32), vectors[order]]
+    )
   else:
-    words = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1],
-                                                                  kv[0]))
-             if c >= MIN_COUNT][:MAX_VOCAB]
+    words = [
+      w
+      for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+      if c >= MIN_COUNT
+    ][:MAX_VOCAB]
     matrix = None
   return {w: i + 2 for i, w in enumerate(words)}, matrix
 
@@ -314,13 +362,22 @@ def encode(text, vocabulary):
 
 def to_examples(tweets, vocabulary):
   return collections.OrderedDict(
-      x=np.asarray([encode(t, vocabulary) for t, _ in tweets], np.int32),
-      y=np.asarray([y for _, y in tweets], np.int32))
+    x=np.asarray([encode(t, vocabulary) for t, _ in tweets], np.int32),
+    y=np.asarray([y for _, y in tweets], np.int32),
+  )
 
 
 # --------------------------------------------------------------------- task
-def load(data_dir, seed=0, embeddings=None, source='auto', csv_path=None,
-         min_tweets=None, num_clients=None, train_fraction=None):
+def load(
+  data_dir,
+  seed=0,
+  embeddings=None,
+  source='auto',
+  csv_path=None,
+  min_tweets=None,
+  num_clients=None,
+  train_fraction=None,
+):
   """The Sent140 FederatedTask (see the module docstring).
 
   `train_fraction` (default 0.9, LEAF's) re-splits each user's tweets of a
@@ -331,35 +388,51 @@ def load(data_dir, seed=0, embeddings=None, source='auto', csv_path=None,
     raise tasks.DataError('--train_fraction cannot re-split LEAF output')
   if min_tweets is None:
     min_tweets = 2 if source == 'leaf_sample' else 3
-  train, test = _read_source(source, base.file_fingerprint(path), min_tweets, seed,
-                             train_fraction or TRAIN_FRACTION)
+  train, test = _read_source(
+    source,
+    base.file_fingerprint(path),
+    min_tweets,
+    seed,
+    train_fraction or TRAIN_FRACTION,
+  )
   train, test = base.client_subset(train, test, num_clients, seed)
   vocabulary, matrix = build_vocabulary(train, test, embeddings)
   vocab_size = len(vocabulary) + 2
   model_fn = text_models.sent140_lstm(
-      vocab_size, SEQUENCE_LENGTH,
-      EMBEDDING_DIM if matrix is None else matrix.shape[1], matrix)
+    vocab_size,
+    SEQUENCE_LENGTH,
+    EMBEDDING_DIM if matrix is None else matrix.shape[1],
+    matrix,
+  )
   what = dict(
-      leaf='full LEAF Sent140 split',
-      csv=f'Sentiment140 CSV {os.path.basename(path)}, users with >= '
-          f'{min_tweets} tweets, LEAF 90/10 split per user',
-      leaf_sample=f'PARTIAL: one LEAF test split ({LEAF_SAMPLE}) re-split '
-                  f'{train_fraction or TRAIN_FRACTION:g} train per user, '
-                  f'users with >= {min_tweets} tweets')[source]
+    leaf='full LEAF Sent140 split',
+    csv=f'Sentiment140 CSV {os.path.basename(path)}, users with >= '
+    f'{min_tweets} tweets, LEAF 90/10 split per user',
+    leaf_sample=f'PARTIAL: one LEAF test split ({LEAF_SAMPLE}) re-split '
+    f'{train_fraction or TRAIN_FRACTION:g} train per user, '
+    f'users with >= {min_tweets} tweets',
+  )[source]
   subset = f', {len(train)}-user subset (seed {seed})' if num_clients else ''
-  embedding = (f'frozen GloVe {matrix.shape[1]}-d ({len(vocabulary)} words)'
-               if matrix is not None else
-               f'trainable {EMBEDDING_DIM}-d embedding '
-               f'({len(vocabulary)} words)')
+  embedding = (
+    f'frozen GloVe {matrix.shape[1]}-d ({len(vocabulary)} words)'
+    if matrix is not None
+    else f'trainable {EMBEDDING_DIM}-d embedding ({len(vocabulary)} words)'
+  )
   task = base.FederatedTask(
-      name='sent140',
-      train=base.client_data_from_arrays(collections.OrderedDict(
-          (u, to_examples(t, vocabulary)) for u, t in train.items())),
-      test=base.client_data_from_arrays(collections.OrderedDict(
-          (u, to_examples(t, vocabulary)) for u, t in test.items())),
-      model_fn=model_fn,
-      description=f'Sent140 ({what}{subset}); 2-layer LSTM(256), '
-                  f'{embedding}')
+    name='sent140',
+    train=base.client_data_from_arrays(
+      collections.OrderedDict(
+        (u, to_examples(t, vocabulary)) for u, t in train.items()
+      )
+    ),
+    test=base.client_data_from_arrays(
+      collections.OrderedDict(
+        (u, to_examples(t, vocabulary)) for u, t in test.items()
+      )
+    ),
+    model_fn=model_fn,
+    description=f'Sent140 ({what}{subset}); 2-layer LSTM(256), {embedding}',
+  )
   return task
 
 

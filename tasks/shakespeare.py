@@ -42,14 +42,14 @@ SEQUENCE_LENGTH = 80
 # TFF's vocabulary (tff.simulation.baselines.shakespeare, from TFF's text
 # generation tutorial); ids are index + 1, 0 being padding.
 CHAR_VOCAB = list(
-    'dhlptx@DHLPTX'
-    ' $(,048cgkoswCGKOSW[_#\'/37;?bfjnrvzBFJNRVZ"&*.26:\naeimquyAEIMQUY]!%)-159\r'
+  'dhlptx@DHLPTX'
+  ' $(,048cgkoswCGKOSW[_#\'/37;?bfjnrvzBFJNRVZ"&*.26:\naeimquyAEIMQUY]!%)-159\r'
 )
 PAD = 0
 OOV = len(CHAR_VOCAB) + 1
 BOS = len(CHAR_VOCAB) + 2
 EOS = len(CHAR_VOCAB) + 3
-VOCAB_SIZE = len(CHAR_VOCAB) + 4   # 90: pad, 86 characters, oov, bos, eos.
+VOCAB_SIZE = len(CHAR_VOCAB) + 4  # 90: pad, 86 characters, oov, bos, eos.
 TRAIN_FRACTION = 0.8
 
 _BYTE_TO_ID = np.full(256, OOV, np.int32)
@@ -57,14 +57,16 @@ for _i, _c in enumerate(CHAR_VOCAB):
   _BYTE_TO_ID[ord(_c)] = _i + 1
 
 SQLITE_HELP = (
-    'expected {path}: TFF\'s federated Shakespeare SQLite file (what '
-    'tff.simulation.datasets.shakespeare.load_data caches, from '
-    'https://storage.googleapis.com/tff-datasets-public/shakespeare.sqlite.lzma'
-    ', unpacked), under <data_dir>/tff/. Nothing is downloaded.')
+  "expected {path}: TFF's federated Shakespeare SQLite file (what "
+  'tff.simulation.datasets.shakespeare.load_data caches, from '
+  'https://storage.googleapis.com/tff-datasets-public/shakespeare.sqlite.lzma'
+  ', unpacked), under <data_dir>/tff/. Nothing is downloaded.'
+)
 PG100_HELP = (
-    'expected {path}: Project Gutenberg EBook #100, The Complete Works of '
-    'William Shakespeare (https://www.gutenberg.org/ebooks/100, gzipped '
-    'pg100.txt), under <data_dir>/shakespeare/. Nothing is downloaded.')
+  'expected {path}: Project Gutenberg EBook #100, The Complete Works of '
+  'William Shakespeare (https://www.gutenberg.org/ebooks/100, gzipped '
+  'pg100.txt), under <data_dir>/shakespeare/. Nothing is downloaded.'
+)
 
 
 # -------------------------------------------------------------- tokenization
@@ -81,17 +83,26 @@ def tokenize(snippet) -> np.ndarray:
 
 def to_examples(snippets):
   """OrderedDict(x=int32[n, 80], y=int32[n, 80]) from a list of snippets."""
-  windows = np.concatenate([tokenize(s) for s in snippets]) if snippets else (
-      np.zeros((0, SEQUENCE_LENGTH + 1), np.int32))
-  return collections.OrderedDict(x=windows[:, :-1].copy(),
-                                 y=windows[:, 1:].copy())
+  windows = (
+    np.concatenate([tokenize(s) for s in snippets])
+    if snippets
+    else (np.zeros((0, SEQUENCE_LENGTH + 1), np.int32))
+  )
+  return collections.OrderedDict(
+    x=windows[:, :-1].copy(), y=windows[:, 1:].copy()
+  )
 
 
 def detokenize(ids) -> str:
   """Readable text of token ids (pad dropped; oov/bos/eos as ¤ ^ $)."""
   special = {OOV: '¤', BOS: '^', EOS: '$'}
-  return ''.join(special.get(int(i), CHAR_VOCAB[int(i) - 1] if 0 < i <= len(
-      CHAR_VOCAB) else '') for i in ids if i != PAD)
+  return ''.join(
+    special.get(
+      int(i), CHAR_VOCAB[int(i) - 1] if 0 < i <= len(CHAR_VOCAB) else ''
+    )
+    for i in ids
+    if i != PAD
+  )
 
 
 # ---------------------------------------------------------- TFF SQLite file
@@ -104,9 +115,12 @@ def _read_sqlite(fingerprint):
   (`tasks.tff_sqlite`: tables, metadata counts, one snippet per example)."""
   path = fingerprint[0]
   splits = tff_sqlite.read(path, ('train', 'test'), SNIPPETS)
-  splits = {split: collections.OrderedDict(
-      (client, list(arrays['snippets'])) for client, arrays in clients.items())
-            for split, clients in splits.items()}
+  splits = {
+    split: collections.OrderedDict(
+      (client, list(arrays['snippets'])) for client, arrays in clients.items()
+    )
+    for split, clients in splits.items()
+  }
   for client in splits['train']:
     if client not in splits['test']:
       raise validate.fail(path, f'client {client!r} has no test examples')
@@ -133,9 +147,10 @@ def read_tff_shakespeare(data_dir):
   try:
     train, _ = tff_client_data(data_dir)
     tff_ids = list(train.client_ids)
-  except Exception as e:  # pylint: disable=broad-except
-    raise validate.fail(path, f'TFF cannot read it ({type(e).__name__}: '
-                        f'{e})') from None
+  except Exception as e:
+    raise validate.fail(
+      path, f'TFF cannot read it ({type(e).__name__}: {e})'
+    ) from None
   if sorted(tff_ids) != list(splits['train']):
     raise validate.fail(path, 'TFF lists different clients')
   return splits['train'], splits['test']
@@ -143,7 +158,8 @@ def read_tff_shakespeare(data_dir):
 
 def tff_client_data(data_dir):
   """TFF's (train, test) ClientData of snippets; the file must exist."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+
   cache_dir = os.path.join(data_dir, 'tff')
   path = os.path.join(cache_dir, 'shakespeare.sqlite')
   if not os.path.isfile(path):
@@ -181,8 +197,14 @@ def parse_plays(text, where='pg100'):
   plays, current, speaker, coe = [], None, None, False
   for i, line in enumerate(lines):
     if line.strip() == _TITLE_MARK:
-      title = next((lines[j].strip() for j in range(i - 1, max(i - 8, -1), -1)
-                    if lines[j].strip()), '')
+      title = next(
+        (
+          lines[j].strip()
+          for j in range(i - 1, max(i - 8, -1), -1)
+          if lines[j].strip()
+        ),
+        '',
+      )
       if not title:
         raise validate.fail(where, f'no title above line {i + 1}')
       current = collections.OrderedDict()
@@ -217,15 +239,20 @@ def _read_roles(fingerprint):
     with gzip.open(path, 'rb') as f:
       text = f.read().decode('utf-8-sig')
   except (OSError, EOFError, zlib.error) as e:
-    raise validate.fail(path, f'not a readable gzip file ({e}); is it '
-                        'truncated or corrupt?') from None
+    raise validate.fail(
+      path, f'not a readable gzip file ({e}); is it truncated or corrupt?'
+    ) from None
   except UnicodeDecodeError as e:
-    raise validate.fail(path, f'not UTF-8 text (byte {e.start} of the '
-                        'text)') from None
+    raise validate.fail(
+      path, f'not UTF-8 text (byte {e.start} of the text)'
+    ) from None
   if 'End of the Project Gutenberg EBook' not in text and (
-      'End of The Project Gutenberg' not in text):
-    raise validate.fail(path, 'no "End of the Project Gutenberg EBook" '
-                        'line; the text is truncated')
+    'End of The Project Gutenberg' not in text
+  ):
+    raise validate.fail(
+      path,
+      'no "End of the Project Gutenberg EBook" line; the text is truncated',
+    )
   roles = collections.OrderedDict()
   for title, by_role in parse_plays(text, path):
     for role, lines in by_role.items():
@@ -260,12 +287,16 @@ def split_roles(roles, iid=False, seed=0, train_fraction=TRAIN_FRACTION):
     for split in (train, test):
       pool = [line for lines in split.values() for line in lines]
       order = rng.permutation(len(pool))
-      dealt.append(collections.OrderedDict(
+      dealt.append(
+        collections.OrderedDict(
           (name, [pool[j] for j in part])
-          for name, part in zip(names, np.array_split(order, len(names)))))
+          for name, part in zip(names, np.array_split(order, len(names)))
+        )
+      )
     train, test = dealt
   join = lambda split: collections.OrderedDict(
-      (c, ['\n'.join(lines)]) for c, lines in split.items())
+    (c, ['\n'.join(lines)]) for c, lines in split.items()
+  )
   return join(train), join(test)
 
 
@@ -273,14 +304,18 @@ def split_roles(roles, iid=False, seed=0, train_fraction=TRAIN_FRACTION):
 def build_task(name, train_snippets, test_snippets, description):
   """A FederatedTask from {client: [snippets]} train/test dicts."""
   train = collections.OrderedDict(
-      (c, to_examples(s)) for c, s in train_snippets.items())
+    (c, to_examples(s)) for c, s in train_snippets.items()
+  )
   test = collections.OrderedDict(
-      (c, to_examples(s)) for c, s in test_snippets.items())
+    (c, to_examples(s)) for c, s in test_snippets.items()
+  )
   return base.FederatedTask(
-      name=name, train=base.client_data_from_arrays(train),
-      test=base.client_data_from_arrays(test),
-      model_fn=text_models.char_lstm(VOCAB_SIZE, SEQUENCE_LENGTH, PAD),
-      description=description)
+    name=name,
+    train=base.client_data_from_arrays(train),
+    test=base.client_data_from_arrays(test),
+    model_fn=text_models.char_lstm(VOCAB_SIZE, SEQUENCE_LENGTH, PAD),
+    description=description,
+  )
 
 
 def load_shakespeare(data_dir, seed=0, num_clients=None):
@@ -288,9 +323,12 @@ def load_shakespeare(data_dir, seed=0, num_clients=None):
   train, test = base.client_subset(train, test, num_clients, seed)
   subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
   return build_task(
-      'shakespeare', train, test,
-      'TFF federated Shakespeare (715 roles; snippets → 80-char sequences, '
-      f'TFF vocabulary){subset}; char-LSTM, next-character prediction')
+    'shakespeare',
+    train,
+    test,
+    'TFF federated Shakespeare (715 roles; snippets → 80-char sequences, '
+    f'TFF vocabulary){subset}; char-LSTM, next-character prediction',
+  )
 
 
 def load_roles(data_dir, seed=0, num_clients=None, iid=False):
@@ -299,13 +337,16 @@ def load_roles(data_dir, seed=0, num_clients=None, iid=False):
   subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
   kind = 'IID: lines shuffled across' if iid else 'one client per'
   return build_task(
-      'shakespeare_roles_iid' if iid else 'shakespeare_roles', train, test,
-      f'LEAF-style Shakespeare from pg100 ({kind} speaking role with >= 2 '
-      f'lines, 80/20 lines per role){subset}; char-LSTM')
+    'shakespeare_roles_iid' if iid else 'shakespeare_roles',
+    train,
+    test,
+    f'LEAF-style Shakespeare from pg100 ({kind} speaking role with >= 2 '
+    f'lines, 80/20 lines per role){subset}; char-LSTM',
+  )
 
 
 TASKS = {
-    'shakespeare': load_shakespeare,
-    'shakespeare_roles': load_roles,
-    'shakespeare_roles_iid': functools.partial(load_roles, iid=True),
+  'shakespeare': load_shakespeare,
+  'shakespeare_roles': load_roles,
+  'shakespeare_roles_iid': functools.partial(load_roles, iid=True),
 }

@@ -35,6 +35,7 @@ NUM_FEATURES = 60
 NUM_CLASSES = 10
 TRAIN_FRACTION = 0.9
 
+
 def parse_name(name):
   """'synthetic_1_1' → (1.0, 1.0, False, None); 'synthetic_iid' → (0, 0,
   True, None); 'synthetic_1_1_5class' → (1.0, 1.0, False, 5)."""
@@ -47,18 +48,26 @@ def parse_name(name):
   return float(match.group(1)), float(match.group(2)), False, classes
 
 
-def generate(alpha: float, beta: float, iid: bool, seed: int,
-             num_devices: int = NUM_DEVICES,
-             classes_per_device: int | None = None):
+def generate(
+  alpha: float,
+  beta: float,
+  iid: bool,
+  seed: int,
+  num_devices: int = NUM_DEVICES,
+  classes_per_device: int | None = None,
+):
   """Per-device (x float32[n_k, 60], y int32[n_k]) lists, before splitting.
 
   `classes_per_device`: each device's labels are the argmax over its own
   random subset of that many classes (see the module docstring).
   """
   if classes_per_device is not None and not (
-      1 <= classes_per_device <= NUM_CLASSES):
-    raise tasks.DataError(f'classes per device must be in 1..{NUM_CLASSES}, '
-                          f'got {classes_per_device}')
+    1 <= classes_per_device <= NUM_CLASSES
+  ):
+    raise tasks.DataError(
+      f'classes per device must be in 1..{NUM_CLASSES}, '
+      f'got {classes_per_device}'
+    )
   class_rng = np.random.default_rng([seed, 5])
   rng = np.random.default_rng(seed)
   samples = rng.lognormal(4, 2, num_devices).astype(int) + 50
@@ -68,10 +77,11 @@ def generate(alpha: float, beta: float, iid: bool, seed: int,
     shared_w = rng.normal(0, 1, (NUM_FEATURES, NUM_CLASSES))
     shared_b = rng.normal(0, 1, NUM_CLASSES)
   else:
-    model_means = rng.normal(0, alpha, num_devices)      # u_k
-    feature_centres = rng.normal(0, beta, num_devices)   # B_k
-    feature_means = np.stack([rng.normal(c, 1, NUM_FEATURES)
-                              for c in feature_centres])  # v_k
+    model_means = rng.normal(0, alpha, num_devices)  # u_k
+    feature_centres = rng.normal(0, beta, num_devices)  # B_k
+    feature_means = np.stack(
+      [rng.normal(c, 1, NUM_FEATURES) for c in feature_centres]
+    )  # v_k
   xs, ys = [], []
   for k in range(num_devices):
     if iid:
@@ -80,11 +90,10 @@ def generate(alpha: float, beta: float, iid: bool, seed: int,
       w = rng.normal(model_means[k], 1, (NUM_FEATURES, NUM_CLASSES))
       b = rng.normal(model_means[k], 1, NUM_CLASSES)
     x = rng.multivariate_normal(feature_means[k], covariance, samples[k])
-    logits = x @ w + b                     # argmax softmax = argmax logits
+    logits = x @ w + b  # argmax softmax = argmax logits
     if classes_per_device is not None:
       kept = class_rng.choice(NUM_CLASSES, classes_per_device, replace=False)
-      logits = np.where(np.isin(np.arange(NUM_CLASSES), kept), logits,
-                        -np.inf)
+      logits = np.where(np.isin(np.arange(NUM_CLASSES), kept), logits, -np.inf)
     xs.append(x.astype(np.float32))
     ys.append(np.argmax(logits, axis=1).astype(np.int32))
   return xs, ys
@@ -94,13 +103,21 @@ def split_devices(xs, ys, seed, train_fraction=TRAIN_FRACTION):
   """Shuffles each device's samples; first ⌊fraction·n_k⌋ are training."""
   offsets = np.cumsum([0] + [len(y) for y in ys])
   return base.split_devices(
-      np.concatenate(xs), np.concatenate(ys),
-      [np.arange(start, end) for start, end in zip(offsets, offsets[1:])],
-      train_fraction, np.random.default_rng([seed, 1]), lambda k: f'f_{k:05d}')
+    np.concatenate(xs),
+    np.concatenate(ys),
+    [np.arange(start, end) for start, end in zip(offsets, offsets[1:])],
+    train_fraction,
+    np.random.default_rng([seed, 1]),
+    lambda k: f'f_{k:05d}',
+  )
 
 
-def load(name: str, seed: int = 0, data_dir: str | None = None,
-         train_fraction: float | None = None):
+def load(
+  name: str,
+  seed: int = 0,
+  data_dir: str | None = None,
+  train_fraction: float | None = None,
+):
   """The task `name` (synthetic_A_B or synthetic_iid) as a FederatedTask.
 
   `train_fraction` (default 0.9, FedProx's; FedISGD used 0.8) applies to
@@ -110,19 +127,20 @@ def load(name: str, seed: int = 0, data_dir: str | None = None,
   if data_dir:
     if train_fraction is not None:
       raise tasks.DataError('--train_fraction cannot re-split LEAF files')
-    train, test = leaf.read_leaf_dataset(data_dir, (NUM_FEATURES,),
-                                         NUM_CLASSES)
+    train, test = leaf.read_leaf_dataset(data_dir, (NUM_FEATURES,), NUM_CLASSES)
     source = f'LEAF JSON from {data_dir}'
   else:
     fraction = TRAIN_FRACTION if train_fraction is None else train_fraction
     train, test = split_devices(
-        *generate(alpha, beta, iid, seed, classes_per_device=classes), seed,
-        fraction)
+      *generate(alpha, beta, iid, seed, classes_per_device=classes),
+      seed,
+      fraction,
+    )
     source = f'generated with data seed {seed}, {fraction:g} train'
   return base.FederatedTask(
-      name=name,
-      train=base.client_data_from_arrays(train),
-      test=base.client_data_from_arrays(test),
-      model_fn=models.multinomial_logistic_regression(NUM_FEATURES,
-                                                      NUM_CLASSES),
-      description=f'FedProx {name} ({source}), MLR')
+    name=name,
+    train=base.client_data_from_arrays(train),
+    test=base.client_data_from_arrays(test),
+    model_fn=models.multinomial_logistic_regression(NUM_FEATURES, NUM_CLASSES),
+    description=f'FedProx {name} ({source}), MLR',
+  )

@@ -26,7 +26,9 @@ import tensorflow_federated as tff
 from tff_algos.learning import model_ops
 
 
-class MaskedSparseCategoricalAccuracy(tf.keras.metrics.SparseCategoricalAccuracy):
+class MaskedSparseCategoricalAccuracy(
+  tf.keras.metrics.SparseCategoricalAccuracy
+):
   """Sparse categorical accuracy that ignores targets equal to `pad_id`."""
 
   def __init__(self, name='accuracy', dtype=None, pad_id=0):
@@ -61,7 +63,8 @@ class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
     if sample_weight is not None:
       mask *= tf.cast(sample_weight, tf.float32)
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=y_true, logits=tf.cast(y_pred, tf.float32))
+      labels=y_true, logits=tf.cast(y_pred, tf.float32)
+    )
     return tf.reduce_sum(losses * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
   def call(self, y_true, y_pred):  # Unused: __call__ does the reduction.
@@ -73,12 +76,17 @@ class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
 
 def char_lstm_keras(vocab_size: int, sequence_length: int = 80):
   """Embedding(vocab, 8) → LSTM(256) → LSTM(256) → Dense(vocab) per step."""
-  lstm = lambda: tf.keras.layers.LSTM(256, return_sequences=True,
-                                      kernel_initializer='he_normal')
-  return tf.keras.Sequential([
+  lstm = lambda: tf.keras.layers.LSTM(
+    256, return_sequences=True, kernel_initializer='he_normal'
+  )
+  return tf.keras.Sequential(
+    [
       tf.keras.layers.Embedding(vocab_size, 8, input_length=sequence_length),
-      lstm(), lstm(),
-      tf.keras.layers.Dense(vocab_size)])
+      lstm(),
+      lstm(),
+      tf.keras.layers.Dense(vocab_size),
+    ]
+  )
 
 
 def char_lstm_num_params(vocab_size: int) -> int:
@@ -90,25 +98,30 @@ def char_lstm_num_params(vocab_size: int) -> int:
 def char_lstm(vocab_size: int, sequence_length: int = 80, pad_id: int = 0):
   """No-arg model_fn: the char-LSTM for x, y int32[None, sequence_length]."""
   input_spec = collections.OrderedDict(
-      x=tf.TensorSpec([None, sequence_length], tf.int32),
-      y=tf.TensorSpec([None, sequence_length], tf.int32))
+    x=tf.TensorSpec([None, sequence_length], tf.int32),
+    y=tf.TensorSpec([None, sequence_length], tf.int32),
+  )
 
   def model_fn():
     return tff.learning.models.from_keras_model(
-        char_lstm_keras(vocab_size, sequence_length),
-        loss=MaskedSparseCategoricalCrossentropy(pad_id=pad_id),
-        input_spec=input_spec,
-        metrics=[MaskedSparseCategoricalAccuracy(name='accuracy',
-                                                 pad_id=pad_id)])
+      char_lstm_keras(vocab_size, sequence_length),
+      loss=MaskedSparseCategoricalCrossentropy(pad_id=pad_id),
+      input_spec=input_spec,
+      metrics=[MaskedSparseCategoricalAccuracy(name='accuracy', pad_id=pad_id)],
+    )
+
   # Its loss metric is a mean over each batch's non-pad characters: batches
   # mixing clients would weigh them differently, so evaluate per client.
   model_fn.per_client_metrics = True
   return model_fn
 
 
-def sent140_lstm_keras(vocab_size: int, sequence_length: int = 25,
-                       embedding_dim: int = 100,
-                       embeddings: np.ndarray | None = None):
+def sent140_lstm_keras(
+  vocab_size: int,
+  sequence_length: int = 25,
+  embedding_dim: int = 100,
+  embeddings: np.ndarray | None = None,
+):
   """Embedding → LSTM(256) → LSTM(256) → Dense(2) on the last output.
 
   With `embeddings` (a [vocab_size, d] matrix), the embedding is fixed to it
@@ -117,22 +130,28 @@ def sent140_lstm_keras(vocab_size: int, sequence_length: int = 25,
   """
   if embeddings is not None:
     embedding = tf.keras.layers.Embedding(
-        vocab_size, embeddings.shape[1], input_length=sequence_length,
-        embeddings_initializer=tf.keras.initializers.Constant(embeddings),
-        trainable=False, mask_zero=True)
+      vocab_size,
+      embeddings.shape[1],
+      input_length=sequence_length,
+      embeddings_initializer=tf.keras.initializers.Constant(embeddings),
+      trainable=False,
+      mask_zero=True,
+    )
   else:
     embedding = tf.keras.layers.Embedding(
-        vocab_size, embedding_dim, input_length=sequence_length,
-        mask_zero=True)
-  return tf.keras.Sequential([
+      vocab_size, embedding_dim, input_length=sequence_length, mask_zero=True
+    )
+  return tf.keras.Sequential(
+    [
       embedding,
       tf.keras.layers.LSTM(256, return_sequences=True),
       tf.keras.layers.LSTM(256),
-      tf.keras.layers.Dense(2)])
+      tf.keras.layers.Dense(2),
+    ]
+  )
 
 
-def sent140_lstm_num_params(vocab_size: int, embedding_dim: int,
-                            frozen: bool):
+def sent140_lstm_num_params(vocab_size: int, embedding_dim: int, frozen: bool):
   """(trainable, non-trainable) parameter counts of `sent140_lstm_keras`."""
   lstm = lambda n_in: 4 * 256 * (n_in + 256 + 1)
   body = lstm(embedding_dim) + lstm(256) + 256 * 2 + 2
@@ -140,21 +159,29 @@ def sent140_lstm_num_params(vocab_size: int, embedding_dim: int,
   return (body, table) if frozen else (body + table, 0)
 
 
-def sent140_lstm(vocab_size: int, sequence_length: int = 25,
-                 embedding_dim: int = 100,
-                 embeddings: np.ndarray | None = None):
+def sent140_lstm(
+  vocab_size: int,
+  sequence_length: int = 25,
+  embedding_dim: int = 100,
+  embeddings: np.ndarray | None = None,
+):
   """No-arg model_fn: the Sent140 LSTM for x int32[None, 25], y int32[None]."""
   input_spec = collections.OrderedDict(
-      x=tf.TensorSpec([None, sequence_length], tf.int32),
-      y=tf.TensorSpec([None], tf.int32))
+    x=tf.TensorSpec([None, sequence_length], tf.int32),
+    y=tf.TensorSpec([None], tf.int32),
+  )
   if embeddings is not None:
     embeddings = np.asarray(embeddings, np.float32)
 
   return model_ops.KerasModelFn(
-      lambda: sent140_lstm_keras(vocab_size, sequence_length, embedding_dim,
-                                 embeddings),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(
-          from_logits=True),
-      input_spec=input_spec,
-      metrics_fn=lambda: [
-          tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+    lambda: sent140_lstm_keras(
+      vocab_size, sequence_length, embedding_dim, embeddings
+    ),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True
+    ),
+    input_spec=input_spec,
+    metrics_fn=lambda: [
+      tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')
+    ],
+  )

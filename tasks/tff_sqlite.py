@@ -32,11 +32,12 @@ from tasks import validate
 
 # A feature of the examples: 'bytes', 'float' or 'int' values of `shape`,
 # within [lo, hi] (floats must also be finite).
-Feature = collections.namedtuple('Feature', 'kind shape lo hi',
-                                 defaults=((), None, None))
+Feature = collections.namedtuple(
+  'Feature', 'kind shape lo hi', defaults=((), None, None)
+)
 COLUMNS = {
-    'examples': ('split_name', 'client_id', 'serialized_example_proto'),
-    'client_metadata': ('client_id', 'split_name', 'num_examples'),
+  'examples': ('split_name', 'client_id', 'serialized_example_proto'),
+  'client_metadata': ('client_id', 'split_name', 'num_examples'),
 }
 BATCH = 4096
 _LISTS = {'bytes': 'bytes_list', 'float': 'float_list', 'int': 'int64_list'}
@@ -53,8 +54,9 @@ def read(path, splits, features, keep=True):
       metadata = _metadata(db, path, splits)
       return _examples(db, path, splits, features, metadata, keep)
   except sqlite3.Error as e:
-    raise validate.fail(path, f'not a readable TFF SQLite file ({e}); '
-                        'truncated or corrupt?') from None
+    raise validate.fail(
+      path, f'not a readable TFF SQLite file ({e}); truncated or corrupt?'
+    ) from None
 
 
 def _check_file(db, path):
@@ -62,26 +64,33 @@ def _check_file(db, path):
   pages = db.execute('PRAGMA page_count').fetchone()[0]
   size = os.path.getsize(path)
   if size < page_size * pages:
-    raise validate.fail(path, f'{size} bytes, but its header says {pages} '
-                        f'pages of {page_size} bytes: the file is truncated')
+    raise validate.fail(
+      path,
+      f'{size} bytes, but its header says {pages} '
+      f'pages of {page_size} bytes: the file is truncated',
+    )
   for table, columns in COLUMNS.items():
     found = {row[1] for row in db.execute(f'PRAGMA table_info({table})')}
     if not found:
-      raise validate.fail(path, f'has no table {table!r} (not a TFF '
-                          'SqlClientData file)')
+      raise validate.fail(
+        path, f'has no table {table!r} (not a TFF SqlClientData file)'
+      )
     missing = [c for c in columns if c not in found]
     if missing:
-      raise validate.fail(path, f'table {table!r} has no column '
-                          f'{", ".join(missing)}')
+      raise validate.fail(
+        path, f'table {table!r} has no column {", ".join(missing)}'
+      )
 
 
 def _client_problem(client):
   if not isinstance(client, str) or not client:
-    return (f'client id {validate.describe(client)} (expected a non-empty '
-            'string)')
+    return (
+      f'client id {validate.describe(client)} (expected a non-empty string)'
+    )
   if "'" in client:
-    return (f'client id {client!r} holds a quote, which TFF\'s per-client '
-            'query cannot')
+    return (
+      f"client id {client!r} holds a quote, which TFF's per-client query cannot"
+    )
   return None
 
 
@@ -90,32 +99,40 @@ def _metadata(db, path, splits):
   marks = ', '.join('?' * len(splits))
   metadata = {}
   for client, split, count in db.execute(
-      'SELECT client_id, split_name, num_examples FROM client_metadata '
-      f'WHERE split_name IN ({marks})', splits):
+    'SELECT client_id, split_name, num_examples FROM client_metadata '
+    f'WHERE split_name IN ({marks})',
+    splits,
+  ):
     problem = _client_problem(client)
     if problem:
       raise validate.fail(path, f'client_metadata: {problem}')
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-      raise validate.fail(path, f'client_metadata: client {client!r} '
-                          f'({split}) has num_examples '
-                          f'{validate.describe(count)}, expected a whole '
-                          'number >= 1')
+      raise validate.fail(
+        path,
+        f'client_metadata: client {client!r} '
+        f'({split}) has num_examples '
+        f'{validate.describe(count)}, expected a whole '
+        'number >= 1',
+      )
     if (client, split) in metadata:
-      raise validate.fail(path, f'client_metadata lists client {client!r} '
-                          f'({split}) twice')
+      raise validate.fail(
+        path, f'client_metadata lists client {client!r} ({split}) twice'
+      )
     metadata[client, split] = count
   if not metadata:
-    raise validate.fail(path, 'client_metadata lists no client of the '
-                        f'splits {", ".join(splits)}')
+    raise validate.fail(
+      path, f'client_metadata lists no client of the splits {", ".join(splits)}'
+    )
   return metadata
 
 
 def _explain(proto, features):
   """Why one serialized example does not parse as `features`."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   try:
     example = tf.train.Example.FromString(proto)
-  except Exception:  # pylint: disable=broad-except  (protobuf DecodeError)
+  except Exception:  # protobuf's DecodeError.
     return 'that is not a serialized tf.train.Example'
   for name, feature in features.items():
     if name not in example.features.feature:
@@ -123,21 +140,28 @@ def _explain(proto, features):
     value = example.features.feature[name]
     kind = value.WhichOneof('kind')
     if kind != _LISTS[feature.kind]:
-      return (f'whose feature {name!r} is {kind or "empty"}, expected '
-              f'{_LISTS[feature.kind]}')
+      return (
+        f'whose feature {name!r} is {kind or "empty"}, expected '
+        f'{_LISTS[feature.kind]}'
+      )
     size = int(np.prod(feature.shape))
     if len(getattr(value, kind).value) != size:
-      return (f'whose feature {name!r} has {len(getattr(value, kind).value)} '
-              f'values, expected {size}')
+      return (
+        f'whose feature {name!r} has {len(getattr(value, kind).value)} '
+        f'values, expected {size}'
+      )
   return 'that cannot be parsed'
 
 
 def _parse(protos, features):
   """{feature: array} of serialized examples, or None if one is wrong."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   dtypes = {'bytes': tf.string, 'float': tf.float32, 'int': tf.int64}
-  spec = {name: tf.io.FixedLenFeature(f.shape, dtypes[f.kind])
-          for name, f in features.items()}
+  spec = {
+    name: tf.io.FixedLenFeature(f.shape, dtypes[f.kind])
+    for name, f in features.items()
+  }
   try:
     parsed = tf.io.parse_example(tf.constant(protos, tf.string), spec)
   except (tf.errors.InvalidArgumentError, ValueError):
@@ -163,15 +187,19 @@ def _value_problem(name, feature, values):
   wanted = [] if feature.kind != 'float' else ['finite']
   if feature.lo is not None or feature.hi is not None:
     wanted.append(f'in [{feature.lo}, {feature.hi}]')
-  return i, (f'feature {name!r} has {rows[i, j]:g}, expected values '
-             f'{" and ".join(wanted)}')
+  return i, (
+    f'feature {name!r} has {rows[i, j]:g}, expected values '
+    f'{" and ".join(wanted)}'
+  )
 
 
 def _examples(db, path, splits, features, metadata, keep):
   marks = ', '.join('?' * len(splits))
   cursor = db.execute(
-      'SELECT split_name, client_id, serialized_example_proto FROM examples '
-      f'WHERE split_name IN ({marks})', splits)
+    'SELECT split_name, client_id, serialized_example_proto FROM examples '
+    f'WHERE split_name IN ({marks})',
+    splits,
+  )
   counts = collections.Counter()
   rows_of = collections.defaultdict(lambda: collections.defaultdict(list))
   chunks = {name: [] for name in features}
@@ -183,27 +211,38 @@ def _examples(db, path, splits, features, metadata, keep):
     for split, client, proto in rows:
       if (client, split) not in metadata:
         problem = _client_problem(client)
-        raise validate.fail(path, f'examples: {problem}' if problem else
-                            f'examples: client {client!r} ({split}) is not '
-                            'in client_metadata')
+        raise validate.fail(
+          path,
+          f'examples: {problem}'
+          if problem
+          else f'examples: client {client!r} ({split}) is not '
+          'in client_metadata',
+        )
       if not isinstance(proto, bytes):
-        raise validate.fail(path, f'examples: client {client!r} ({split}) '
-                            f'has an example that is '
-                            f'{validate.describe(proto)}, not a serialized '
-                            'tf.train.Example')
+        raise validate.fail(
+          path,
+          f'examples: client {client!r} ({split}) '
+          f'has an example that is '
+          f'{validate.describe(proto)}, not a serialized '
+          'tf.train.Example',
+        )
     parsed = _parse([proto for _, _, proto in rows], features)
     if parsed is None:
       for split, client, proto in rows:
         if _parse([proto], features) is None:
-          raise validate.fail(path, f'examples: client {client!r} ({split}) '
-                              f'has an example {_explain(proto, features)}')
+          raise validate.fail(
+            path,
+            f'examples: client {client!r} ({split}) '
+            f'has an example {_explain(proto, features)}',
+          )
       raise validate.fail(path, 'examples cannot be parsed')
     for name, feature in features.items():
       problem = _value_problem(name, feature, parsed[name])
       if problem:
         i, message = problem
-        raise validate.fail(path, f'examples: client {rows[i][1]!r} '
-                            f'({rows[i][0]}): {message}')
+        raise validate.fail(
+          path, f'examples: client {rows[i][1]!r} ({rows[i][0]}): {message}'
+        )
     for i, (split, client, _) in enumerate(rows):
       counts[client, split] += 1
       if keep:
@@ -215,13 +254,21 @@ def _examples(db, path, splits, features, metadata, keep):
   for (client, split), count in sorted(metadata.items()):
     if counts[client, split] != count:
       raise validate.fail(
-          path, f'client {client!r} ({split}) has {counts[client, split]} '
-          f'examples, client_metadata says {count}: the file is truncated '
-          'or corrupt')
+        path,
+        f'client {client!r} ({split}) has {counts[client, split]} '
+        f'examples, client_metadata says {count}: the file is truncated '
+        'or corrupt',
+      )
   if not keep:
-    return {split: {c: n for (c, s), n in sorted(counts.items()) if s == split}
-            for split in splits}
+    return {
+      split: {c: n for (c, s), n in sorted(counts.items()) if s == split}
+      for split in splits
+    }
   arrays = {name: np.concatenate(chunks[name]) for name in features}
-  return {split: collections.OrderedDict(
+  return {
+    split: collections.OrderedDict(
       (client, {name: arrays[name][rows] for name in features})
-      for client, rows in sorted(rows_of[split].items())) for split in splits}
+      for client, rows in sorted(rows_of[split].items())
+    )
+    for split in splits
+  }

@@ -70,8 +70,9 @@ def check(value, schema, where):
     return schema.validate(value)
   except Problem as problem:
     place = ': '.join(problem.path)
-    raise fail(where, f'{place}: {problem.message}' if place else
-               problem.message) from None
+    raise fail(
+      where, f'{place}: {problem.message}' if place else problem.message
+    ) from None
 
 
 def describe(value):
@@ -96,6 +97,7 @@ def describe(value):
 class Schema:
   """What a value must be; `validate` returns it (converted) or raises a
   Problem."""
+
   what = 'a value'
 
   def validate(self, value):
@@ -163,28 +165,34 @@ class Int(Schema):
 
   def valid_as_is(self, values):
     return set(map(type, values)) <= {int} and (
-        self.lo is None or min(values, default=self.lo) >= self.lo)
+      self.lo is None or min(values, default=self.lo) >= self.lo
+    )
 
 
 class ListOf(Schema):
   """A list of `item`s; `name` labels an item in messages ('sample 3',
   else 'users[3]')."""
 
-  def __init__(self, item, min_len=0, unique=False, name=None,
-               what='a list'):
-    self.item, self.min_len, self.unique, self.name = (item, min_len, unique,
-                                                       name)
+  def __init__(self, item, min_len=0, unique=False, name=None, what='a list'):
+    self.item, self.min_len, self.unique, self.name = (
+      item,
+      min_len,
+      unique,
+      name,
+    )
     self.what = what
 
   def valid_as_is(self, values):
     if self.unique or not set(map(type, values)) <= {list}:
       return False
     if self.min_len and min(map(len, values), default=self.min_len) < (
-        self.min_len):
+      self.min_len
+    ):
       return False
     items = itertools.chain.from_iterable(values)
     return self.item.valid_as_is(
-        list(items) if isinstance(self.item, ListOf) else items)
+      list(items) if isinstance(self.item, ListOf) else items
+    )
 
   def validate_column(self, values):
     if self.valid_as_is(values):
@@ -195,9 +203,12 @@ class ListOf(Schema):
     if not isinstance(value, list):
       raise self.wrong(value)
     if len(value) < self.min_len:
-      raise Problem((), 'is empty' if not value else
-                    f'has {len(value)} items, expected at least '
-                    f'{self.min_len}')
+      raise Problem(
+        (),
+        'is empty'
+        if not value
+        else f'has {len(value)} items, expected at least {self.min_len}',
+      )
     if self.item.valid_as_is(value):
       out = value  # Nothing to convert, nothing wrong.
     else:
@@ -207,8 +218,9 @@ class ListOf(Schema):
           out.append(self.item.validate(v))
       except Problem as problem:
         i = len(out)
-        raise problem.under(f'{self.name} {i}' if self.name else
-                            f'[{i}]') from None
+        raise problem.under(
+          f'{self.name} {i}' if self.name else f'[{i}]'
+        ) from None
     if self.unique and len(set(out)) != len(out):
       seen = set()
       twice = next(v for v in out if v in seen or seen.add(v))
@@ -231,14 +243,15 @@ class MapOf(Schema):
     keys = list(value)
     try:
       if not self.key.valid_as_is(keys):
-        for i, k in enumerate(keys):
+        for i, k in enumerate(keys):  # noqa: B007 (the except clause reads i)
           self.key.validate(k)
       i = None
       values = self.value.validate_column(list(value.values()))
     except Problem as problem:
       k = keys[problem.index if i is None else i]
-      raise Problem((f'{self.name} {k!r}',) + problem.path, problem.message,
-                    anchored=True) from None
+      raise Problem(
+        (f'{self.name} {k!r}',) + problem.path, problem.message, anchored=True
+      ) from None
     return dict(zip(keys, values))
 
 
@@ -251,8 +264,7 @@ class Record(Schema):
 
   def __init__(self, fields, rules=(), what=None, as_tuple=False):
     self.fields, self.rules, self.as_tuple = fields, rules, as_tuple
-    self.what = what or 'a map with ' + ', '.join(
-        _key(k) for k in fields)
+    self.what = what or 'a map with ' + ', '.join(_key(k) for k in fields)
 
   def validate_column(self, values):
     if not set(map(type, values)) <= {dict}:
@@ -268,8 +280,11 @@ class Record(Schema):
       except Problem as problem:
         raise problem.under(_key(k)) from None
     keys = list(self.fields)
-    out = (list(zip(*columns)) if self.as_tuple else
-           [dict(zip(keys, row)) for row in zip(*columns)])
+    out = (
+      list(zip(*columns))
+      if self.as_tuple
+      else [dict(zip(keys, row)) for row in zip(*columns)]
+    )
     for rule in self.rules:
       for i, record in enumerate(out):
         problem = rule(record)
@@ -309,7 +324,7 @@ def _key(k):
 
 def _exactly(value, types):
   """type(value) is one of `types` (a bool, an int subclass, is not)."""
-  return type(value) in types  # pylint: disable=unidiomatic-typecheck
+  return type(value) in types
 
 
 def _first(mask):
@@ -340,33 +355,49 @@ class Numbers(Schema):
       raise Problem((), f'has no {self.name}s')
     for i, row in enumerate(value):
       if not _exactly(row, (list,)):
-        raise Problem((), f'{self.name} {i} is {describe(row)}, expected '
-                      f'a list of {self.width} numbers')
-    if not set(map(type, itertools.chain.from_iterable(value))) <= {int,
-                                                                   float}:
+        raise Problem(
+          (),
+          f'{self.name} {i} is {describe(row)}, expected '
+          f'a list of {self.width} numbers',
+        )
+    if not set(map(type, itertools.chain.from_iterable(value))) <= {int, float}:
       for i, row in enumerate(value):
         for v in row:
           if not _exactly(v, (int, float)):
-            raise Problem((), f'{self.name} {i} holds {describe(v)}, '
-                          'expected numbers')
+            raise Problem(
+              (), f'{self.name} {i} holds {describe(v)}, expected numbers'
+            )
     lengths = np.fromiter(map(len, value), np.int64, len(value))
     if (lengths != self.width).any():
       i = _first(lengths != self.width)
-      raise Problem((), f'{self.name} {i} has {lengths[i]} values, '
-                    f'expected {self.width}')
+      raise Problem(
+        (), f'{self.name} {i} has {lengths[i]} values, expected {self.width}'
+      )
     try:
       rows = np.array(value, np.float64)
     except OverflowError:  # An integer beyond float64 (10**400).
-      i = next(i for i, row in enumerate(value) if any(
-          _exactly(v, (int,)) and abs(v) > FLOAT32_MAX for v in row))
-      raise Problem((), f'{self.name} {i} has an integer beyond '
-                    f'float32\'s range (±{FLOAT32_MAX:.2g})') from None
+      i = next(
+        i
+        for i, row in enumerate(value)
+        if any(_exactly(v, (int,)) and abs(v) > FLOAT32_MAX for v in row)
+      )
+      raise Problem(
+        (),
+        f'{self.name} {i} has an integer beyond '
+        f"float32's range (±{FLOAT32_MAX:.2g})",
+      ) from None
     finite = np.isfinite(rows) & (np.abs(rows) <= FLOAT32_MAX)
     if not finite.all():
       i, j = np.argwhere(~finite)[0]
-      raise Problem((), f'{self.name} {i} has {rows[i, j]:g}, ' + (
-          'not a finite number' if not np.isfinite(rows[i, j]) else
-          f'beyond float32\'s range (±{FLOAT32_MAX:.2g})'))
+      raise Problem(
+        (),
+        f'{self.name} {i} has {rows[i, j]:g}, '
+        + (
+          'not a finite number'
+          if not np.isfinite(rows[i, j])
+          else f"beyond float32's range (±{FLOAT32_MAX:.2g})"
+        ),
+      )
     outside = np.zeros(rows.shape, bool)
     if self.lo is not None:
       outside |= rows < self.lo
@@ -374,8 +405,10 @@ class Numbers(Schema):
       outside |= rows > self.hi
     if outside.any():
       i, j = np.argwhere(outside)[0]
-      raise Problem((), f'{self.name} {i} has {rows[i, j]:g}, outside '
-                    f'[{self.lo}, {self.hi}]')
+      raise Problem(
+        (),
+        f'{self.name} {i} has {rows[i, j]:g}, outside [{self.lo}, {self.hi}]',
+      )
     return rows.astype(np.float32)
 
 
@@ -385,8 +418,9 @@ class Labels(Schema):
   whole-valued floats (1.0) pass too (LEAF JSON files written by numpy code
   hold them)."""
 
-  def __init__(self, num_classes, floats=True, name='sample', min_len=1,
-               as_list=False):
+  def __init__(
+    self, num_classes, floats=True, name='sample', min_len=1, as_list=False
+  ):
     self.num_classes, self.floats, self.name = num_classes, floats, name
     self.min_len, self.as_list = min_len, as_list
     self.what = f'a list of labels 0..{num_classes - 1}'
@@ -394,10 +428,12 @@ class Labels(Schema):
   def validate_column(self, values):
     """All the lists' labels checked at once when they are plain ints."""
     if set(map(type, values)) <= {list} and (
-        not values or min(map(len, values)) >= self.min_len):
+      not values or min(map(len, values)) >= self.min_len
+    ):
       flat = list(itertools.chain.from_iterable(values))
-      if set(map(type, flat)) <= {int} and (not flat or (
-          min(flat) >= 0 and max(flat) < self.num_classes)):
+      if set(map(type, flat)) <= {int} and (
+        not flat or (min(flat) >= 0 and max(flat) < self.num_classes)
+      ):
         if self.as_list:
           return list(values)  # Valid as they are.
         array = np.array(flat, np.int32)
@@ -415,36 +451,56 @@ class Labels(Schema):
         raise self.wrong(value)
       allowed = (int, float) if self.floats else (int,)
       n = self.num_classes
-      if len(value) >= self.min_len and set(map(type, value)) == {int} and (
-          min(value) >= 0 and max(value) < n):  # The common case.
+      if (
+        len(value) >= self.min_len
+        and set(map(type, value)) == {int}
+        and (min(value) >= 0 and max(value) < n)
+      ):  # The common case.
         return list(value) if self.as_list else np.array(value, np.int32)
       wrong = None
       if not set(map(type, value)) <= set(allowed):
-        wrong = next(i for i, v in enumerate(value)
-                     if not _exactly(v, allowed))
+        wrong = next(i for i, v in enumerate(value) if not _exactly(v, allowed))
       else:
         try:
           array = np.array(value, np.float64)
         except OverflowError:  # An integer beyond float64 (10**400).
           wrong = next(i for i, v in enumerate(value) if abs(v) > 2**64)
       if wrong is not None:
-        raise Problem((), f'{self.name} {wrong} has label '
-                      f'{describe(value[wrong])}; labels are the whole '
-                      f'numbers 0..{self.num_classes - 1}')
+        raise Problem(
+          (),
+          f'{self.name} {wrong} has label '
+          f'{describe(value[wrong])}; labels are the whole '
+          f'numbers 0..{self.num_classes - 1}',
+        )
     if len(array) < self.min_len:
       raise Problem((), f'has no {self.name}s')
-    bad = ~np.isfinite(array) | (array != np.round(array)) | (array < 0) | (
-        array >= self.num_classes)
+    bad = (
+      ~np.isfinite(array)
+      | (array != np.round(array))
+      | (array < 0)
+      | (array >= self.num_classes)
+    )
     if bad.any():
       i = _first(bad)
-      raise Problem((), f'{self.name} {i} has label {array[i]:g}; labels '
-                    f'are the whole numbers 0..{self.num_classes - 1}')
-    return array.astype(np.int32).tolist() if self.as_list else (
-        array.astype(np.int32))
+      raise Problem(
+        (),
+        f'{self.name} {i} has label {array[i]:g}; labels '
+        f'are the whole numbers 0..{self.num_classes - 1}',
+      )
+    return (
+      array.astype(np.int32).tolist()
+      if self.as_list
+      else (array.astype(np.int32))
+    )
 
 
-_KINDS = {'u': 'integers', 'i': 'integers', 'iu': 'integers',
-          'f': 'floats', 'U': 'strings'}
+_KINDS = {
+  'u': 'integers',
+  'i': 'integers',
+  'iu': 'integers',
+  'f': 'floats',
+  'U': 'strings',
+}
 
 
 class Array(Schema):
@@ -453,20 +509,22 @@ class Array(Schema):
   number of rows, at least `min_len`), values in [lo, hi] (finite for
   floats)."""
 
-  def __init__(self, kinds, shape, lo=None, hi=None, min_len=1,
-               what=None):
+  def __init__(self, kinds, shape, lo=None, hi=None, min_len=1, what=None):
     self.kinds, self.shape, self.lo, self.hi = kinds, tuple(shape), lo, hi
     self.min_len = min_len
     self.what = what or (
-        f'an array of {_KINDS[kinds]} of shape '
-        f'({", ".join("N" if d is None else str(d) for d in shape)}' +
-        (',)' if len(shape) == 1 else ')'))
+      f'an array of {_KINDS[kinds]} of shape '
+      f'({", ".join("N" if d is None else str(d) for d in shape)}'
+      + (',)' if len(shape) == 1 else ')')
+    )
 
   def validate(self, value):
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in (
-        self.kinds) or value.ndim != len(self.shape) or any(
-            d is not None and d != s for d, s in zip(self.shape,
-                                                     value.shape)):
+    if (
+      not isinstance(value, np.ndarray)
+      or value.dtype.kind not in (self.kinds)
+      or value.ndim != len(self.shape)
+      or any(d is not None and d != s for d, s in zip(self.shape, value.shape))
+    ):
       raise self.wrong(value)
     if len(value) < self.min_len:
       raise Problem((), 'is empty')
@@ -474,9 +532,11 @@ class Array(Schema):
       if value.dtype.kind == 'f' and not np.isfinite(value).all():
         i = _index(~np.isfinite(value))
         raise Problem((), f'item {i} is {value[i]:g}, not a finite number')
-      full = value.dtype.kind in 'iu' and (
-          self.lo is None or np.iinfo(value.dtype).min >= self.lo) and (
-              self.hi is None or np.iinfo(value.dtype).max <= self.hi)
+      full = (
+        value.dtype.kind in 'iu'
+        and (self.lo is None or np.iinfo(value.dtype).min >= self.lo)
+        and (self.hi is None or np.iinfo(value.dtype).max <= self.hi)
+      )
       if not full:  # Values the dtype allows may be out of range.
         if self.lo is not None and value.min() < self.lo:
           i = _index(value < self.lo)
@@ -484,7 +544,11 @@ class Array(Schema):
           i = _index(value > self.hi)
         else:
           return value
-        raise Problem((), f'item {i} is {value[i]:g}, expected ' + (
-            f'{self.lo}..{self.hi}' if self.hi is not None else
-            f'>= {self.lo}'))
+        raise Problem(
+          (),
+          f'item {i} is {value[i]:g}, expected '
+          + (
+            f'{self.lo}..{self.hi}' if self.hi is not None else f'>= {self.lo}'
+          ),
+        )
     return value

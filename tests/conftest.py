@@ -21,8 +21,8 @@ if 'TFF_ALGOS_CACHE' not in os.environ:
   os.environ['TFF_ALGOS_CACHE'] = tempfile.mkdtemp(prefix='tff_algos_tests_')
   atexit.register(shutil.rmtree, os.environ['TFF_ALGOS_CACHE'], True)
 
-import psutil  # pylint: disable=g-import-not-at-top
-import pytest  # pylint: disable=g-import-not-at-top
+import psutil
+import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / 'shared' / 'data'
@@ -36,20 +36,29 @@ USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
 
 def cli(*args):
   """run_experiment.py ARGS as a user runs it: (CompletedProcess, text)."""
-  return subprocess.run([sys.executable, 'run_experiment.py', *args],
-                        cwd=REPO, env=USER_ENV, capture_output=True, text=True,
-                        timeout=600)
+  return subprocess.run(
+    [sys.executable, 'run_experiment.py', *args],
+    cwd=REPO,
+    env=USER_ENV,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
 
 
 def listening_ips(pid):
   """The addresses process `pid` accepts TCP connections on."""
-  return {c.laddr.ip for c in psutil.Process(pid).connections(kind='inet')
-          if c.status == psutil.CONN_LISTEN}
+  return {
+    c.laddr.ip
+    for c in psutil.Process(pid).connections(kind='inet')
+    if c.status == psutil.CONN_LISTEN
+  }
 
 
 @pytest.fixture(scope='session', autouse=True)
 def tff_runtime():
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+
   runtime.start()
   yield runtime
   runtime.stop()

@@ -15,7 +15,7 @@ from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def task_and_arrays(name='synthetic_1_1'):
   task = tasks.load_task(name)
   return task, tasks.client_arrays(task.train)
@@ -32,14 +32,19 @@ def client_datasets(count, batch_size=10):
   options = tf.data.Options()
   options.experimental_optimization.apply_default_optimizations = False
   options.autotune.enabled = False
-  return [task.train.create_tf_dataset_for_client(c).batch(batch_size)
-          .with_options(options) for c in task.train.client_ids[:count]]
+  return [
+    task.train.create_tf_dataset_for_client(c)
+    .batch(batch_size)
+    .with_options(options)
+    for c in task.train.client_ids[:count]
+  ]
 
 
 def quick_config(**overrides):
   """A short run: 3 rounds, K=5, E=2 (settings tests override)."""
-  values = dict(rounds=3, clients_per_round=5, epochs=2, batch_size=10,
-                client_lr=0.01)
+  values = dict(
+    rounds=3, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
+  )
   values.update(overrides)
   return Config(**values)
 
@@ -57,18 +62,21 @@ def train(process, model_fn, inputs_by_round, seed=0):
   """Runs `process` from the seeded initial model; returns final weights."""
   state = process.initialize()
   state = process.set_model_weights(
-      state, learning.initial_model_weights(model_fn, seed))
+    state, learning.initial_model_weights(model_fn, seed)
+  )
   for inputs in inputs_by_round:
     state = process.next(state, inputs).state
   return process.get_model_weights(state)
 
 
 def max_abs_diff(a, b):
-  return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
-             for x, y in zip(a.trainable, b.trainable))
+  return max(
+    float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+    for x, y in zip(a.trainable, b.trainable)
+  )
 
 
-_REAPER = r'''
+_REAPER = r"""
 import ctypes, json, os, subprocess, sys, time
 import psutil
 ctypes.CDLL('libc.so.6', use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
@@ -90,7 +98,7 @@ with open(sys.argv[1], 'w') as f:
 for p in left:
   p.kill()
 sys.exit(code)
-'''
+"""
 
 
 def run_and_reap(command, tmp_path, **kwargs):
@@ -99,6 +107,7 @@ def run_and_reap(command, tmp_path, **kwargs):
   returns (CompletedProcess, names of the processes it left, which are
   then killed)."""
   left = tmp_path / 'left_running.json'
-  result = subprocess.run([sys.executable, '-c', _REAPER, str(left),
-                           *command], **kwargs)
+  result = subprocess.run(
+    [sys.executable, '-c', _REAPER, str(left), *command], **kwargs
+  )
   return result, json.loads(left.read_text())

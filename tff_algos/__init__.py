@@ -20,8 +20,7 @@ from tff_algos import logs
 
 logs.quiet()  # Before anything imports TensorFlow.
 
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from tff_algos.algorithms import build_fed_avg
-from tff_algos.algorithms import build_fed_isgd
-from tff_algos.algorithms import build_fed_prox
-from tff_algos.algorithms import build_fed_sgd
+from tff_algos.algorithms import build_fed_avg  # noqa: E402
+from tff_algos.algorithms import build_fed_isgd  # noqa: E402
+from tff_algos.algorithms import build_fed_prox  # noqa: E402
+from tff_algos.algorithms import build_fed_sgd  # noqa: E402

@@ -15,13 +15,18 @@ CLIPPED_COUNT_STDDEV_PER_CLIENT = 0.05
 # The neighbouring relation each client-sampling scheme's guarantee holds
 # for (None: none is certified), as config.json and the docs state it.
 REPLACE_ONE, ADD_OR_REMOVE_ONE = 'replace-one', 'add-or-remove-one'
-ADJACENCY = {'uniform': REPLACE_ONE, 'poisson': ADD_OR_REMOVE_ONE,
-             'proportional': None}
+ADJACENCY = {
+  'uniform': REPLACE_ONE,
+  'poisson': ADD_OR_REMOVE_ONE,
+  'proportional': None,
+}
 
 
 def adaptive_noise_multipliers(
-    noise_multiplier: float, clients_per_round: float,
-    clipped_count_stddev: float | None = None) -> tuple[float, float]:
+  noise_multiplier: float,
+  clients_per_round: float,
+  clipped_count_stddev: float | None = None,
+) -> tuple[float, float]:
   """TFF's split of adaptive clipping's budget: (value noise multiplier z_v,
   clipped-count stddev σ_b), as `gaussian_adaptive(noise_multiplier,
   clients_per_round, clipped_count_stddev=...)` computes them.
@@ -36,20 +41,23 @@ def adaptive_noise_multipliers(
   z = nonnegative(noise_multiplier, 'noise_multiplier')
   clients = positive(clients_per_round, 'clients_per_round')
   if clipped_count_stddev is not None:
-    clipped_count_stddev = nonnegative(clipped_count_stddev,
-                                       'clipped_count_stddev')
+    clipped_count_stddev = nonnegative(
+      clipped_count_stddev, 'clipped_count_stddev'
+    )
   if z == 0:
-    return 0.0, (0.0 if clipped_count_stddev is None
-                 else clipped_count_stddev)
+    return 0.0, (0.0 if clipped_count_stddev is None else clipped_count_stddev)
   if clipped_count_stddev is None:
     clipped_count_stddev = CLIPPED_COUNT_STDDEV_PER_CLIENT * clients
   if z >= 2 * clipped_count_stddev:
     raise ValueError(
-        f'noise_multiplier {z} needs clipped_count_stddev > {z / 2} '
-        f'(adaptive clipping spends 1/(2·{clipped_count_stddev})² of the '
-        'budget 1/z² on the clipped count; TFF refuses this too): raise '
-        'clipped_count_stddev or the cohort, or lower noise_multiplier')
-  return (z**-2 - (2 * clipped_count_stddev)**-2)**-0.5, clipped_count_stddev
+      f'noise_multiplier {z} needs clipped_count_stddev > {z / 2} '
+      f'(adaptive clipping spends 1/(2·{clipped_count_stddev})² of the '
+      'budget 1/z² on the clipped count; TFF refuses this too): raise '
+      'clipped_count_stddev or the cohort, or lower noise_multiplier'
+    )
+  return (
+    z**-2 - (2 * clipped_count_stddev) ** -2
+  ) ** -0.5, clipped_count_stddev
 
 
 def real(value, name):

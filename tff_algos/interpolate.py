@@ -27,34 +27,57 @@ from tff_algos.simulation import run_dir
 
 PROGRAM = 'python -m tff_algos.interpolate'
 TASK = 'mnist_iid_2nn'  # Its model is the paper's 2NN; its 100 IID clients
-                        # together are the 60,000 training images.
+# together are the 60,000 training images.
 FIGURE_FORMATS = ('.png', '.pdf', '.svg')
 MAX_POINTS = 1000  # Each point is two passes over the training set.
-DESCRIPTION = ('FedAvg (McMahan et al. 2017) Figure 1: the loss on the full '
-               'MNIST training set of theta*w + (1-theta)*w\' for two 2NN '
-               'models trained with SGD on disjoint 600-example samples, '
-               'from different and from shared initializations.')
+DESCRIPTION = (
+  'FedAvg (McMahan et al. 2017) Figure 1: the loss on the full '
+  "MNIST training set of theta*w + (1-theta)*w' for two 2NN "
+  'models trained with SGD on disjoint 600-example samples, '
+  'from different and from shared initializations.'
+)
 _FLAGS = (
-    cli.Flag('DEFINE_string', 'data_dir', None,
-             'The folder holding mnist/ (the four IDX files) [default: '
-             '$TFF_DATA_DIR, else ~/.tff].'),
-    cli.Flag('DEFINE_string', 'out', None,
-             'The figure to write (.png, .pdf or .svg).'),
-    cli.Flag('DEFINE_string', 'csv', None,
-             'The CSV of (case, theta, loss) to write [default: --out with '
-             '.csv].'),
-    cli.Flag('DEFINE_integer', 'seed', 0,
-             'Seed of every random draw: the two datasets, the '
-             'initializations, the minibatch orders.'),
-    cli.Flag('DEFINE_integer', 'points', 50,
-             'Evenly spaced theta values over [-0.2, 1.2] (the paper: 50); '
-             'theta = 0, 0.5 and 1 are evaluated too.'),
+  cli.Flag(
+    'DEFINE_string',
+    'data_dir',
+    None,
+    'The folder holding mnist/ (the four IDX files) [default: '
+    '$TFF_DATA_DIR, else ~/.tff].',
+  ),
+  cli.Flag(
+    'DEFINE_string', 'out', None, 'The figure to write (.png, .pdf or .svg).'
+  ),
+  cli.Flag(
+    'DEFINE_string',
+    'csv',
+    None,
+    'The CSV of (case, theta, loss) to write [default: --out with .csv].',
+  ),
+  cli.Flag(
+    'DEFINE_integer',
+    'seed',
+    0,
+    'Seed of every random draw: the two datasets, the '
+    'initializations, the minibatch orders.',
+  ),
+  cli.Flag(
+    'DEFINE_integer',
+    'points',
+    50,
+    'Evenly spaced theta values over [-0.2, 1.2] (the paper: 50); '
+    'theta = 0, 0.5 and 1 are evaluated too.',
+  ),
 )
 
 
 def _usage():
-  lines = [f'usage: {PROGRAM} --out=FIG.png [--data_dir=DIR] [--seed=0] '
-           '[--points=50] [--csv=OUT.csv]', '', DESCRIPTION, '']
+  lines = [
+    f'usage: {PROGRAM} --out=FIG.png [--data_dir=DIR] [--seed=0] '
+    '[--points=50] [--csv=OUT.csv]',
+    '',
+    DESCRIPTION,
+    '',
+  ]
   for flag in _FLAGS:
     default = '' if flag.default is None else f' [default: {flag.default}]'
     lines += [f'  --{flag.name}', f'      {flag.help}{default}']
@@ -78,13 +101,15 @@ def _arguments(argv):
   args, _ = cli.expand_flagfiles(argv[1:])
   cli.parse(holder, args)
   if not holder.out:
-    raise cli.UsageError('--out is required: the figure to write (.png, '
-                         '.pdf or .svg)')
+    raise cli.UsageError(
+      '--out is required: the figure to write (.png, .pdf or .svg)'
+    )
   if os.path.isdir(holder.out):
     raise cli.UsageError(f'--out={holder.out} is a folder; give a file name')
   if os.path.splitext(holder.out)[1].lower() not in FIGURE_FORMATS:
-    raise cli.UsageError(f'--out={holder.out}: the figure must end in '
-                         f'{", ".join(FIGURE_FORMATS)}')
+    raise cli.UsageError(
+      f'--out={holder.out}: the figure must end in {", ".join(FIGURE_FORMATS)}'
+    )
   if holder.csv is None:
     holder.csv = os.path.splitext(holder.out)[0] + '.csv'
   elif not holder.csv:
@@ -96,8 +121,9 @@ def _arguments(argv):
   if holder.seed < 0:
     raise cli.UsageError(f'--seed must be >= 0, got {holder.seed}')
   if not 2 <= holder.points <= MAX_POINTS:
-    raise cli.UsageError(f'--points must be in 2..{MAX_POINTS}, got '
-                         f'{holder.points}')
+    raise cli.UsageError(
+      f'--points must be in 2..{MAX_POINTS}, got {holder.points}'
+    )
   if holder.data_dir is not None and not os.path.isdir(holder.data_dir):
     raise cli.UsageError(f'--data_dir={holder.data_dir} is not a folder')
   return holder
@@ -109,8 +135,10 @@ def _write_atomically(path, write):
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)
   handle, temporary = tempfile.mkstemp(
-      prefix='.' + os.path.basename(path) + '.', dir=folder,
-      suffix=os.path.splitext(path)[1])
+    prefix='.' + os.path.basename(path) + '.',
+    dir=folder,
+    suffix=os.path.splitext(path)[1],
+  )
   os.close(handle)
   try:
     write(temporary)
@@ -130,14 +158,17 @@ def _umask():
 
 def write_csv(path, curves):
   """case, theta, loss: one row per evaluated θ of each case."""
-  rows = [dict(case=case, theta=repr(float(theta)), loss=repr(float(loss)))
-          for case, curve in curves.items()
-          for theta, loss in zip(curve.thetas, curve.losses)]
+  rows = [
+    dict(case=case, theta=repr(float(theta)), loss=repr(float(loss)))
+    for case, curve in curves.items()
+    for theta, loss in zip(curve.thetas, curve.losses)
+  ]
   text = results.csv_text(('case', 'theta', 'loss'), rows)
 
   def write(temporary):
     with open(temporary, 'w', newline='') as f:
       f.write(text)
+
   _write_atomically(path, write)
 
 
@@ -145,32 +176,45 @@ def write_figure(path, curves, subtitle):
   """The paper's two panels, each on its own y-scale: the loss against θ,
   the parents at θ = 0 and 1 (vertical lines), the better parent's loss
   (horizontal line) and the average θ = 0.5 (a dot)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
+
   matplotlib.use('Agg')
-  from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import interpolation  # pylint: disable=g-import-not-at-top
+  from matplotlib import figure as figure_lib
+
+  from tff_algos.simulation import interpolation
 
   figure = figure_lib.Figure(figsize=(10, 4.2))
   axes = figure.subplots(1, len(curves), sharey=False)
   for ax, (case, curve) in zip(axes, curves.items()):
-    ax.plot(curve.thetas, curve.losses, color='tab:blue', lw=1.5,
-            marker='.', ms=4)
+    ax.plot(
+      curve.thetas, curve.losses, color='tab:blue', lw=1.5, marker='.', ms=4
+    )
     for theta in (0.0, 1.0):
       ax.axvline(theta, color='gray', lw=0.8, ls='--')
-    ax.axhline(curve.best_parent_loss, color='tab:red', lw=0.8, ls='-',
-               label=f'best parent {curve.best_parent_loss:.4f}')
-    ax.plot([0.5], [curve.loss_at(0.5)], 'o', color='black', ms=5,
-            label=f'θ = 0.5: {curve.loss_at(0.5):.4f}')
+    ax.axhline(
+      curve.best_parent_loss,
+      color='tab:red',
+      lw=0.8,
+      ls='-',
+      label=f'best parent {curve.best_parent_loss:.4f}',
+    )
+    ax.plot(
+      [0.5],
+      [curve.loss_at(0.5)],
+      'o',
+      color='black',
+      ms=5,
+      label=f'θ = 0.5: {curve.loss_at(0.5):.4f}',
+    )
     ax.set_xticks([-0.2, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2])
-    ax.set_xlabel("mixing weight θ  (θ = 0: w′,  θ = 1: w)")
+    ax.set_xlabel('mixing weight θ  (θ = 0: w′,  θ = 1: w)')
     ax.set_ylabel('loss (full MNIST training set)')
     ax.set_title(interpolation.TITLES[case])
     ax.legend(loc='best', fontsize=8)
     ax.grid(alpha=0.3)
   figure.suptitle(subtitle, fontsize=9)
   figure.tight_layout()
-  _write_atomically(path, lambda temporary: figure.savefig(temporary,
-                                                           dpi=120))
+  _write_atomically(path, lambda temporary: figure.savefig(temporary, dpi=120))
 
 
 def main(argv=None):
@@ -183,10 +227,12 @@ def main(argv=None):
   except cli.UsageError as e:
     cli.fail(PROGRAM, e)
   started = time.process_time(), time.monotonic()
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+
   runtime.prepare(start_worker=False)  # Faster imports; no TFF worker.
-  import tasks  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import interpolation  # pylint: disable=g-import-not-at-top
+  import tasks
+  from tff_algos.simulation import interpolation
+
   try:
     task = tasks.load_task(TASK, seed=holder.seed, data_dir=holder.data_dir)
     train_clients = tasks.client_arrays(task.train)
@@ -201,30 +247,46 @@ def main(argv=None):
   print('settings the paper does not state (chosen here):')
   for line in interpolation.CHOICES:
     print(f'  - {line}')
-  print(f'seed {holder.seed}, {holder.points} evenly spaced θ in '
-        f'[{interpolation.THETA_LOW}, {interpolation.THETA_HIGH}]',
-        flush=True)
+  print(
+    f'seed {holder.seed}, {holder.points} evenly spaced θ in '
+    f'[{interpolation.THETA_LOW}, {interpolation.THETA_HIGH}]',
+    flush=True,
+  )
   curves = interpolation.interpolation_curves(
-      task.model_fn, train_clients, holder.seed, holder.points, settings,
-      on_progress=lambda text: print(text, flush=True))
-  print(f'{"case":12s} {"init seeds":>22s} {"θ=0 (w′)":>9s} '
-        f'{"θ=0.5":>9s} {"θ=1 (w)":>9s} {"min":>9s} {"at θ":>7s}')
+    task.model_fn,
+    train_clients,
+    holder.seed,
+    holder.points,
+    settings,
+    on_progress=lambda text: print(text, flush=True),
+  )
+  print(
+    f'{"case":12s} {"init seeds":>22s} {"θ=0 (w′)":>9s} '
+    f'{"θ=0.5":>9s} {"θ=1 (w)":>9s} {"min":>9s} {"at θ":>7s}'
+  )
   for case, curve in curves.items():
     theta_min, loss_min = curve.minimum
     seeds = '/'.join(str(s) for s in curve.initialization_seeds)
-    print(f'{case:12s} {seeds:>22s} {curve.loss_at(0.0):9.4f} '
-          f'{curve.loss_at(0.5):9.4f} {curve.loss_at(1.0):9.4f} '
-          f'{loss_min:9.4f} {theta_min:7.3f}')
-  subtitle = (f'MNIST 2NN, {settings.examples} examples each, SGD η = '
-              f'{settings.learning_rate:g}, {settings.updates} updates of '
-              f'B = {settings.batch_size}; loss over {examples:,} training '
-              f'examples; seed {holder.seed}')
+    print(
+      f'{case:12s} {seeds:>22s} {curve.loss_at(0.0):9.4f} '
+      f'{curve.loss_at(0.5):9.4f} {curve.loss_at(1.0):9.4f} '
+      f'{loss_min:9.4f} {theta_min:7.3f}'
+    )
+  subtitle = (
+    f'MNIST 2NN, {settings.examples} examples each, SGD η = '
+    f'{settings.learning_rate:g}, {settings.updates} updates of '
+    f'B = {settings.batch_size}; loss over {examples:,} training '
+    f'examples; seed {holder.seed}'
+  )
   try:
     write_csv(holder.csv, curves)
     write_figure(holder.out, curves, subtitle)
   except OSError as e:
-    cli.fail(PROGRAM, f'cannot write {e.filename or holder.out}: '
-             f'{e.strerror or e}', code=1)
+    cli.fail(
+      PROGRAM,
+      f'cannot write {e.filename or holder.out}: {e.strerror or e}',
+      code=1,
+    )
   cpu, wall = time.process_time() - started[0], time.monotonic() - started[1]
   print(f'{cpu:.1f} s CPU, {wall:.1f} s wall after parsing the flags')
   print(f'wrote {holder.out} and {holder.csv}')

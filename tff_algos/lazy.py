@@ -10,7 +10,6 @@ import types
 
 
 class _Module(types.ModuleType):
-
   def __getattr__(self, attribute):
     return getattr(importlib.import_module(self.__name__), attribute)
 

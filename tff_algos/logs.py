@@ -35,8 +35,15 @@ def quiet() -> None:
     # interactive session (a notebook kernel): a filter stays.
     logger.addFilter(_errors_only)
   for category in (DeprecationWarning, FutureWarning, UserWarning):
-    for module in ('tensorflow', 'tensorflow_federated', 'keras', 'jax',
-                   'tensorflow_privacy', 'tensorboard', 'google'):
+    for module in (
+      'tensorflow',
+      'tensorflow_federated',
+      'keras',
+      'jax',
+      'tensorflow_privacy',
+      'tensorboard',
+      'google',
+    ):
       warnings.filterwarnings('ignore', category=category, module=module)
   previous = sys.unraisablehook
 
@@ -45,8 +52,12 @@ def quiet() -> None:
     # runs at interpreter exit, when the module globals it reads are gone:
     # "Exception ignored in ... 'NoneType' object has no attribute 'Popen'".
     # It never started a worker here (runtime.install replaces it).
-    if (getattr(hook_args.object, '__qualname__', '').endswith(
-        'ServiceManager.__del__') and sys.is_finalizing()):
+    if (
+      getattr(hook_args.object, '__qualname__', '').endswith(
+        'ServiceManager.__del__'
+      )
+      and sys.is_finalizing()
+    ):
       return
     previous(hook_args)
 

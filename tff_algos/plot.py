@@ -19,42 +19,73 @@ import sys
 from tff_algos import cli
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
-from tff_algos.simulation import results
 from tff_algos.simulation import columns
+from tff_algos.simulation import results
 from tff_algos.simulation.columns import COLUMNS
 
 PROGRAM = 'python -m tff_algos.plot'
-DESCRIPTION = ('Plot a metric of run folders (RUN_DIR: a folder python -m '
-               'tff_algos wrote, holding metrics.csv) against rounds, one '
-               'line per run (runs differing only in the seed: their mean, '
-               'with a min-max band), labelled by what differs between '
-               'them.')
+DESCRIPTION = (
+  'Plot a metric of run folders (RUN_DIR: a folder python -m '
+  'tff_algos wrote, holding metrics.csv) against rounds, one '
+  'line per run (runs differing only in the seed: their mean, '
+  'with a min-max band), labelled by what differs between '
+  'them.'
+)
 _FLAGS = (
-    cli.Flag('DEFINE_string', 'metric', None,
-             'The metrics.csv column to plot, any column of the runs\' '
-             'metrics.csv: ' + ', '.join(COLUMNS[1:]) + ' and the columns '
-             'of the runs\' algorithms and callbacks (default: their '
-             'training loss, train_loss: the global objective f(w), or '
-             'train_loss_sampled for runs with --eval_clients).'),
-    cli.Flag('DEFINE_string', 'x', 'round',
-             'The x axis: round, or a column that grows with the rounds, '
-             'the same for every seed: epsilon draws a privacy-utility '
-             'curve (the metric against the ε spent).'),
-    cli.Flag('DEFINE_string', 'out', None,
-             'The image to write (.png, .pdf, .svg).'),
-    cli.Flag('DEFINE_string', 'title', None,
-             'The figure\'s title (default: what the runs share).'),
-    cli.Flag('DEFINE_multi_string', 'label', [],
-             'A line\'s legend entry, once per line in the order the lines '
-             'appear (default: what sets each line apart).'),
-    cli.Flag('DEFINE_string', 'figsize', '5.5,4',
-             'The figure\'s width and height in inches, WIDTH,HEIGHT.'),
-    cli.Flag('DEFINE_bool', 'allow_mixed_tasks', False,
-             'Plot runs of different tasks on one axis.'),
-    cli.Flag('DEFINE_bool', 'per_client', False,
-             'Instead of a metric against rounds: the clients\' final test '
-             'accuracy, an empirical CDF per run (seeds pooled), from each '
-             'run\'s client_accuracy.csv.'),
+  cli.Flag(
+    'DEFINE_string',
+    'metric',
+    None,
+    "The metrics.csv column to plot, any column of the runs' "
+    'metrics.csv: ' + ', '.join(COLUMNS[1:]) + ' and the columns '
+    "of the runs' algorithms and callbacks (default: their "
+    'training loss, train_loss: the global objective f(w), or '
+    'train_loss_sampled for runs with --eval_clients).',
+  ),
+  cli.Flag(
+    'DEFINE_string',
+    'x',
+    'round',
+    'The x axis: round, or a column that grows with the rounds, '
+    'the same for every seed: epsilon draws a privacy-utility '
+    'curve (the metric against the ε spent).',
+  ),
+  cli.Flag(
+    'DEFINE_string', 'out', None, 'The image to write (.png, .pdf, .svg).'
+  ),
+  cli.Flag(
+    'DEFINE_string',
+    'title',
+    None,
+    "The figure's title (default: what the runs share).",
+  ),
+  cli.Flag(
+    'DEFINE_multi_string',
+    'label',
+    [],
+    "A line's legend entry, once per line in the order the lines "
+    'appear (default: what sets each line apart).',
+  ),
+  cli.Flag(
+    'DEFINE_string',
+    'figsize',
+    '5.5,4',
+    "The figure's width and height in inches, WIDTH,HEIGHT.",
+  ),
+  cli.Flag(
+    'DEFINE_bool',
+    'allow_mixed_tasks',
+    False,
+    'Plot runs of different tasks on one axis.',
+  ),
+  cli.Flag(
+    'DEFINE_bool',
+    'per_client',
+    False,
+    "Instead of a metric against rounds: the clients' final test "
+    'accuracy, an empirical CDF per run (seeds pooled), from each '
+    "run's client_accuracy.csv.",
+  ),
 )
 
 
@@ -92,8 +123,10 @@ def _figsize(text):
   except ValueError:
     width = height = 0.0
   if not (0 < width <= 100 and 0 < height <= 100):
-    raise cli.UsageError(f'--figsize={text}: expected WIDTH,HEIGHT in inches '
-                         '(numbers in (0, 100]), e.g. 8,5')
+    raise cli.UsageError(
+      f'--figsize={text}: expected WIDTH,HEIGHT in inches '
+      '(numbers in (0, 100]), e.g. 8,5'
+    )
   return width, height
 
 
@@ -101,8 +134,9 @@ def _labels(holder, groups):
   """--label's entries, one per line; UsageError for another count."""
   if holder.label and len(holder.label) != len(groups):
     raise cli.UsageError(
-        f'{len(holder.label)} --label for {len(groups)} lines (runs that '
-        'differ only in their seed are one line): give one per line')
+      f'{len(holder.label)} --label for {len(groups)} lines (runs that '
+      'differ only in their seed are one line): give one per line'
+    )
   return holder.label or None
 
 
@@ -125,29 +159,36 @@ def main(argv=None):
     groups = plot.seed_groups(run_dirs)
     if not holder.allow_mixed_tasks:
       plot.check_one_task(groups)
-    shape = dict(labels=_labels(holder, groups),
-                 figsize=_figsize(holder.figsize))
+    shape = dict(
+      labels=_labels(holder, groups), figsize=_figsize(holder.figsize)
+    )
     if holder.per_client:
       plot.plot_client_accuracy(groups, holder.out, holder.title, **shape)
     else:
       metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
-          'round'}
+        'round'
+      }
       metric = holder.metric or columns.training_loss_column(metrics)
       for flag, column in (('metric', metric), ('x', holder.x)):
         if column not in metrics | ({'round'} if flag == 'x' else set()):
-          raise ValueError(f'--{flag}={column}: not a column of these '
-                           f'runs\' metrics.csv; choose from '
-                           f'{", ".join(sorted(metrics))}')
-      plot.plot_bands(groups, metric, holder.out, holder.title,
-                      description=_description(metric, recorded),
-                      x=holder.x,
-                      **shape)
+          raise ValueError(
+            f'--{flag}={column}: not a column of these '
+            f"runs' metrics.csv; choose from "
+            f'{", ".join(sorted(metrics))}'
+          )
+      plot.plot_bands(
+        groups,
+        metric,
+        holder.out,
+        holder.title,
+        description=_description(metric, recorded),
+        x=holder.x,
+        **shape,
+      )
   except (ValueError, OSError, cli.UsageError) as e:
     cli.fail(PROGRAM, e)
-  what = 'the clients\' final test accuracy' if holder.per_client else (
-      metric)
-  print(f'wrote {holder.out} ({what} of {len(run_dirs)} runs)',
-        file=sys.stderr)
+  what = "the clients' final test accuracy" if holder.per_client else (metric)
+  print(f'wrote {holder.out} ({what} of {len(run_dirs)} runs)', file=sys.stderr)
   return 0
 
 

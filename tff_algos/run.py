@@ -19,6 +19,7 @@ worker, a full disk, a folder that cannot be written): one line, exit code
 1, the rows and checkpoints so far kept. Ctrl-C: one line, exit code 130.
 """
 
+from collections.abc import Mapping
 import contextlib
 import dataclasses
 import difflib
@@ -29,7 +30,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from typing import Any, Mapping
+from typing import Any
 
 from tff_algos import cli
 from tff_algos.algorithms import optimizers
@@ -41,18 +42,27 @@ from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
 from tff_algos.simulation.config import Settings
 
-DESCRIPTION = ('Train a federated algorithm on a task in simulation and '
-               'write a run folder; with --variant/--sweep, a sweep of runs '
-               'and its summary.')
+DESCRIPTION = (
+  'Train a federated algorithm on a task in simulation and '
+  'write a run folder; with --variant/--sweep, a sweep of runs '
+  'and its summary.'
+)
 GROUPS = ('run', 'algorithm', 'aggregation', 'data', 'output', 'sweep')
 # A sweep's own flags: not passed on to its runs.
-_SWEEP_FLAGS = ('--variant', '--sweep', '--only', '--output_dir',
-                '--overwrite', '--dry_run')
+_SWEEP_FLAGS = (
+  '--variant',
+  '--sweep',
+  '--only',
+  '--output_dir',
+  '--overwrite',
+  '--dry_run',
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
   """How a run is carried out (not part of its settings)."""
+
   output_dir: str | None
   overwrite: bool = False
   replace_other_run: bool = False
@@ -72,6 +82,7 @@ class RunPlan:
   `config.clients_per_round` is None with --client_fraction until the
   task's clients are known (`settings_for`).
   """
+
   config: Config
   task_options: Mapping[str, Any]
   client_fraction: float | None
@@ -83,8 +94,12 @@ class RunPlan:
     num_clients = len(task.client_ids)
     config = dataclasses.replace(self.config, task=task.name)
     if self.client_fraction is not None:  # FedAvg §3: max(⌊C·N⌋, 1).
-      config = dataclasses.replace(config, clients_per_round=max(
-          int(self.client_fraction * num_clients + 1e-9), 1))
+      config = dataclasses.replace(
+        config,
+        clients_per_round=max(
+          int(self.client_fraction * num_clients + 1e-9), 1
+        ),
+      )
     try:
       return resolve(config, num_clients=num_clients)
     except ValueError as e:
@@ -95,6 +110,7 @@ class RunPlan:
 class Command:
   """A parsed command line: its own plan and, for a sweep, its runs (a
   `sweep.Run` and a `RunPlan` each) and the flags they share."""
+
   plan: RunPlan
   flagfiles: tuple[str, ...] = ()
   runs: tuple[sweep.Run, ...] = ()
@@ -114,16 +130,24 @@ def _plan(holder, imports, check=True) -> RunPlan:
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
   if holder.target_accuracy is not None and not (
-      0 < holder.target_accuracy <= 1):
-    raise cli.UsageError(f'--target_accuracy must be in (0, 1], got '
-                         f'{holder.target_accuracy}')
+    0 < holder.target_accuracy <= 1
+  ):
+    raise cli.UsageError(
+      f'--target_accuracy must be in (0, 1], got {holder.target_accuracy}'
+    )
   if holder.resume and (holder.overwrite or not holder.output_dir):
-    raise cli.UsageError('--resume needs the --output_dir of the run, and no '
-                         '--overwrite')
-  options = RunOptions(**{f.name: holder[f.name].value
-                          for f in dataclasses.fields(RunOptions)})
-  return RunPlan(cli.config_from_flags(holder, imports, check),
-                 cli.task_options(holder), holder.client_fraction, options)
+    raise cli.UsageError(
+      '--resume needs the --output_dir of the run, and no --overwrite'
+    )
+  options = RunOptions(
+    **{f.name: holder[f.name].value for f in dataclasses.fields(RunOptions)}
+  )
+  return RunPlan(
+    cli.config_from_flags(holder, imports, check),
+    cli.task_options(holder),
+    holder.client_fraction,
+    options,
+  )
 
 
 def parse_command(args) -> Command:
@@ -137,18 +161,24 @@ def parse_command(args) -> Command:
   plan = _plan(holder, imports, check=not (holder.variant or holder.sweep))
   if not (holder.variant or holder.sweep):
     if holder.only:
-      raise cli.UsageError('--only selects variants of a sweep (--variant '
-                           'flags)')
+      raise cli.UsageError(
+        '--only selects variants of a sweep (--variant flags)'
+      )
     return Command(plan, tuple(flagfiles))
   if plan.options.resume:
-    raise cli.UsageError('a sweep resumes by itself; give --resume to single '
-                         'runs only')
-  typed = [a.split('=', 1)[1].split(':', 1)[0].strip() for a in args
-           if a.startswith('--variant=')]
+    raise cli.UsageError(
+      'a sweep resumes by itself; give --resume to single runs only'
+    )
+  typed = [
+    a.split('=', 1)[1].split(':', 1)[0].strip()
+    for a in args
+    if a.startswith('--variant=')
+  ]
   twice = sorted({name for name in typed if typed.count(name) > 1})
   if twice:  # A --variant replaces one of a --flagfile, not one typed.
-    raise cli.UsageError(f'--variant {twice[0]} given twice on the command '
-                         'line')
+    raise cli.UsageError(
+      f'--variant {twice[0]} given twice on the command line'
+    )
   if any(a in _SWEEP_FLAGS[:4] for a in expanded):  # "--output_dir out".
     raise cli.UsageError('write sweep flags as --flag=value')
   try:
@@ -167,8 +197,15 @@ def parse_command(args) -> Command:
       run_plans.append(_plan(run_holder, imports))
     except cli.UsageError as e:
       raise cli.UsageError(f'variant {run.variant}: {e}') from None
-  return Command(plan, tuple(flagfiles), tuple(runs), tuple(run_plans),
-                 common, tuple(holder.variant), tuple(holder.sweep))
+  return Command(
+    plan,
+    tuple(flagfiles),
+    tuple(runs),
+    tuple(run_plans),
+    common,
+    tuple(holder.variant),
+    tuple(holder.sweep),
+  )
 
 
 def _check_swept_flags(sweeps, holder):
@@ -179,9 +216,13 @@ def _check_swept_flags(sweeps, holder):
     if flag not in holder:
       close = difflib.get_close_matches(flag, list(holder), n=2)
       raise cli.UsageError(
-          f'--sweep={text}: there is no flag --{flag}' +
-          (f' (did you mean {" or ".join(f"--{c}" for c in close)}?)'
-           if close else ''))
+        f'--sweep={text}: there is no flag --{flag}'
+        + (
+          f' (did you mean {" or ".join(f"--{c}" for c in close)}?)'
+          if close
+          else ''
+        )
+      )
 
 
 # ------------------------------------------------------------ one run
@@ -189,18 +230,27 @@ def check_data_loads(plans) -> list[Settings]:
   """Loads each distinct dataset of `plans` once (a dry run): one line per
   dataset, or UsageError naming the first that does not load. Returns each
   run's settings as it will use them."""
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+
   runtime.install()
   loaded, settings = {}, []
   for plan in plans:
     config = plan.config
-    key = (config.task, config.data_seed, config.data_dir,
-           config.train_fraction, config.partition,
-           tuple(sorted(plan.task_options.items())))
+    key = (
+      config.task,
+      config.data_seed,
+      config.data_dir,
+      config.train_fraction,
+      config.partition,
+      tuple(sorted(plan.task_options.items())),
+    )
     if key not in loaded:
       loaded[key] = task = cli.load_task(config, plan.task_options)
-      print(f'data: {task.name}: {len(task.client_ids)} clients '
-            f'({task.description})', file=sys.stderr)
+      print(
+        f'data: {task.name}: {len(task.client_ids)} clients '
+        f'({task.description})',
+        file=sys.stderr,
+      )
     settings.append(plan.settings_for(loaded[key]))
   return settings
 
@@ -209,14 +259,15 @@ def default_output_dir(prepared, accept_package_change=False):
   """runs/ALGO_TASK_seedSEED, or -2, -3, …: the first folder that holds
   this run (to resume, or a finished one), else the first free one."""
   settings = prepared.settings
-  base = os.path.join('runs', f'{settings.algo}_{settings.task}_seed'
-                              f'{settings.seed}')
+  base = os.path.join(
+    'runs', f'{settings.algo}_{settings.task}_seed{settings.seed}'
+  )
   candidate, n = base, 1
   while os.path.exists(candidate):
     try:
-      run_dir.RunDir(candidate).status(settings.to_json(),
-                                       prepared.provenance,
-                                       accept_package_change)
+      run_dir.RunDir(candidate).status(
+        settings.to_json(), prepared.provenance, accept_package_change
+      )
       return candidate  # This run: resume it, or leave it alone.
     except run_dir.OutputDirError:
       n += 1
@@ -238,11 +289,15 @@ def _written_to(error, output_dir):
     if isinstance(error, OSError):
       names = [n for n in (error.filename, error.filename2) if n]
       if any(_inside(str(n), folder) for n in names) or (
-          not names and error.errno in _WRITE_ERRNOS):
-        path, why = (names[0] if names else output_dir), (
-            error.strerror or str(error))
+        not names and error.errno in _WRITE_ERRNOS
+      ):
+        path, why = (
+          (names[0] if names else output_dir),
+          (error.strerror or str(error)),
+        )
     elif type(error).__module__.startswith('tensorflow') and (
-        folder in str(error) or output_dir in str(error)):
+      folder in str(error) or output_dir in str(error)
+    ):
       path, _, why = str(error).partition(';')
       path, why = path.strip(), why.strip() or type(error).__name__
     if path is not None:
@@ -253,8 +308,13 @@ def _written_to(error, output_dir):
   return None
 
 
-_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS,
-                 errno.EFBIG)
+_WRITE_ERRNOS = (
+  errno.ENOSPC,
+  errno.EDQUOT,
+  errno.EIO,
+  errno.EROFS,
+  errno.EFBIG,
+)
 
 
 def _inside(path, folder):
@@ -267,14 +327,15 @@ def _terminate_as_interrupt():
   """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal);
   both also stop the training loop at the end of the round, should Python
   swallow the exception (one raised inside a garbage-collector callback)."""
-  from tff_algos.simulation import loop  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import loop
 
   def on_signal(signum, frame):
     del frame
     raise loop.request_stop(signum)
 
-  previous = {s: signal.signal(s, on_signal)
-              for s in (signal.SIGINT, signal.SIGTERM)}
+  previous = {
+    s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+  }
   try:
     yield
   finally:
@@ -285,6 +346,7 @@ def _terminate_as_interrupt():
 class _Stage:
   """How far a run got: which folder, and whether it had started training
   (its errors then say how to resume)."""
+
   output_dir = None
   training = False
 
@@ -292,13 +354,17 @@ class _Stage:
 def _one_line(error, stage: _Stage):
   """(exit code, line) for an error a run reports in one line, or None for
   one that is a bug (its traceback is shown)."""
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+  from tff_algos.simulation import experiment
+
   resume = '; run the same command to resume'
   if isinstance(error, KeyboardInterrupt):
     signum = getattr(error, 'signum', signal.SIGINT)
-    where = (f'at round {error.round_num}' if hasattr(error, 'round_num')
-             else 'before the first round')
+    where = (
+      f'at round {error.round_num}'
+      if hasattr(error, 'round_num')
+      else 'before the first round'
+    )
     name = 'interrupted' if signum == signal.SIGINT else 'terminated'
     return 128 + signum, f'{name} {where}{resume}'
   if isinstance(error, (ConfigError, cli.UsageError)):
@@ -312,86 +378,125 @@ def _one_line(error, stage: _Stage):
     return None
   if not stage.training:
     return 2, f'--output_dir={stage.output_dir}: {written}'
-  return 1, (f'stopped: {written}; the rows and checkpoints so far are '
-             'kept: fix it and run the same command to resume')
+  return 1, (
+    f'stopped: {written}; the rows and checkpoints so far are '
+    'kept: fix it and run the same command to resume'
+  )
 
 
 def _finished(output_dir):
   """What a finished run's command prints: its summary (stdout), and
   where its results are (the last line, stderr)."""
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
+
   with open(os.path.join(output_dir, run_dir.SUMMARY_FILE)) as f:
     print(f.read())
-  print(f'results in {output_dir}/: '
-        f'{", ".join(experiment.output_files(output_dir))}', file=sys.stderr)
+  print(
+    f'results in {output_dir}/: '
+    f'{", ".join(experiment.output_files(output_dir))}',
+    file=sys.stderr,
+  )
 
 
-def _header(settings, task, output_dir, status, mechanism=None, built=None,
-            execution=''):
+def _header(
+  settings, task, output_dir, status, mechanism=None, built=None, execution=''
+):
   """The run's first line: the algorithm and every setting that changes it,
   the task and where the results go (`mechanism`: the DP mechanism the
   process was built with; `built`: its hyper-parameters, which name the
   optimizers it was built with; `execution`: how its clients train)."""
   algorithm = settings.algorithm
-  parts = ([f'{len(task.client_ids)} clients pooled into one',
-            f'B={algorithm.batch_size}'] if settings.entry.pooled else
-           [f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
-            f'E={algorithm.epochs}, B={algorithm.batch_size}'])
+  parts = (
+    [
+      f'{len(task.client_ids)} clients pooled into one',
+      f'B={algorithm.batch_size}',
+    ]
+    if settings.entry.pooled
+    else [
+      f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
+      f'E={algorithm.epochs}, B={algorithm.batch_size}',
+    ]
+  )
   for role, optimizer, part in (
-      ('client', algorithm.client_optimizer, 'client_work'),
-      ('server', algorithm.server_optimizer, 'finalizer')):
+    ('client', algorithm.client_optimizer, 'client_work'),
+    ('server', algorithm.server_optimizer, 'finalizer'),
+  ):
     if optimizer is not None:
-      parts.append(optimizers.describe(role, optimizer,
-                                       (built or {}).get(part)))
-  parts += [f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
-            for k, v in algorithm.hparams.items() if v is not False]
+      parts.append(
+        optimizers.describe(role, optimizer, (built or {}).get(part))
+      )
+  parts += [
+    f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
+    for k, v in algorithm.hparams.items()
+    if v is not False
+  ]
   parts.append(f'{algorithm.client_weighting} weights')
   if settings.client_sampling != 'uniform':
     parts.append(f'{settings.client_sampling} client sampling')
   parts.append(_aggregation(settings, mechanism))
   if settings.straggler_fraction:
-    parts.append(f'{settings.straggler_fraction:.0%} stragglers '
-                 f'({algorithm.straggler_policy})')
+    parts.append(
+      f'{settings.straggler_fraction:.0%} stragglers '
+      f'({algorithm.straggler_policy})'
+    )
   if settings.partition is not None:
     parts.append(f'repartitioned {settings.partition}')
-  parts.append(f'{settings.rounds} rounds, seed {settings.seed} (data seed '
-               f'{settings.data_seed})')
+  parts.append(
+    f'{settings.rounds} rounds, seed {settings.seed} (data seed '
+    f'{settings.data_seed})'
+  )
   if settings.eval_clients is not None:
     parts.append(f'train metrics over {settings.eval_clients} clients')
   if execution:
     parts.append(f'clients trained {execution}')
-  return (f'{settings.algo} on {task.description}: {", ".join(parts)} → '
-          f'{output_dir}' + (' (resuming)' if status == 'resume' else ''))
+  return (
+    f'{settings.algo} on {task.description}: {", ".join(parts)} → '
+    f'{output_dir}' + (' (resuming)' if status == 'resume' else '')
+  )
 
 
 def _aggregation(settings, mechanism):
   """The header's words for the model aggregator: DP as the process was
   built (`trainer.accounted_mechanism`), said to differ from the flags
   where it does."""
-  from tff_algos.simulation import accounting  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import accounting
+
   c = settings.config
   if c.aggregator != 'dp':
     return f'{c.aggregator} aggregation'
-  clip = (f'clip {c.dp_clip:g}' if c.dp_clip is not None else
-          f'adaptive clip at the {c.dp_target_quantile:g} quantile' + (
-              f' from {c.dp_initial_clip:g}' if c.dp_initial_clip else ''))
+  clip = (
+    f'clip {c.dp_clip:g}'
+    if c.dp_clip is not None
+    else f'adaptive clip at the {c.dp_target_quantile:g} quantile'
+    + (f' from {c.dp_initial_clip:g}' if c.dp_initial_clip else '')
+  )
   cohort = ''
   if c.dp_noise_cohort:
-    cohort = (f', noise as for {c.dp_noise_cohort} clients: the model\'s '
-              f'noise multiplier is {mechanism.noise_multiplier:.4g}')
+    cohort = (
+      f", noise as for {c.dp_noise_cohort} clients: the model's "
+      f'noise multiplier is {mechanism.noise_multiplier:.4g}'
+    )
   flags = accounting.mechanism(
-      c.dp_noise_multiplier, clients_per_round=settings.clients_per_round,
-      adaptive_clipping=c.dp_clip is None, noise_cohort_size=c.dp_noise_cohort)
+    c.dp_noise_multiplier,
+    clients_per_round=settings.clients_per_round,
+    adaptive_clipping=c.dp_clip is None,
+    noise_cohort_size=c.dp_noise_cohort,
+  )
   if mechanism is not None and not mechanism.matches(flags):
-    return (f'DP as the algorithm built its aggregator (noise multiplier '
-            f'{mechanism.noise_multiplier:.4g}, not the flags\' '
-            f'{flags.noise_multiplier:.4g}: ε is for its own); ε at '
-            f'δ={c.dp_delta:.2g}, {c.dp_adjacency}, {c.dp_accountant}')
-  seed = (f', noise seed {c.dp_noise_seed}' if c.dp_noise_seed is not None
-          else '')
-  return (f'DP (z={c.dp_noise_multiplier:g}, {clip}{cohort}{seed}; '
-          f'unweighted mean; ε at δ={c.dp_delta:.2g}, {c.dp_adjacency}, '
-          f'{c.dp_accountant})')
+    return (
+      f'DP as the algorithm built its aggregator (noise multiplier '
+      f"{mechanism.noise_multiplier:.4g}, not the flags' "
+      f'{flags.noise_multiplier:.4g}: ε is for its own); ε at '
+      f'δ={c.dp_delta:.2g}, {c.dp_adjacency}, {c.dp_accountant}'
+    )
+  seed = (
+    f', noise seed {c.dp_noise_seed}' if c.dp_noise_seed is not None else ''
+  )
+  return (
+    f'DP (z={c.dp_noise_multiplier:g}, {clip}{cohort}{seed}; '
+    f'unweighted mean; ε at δ={c.dp_delta:.2g}, {c.dp_adjacency}, '
+    f'{c.dp_accountant})'
+  )
 
 
 def _open_folder(folder, options, status_of):
@@ -418,7 +523,8 @@ def _prepared_in_held_folder(plan: RunPlan):
   the user named is held first, so that one the OS or another run refuses
   costs no data loading or tracing; the default folder is the first that
   holds this very run (`default_output_dir`), so it is known only after."""
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
+
   options = plan.options
 
   def prepare():
@@ -431,8 +537,9 @@ def _prepared_in_held_folder(plan: RunPlan):
       yield prepare(), folder
     return
   prepared = prepare()
-  folder = run_dir.RunDir(default_output_dir(prepared,
-                                             options.accept_package_change))
+  folder = run_dir.RunDir(
+    default_output_dir(prepared, options.accept_package_change)
+  )
   with folder.hold():
     yield prepared, folder
 
@@ -442,22 +549,27 @@ def run_single(plan: RunPlan, program: str):
   options = plan.options
   if options.dry_run:
     try:
-      settings, = check_data_loads([plan])
+      (settings,) = check_data_loads([plan])
     except cli.UsageError as e:
       cli.fail(program, e)
-    print(json.dumps({**settings.to_json(), **plan.task_options}, indent=2,
-                     sort_keys=True))
+    print(
+      json.dumps(
+        {**settings.to_json(), **plan.task_options}, indent=2, sort_keys=True
+      )
+    )
     return
   try:
     run_dir.check_usable(options.output_dir or 'runs')
   except run_dir.OutputDirError as e:
     cli.fail(program, e)
   # TensorFlow from here on.
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+
   # Before TensorFlow is imported: the local worker starts meanwhile, and
   # unused parts of TFF's dependencies are left out (docs/PERFORMANCE.md).
   runtime.prepare(start_worker=not options.workers)
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
+
   runtime.install()
   stage = _Stage()
   stage.output_dir = options.output_dir or 'runs'
@@ -465,26 +577,48 @@ def run_single(plan: RunPlan, program: str):
     try:
       with _prepared_in_held_folder(plan) as (prepared, folder):
         stage.output_dir = output_dir = folder.path
-        status = _open_folder(folder, options, functools.partial(
-            experiment.status, prepared,
-            accept_package_change=options.accept_package_change))
+        status = _open_folder(
+          folder,
+          options,
+          functools.partial(
+            experiment.status,
+            prepared,
+            accept_package_change=options.accept_package_change,
+          ),
+        )
         if status == 'finished':
-          print(f'{output_dir} already holds this finished run '
-                '(--overwrite runs it again)', file=sys.stderr)
+          print(
+            f'{output_dir} already holds this finished run '
+            '(--overwrite runs it again)',
+            file=sys.stderr,
+          )
           _finished(output_dir)
           return
-        runtime.start(workers=options.workers, log_path=folder.worker_log,
-                      wait=False)  # It starts while the run is set up.
+        runtime.start(
+          workers=options.workers, log_path=folder.worker_log, wait=False
+        )  # It starts while the run is set up.
         process = prepared.process
-        print(_header(prepared.settings, prepared.task, output_dir, status,
-                      prepared.mechanism,
-                      process.get_hparams(process.initialize()),
-                      prepared.execution), file=sys.stderr)
+        print(
+          _header(
+            prepared.settings,
+            prepared.task,
+            output_dir,
+            status,
+            prepared.mechanism,
+            process.get_hparams(process.initialize()),
+            prepared.execution,
+          ),
+          file=sys.stderr,
+        )
         stage.training = True
-        experiment.train(prepared, folder, show_progress=options.progress,
-                         checkpoint_every=options.checkpoint_every,
-                         target_accuracy=options.target_accuracy)
-    except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+        experiment.train(
+          prepared,
+          folder,
+          show_progress=options.progress,
+          checkpoint_every=options.checkpoint_every,
+          target_accuracy=options.target_accuracy,
+        )
+    except (Exception, KeyboardInterrupt) as e:
       reported = _one_line(e, stage)
       if reported is None:
         raise
@@ -503,10 +637,11 @@ def _finished_runs(command: Command, output_dir: str) -> set[str]:
   process per run. Only folders with a summary are checked; the check
   runs in a process of its own (spawned: the sweep's stays free of
   TensorFlow and its threads, as it forks its runs)."""
-  candidates = [(run.name, plan) for run, plan in
-                zip(command.runs, command.run_plans)
-                if os.path.exists(os.path.join(output_dir, run.name,
-                                               run_dir.SUMMARY_FILE))]
+  candidates = [
+    (run.name, plan)
+    for run, plan in zip(command.runs, command.run_plans)
+    if os.path.exists(os.path.join(output_dir, run.name, run_dir.SUMMARY_FILE))
+  ]
   if not candidates:
     return set()
   context = multiprocessing.get_context('spawn')
@@ -519,28 +654,41 @@ def _check_finished(candidates, output_dir):
   ((name, RunPlan) pairs) whose folders hold them finished. A run whose
   check fails for any reason is not finished: its own process will say
   why."""
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+
   runtime.prepare(start_worker=False)
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
+
   runtime.start()
   tasks_loaded, finished = {}, []
   try:
     for name, plan in candidates:
       try:
         cli.import_modules(plan.config.imports)
-        key = (plan.config.task, plan.config.data_seed, plan.config.data_dir,
-               plan.config.train_fraction, plan.config.partition,
-               tuple(sorted(plan.task_options.items())))
+        key = (
+          plan.config.task,
+          plan.config.data_seed,
+          plan.config.data_dir,
+          plan.config.train_fraction,
+          plan.config.partition,
+          tuple(sorted(plan.task_options.items())),
+        )
         if key not in tasks_loaded:
           tasks_loaded[key] = cli.load_task(plan.config, plan.task_options)
         task = tasks_loaded[key]
-        prepared = experiment.prepare(plan.settings_for(task), task,
-                                      plan.options.workers)
-        if experiment.status(prepared, run_dir.RunDir(
-            os.path.join(output_dir, name)),
-                             plan.options.accept_package_change) == 'finished':
+        prepared = experiment.prepare(
+          plan.settings_for(task), task, plan.options.workers
+        )
+        if (
+          experiment.status(
+            prepared,
+            run_dir.RunDir(os.path.join(output_dir, name)),
+            plan.options.accept_package_change,
+          )
+          == 'finished'
+        ):
           finished.append(name)
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         pass
   finally:
     runtime.stop()
@@ -560,7 +708,8 @@ def run_sweep(command: Command, program: str):
   """--variant/--sweep: every run in its own process, then the summary."""
   options = command.plan.options
   output_dir = options.output_dir or os.path.join(
-      'runs', command.flagfiles[-1] if command.flagfiles else 'sweep')
+    'runs', command.flagfiles[-1] if command.flagfiles else 'sweep'
+  )
   target = options.target_accuracy
   if options.dry_run:
     try:
@@ -568,8 +717,10 @@ def run_sweep(command: Command, program: str):
     except cli.UsageError as e:
       cli.fail(program, e)
     for run, settings, plan in zip(command.runs, resolved, command.run_plans):
-      print(os.path.join(output_dir, run.name), json.dumps(
-          {**settings.to_json(), **plan.task_options}, sort_keys=True))
+      print(
+        os.path.join(output_dir, run.name),
+        json.dumps({**settings.to_json(), **plan.task_options}, sort_keys=True),
+      )
     return
   child, env = _child_command()
   try:
@@ -577,42 +728,57 @@ def run_sweep(command: Command, program: str):
     with run_dir.RunDir(output_dir).hold():
       done = _finished_runs(command, output_dir)
       codes = sweep.run_all(
-          command.runs, [*command.common, *(['--replace_other_run']
-                                           if options.overwrite else [])],
-          output_dir, child, env=env,
-          finished=lambda run, _: run.name in done)
+        command.runs,
+        [
+          *command.common,
+          *(['--replace_other_run'] if options.overwrite else []),
+        ],
+        output_dir,
+        child,
+        env=env,
+        finished=lambda run, _: run.name in done,
+      )
       # The summary and plots cover the command's whole plan: runs left out
       # by --only but already in the folder keep their rows.
       plan = sweep.expand(command.variants, command.sweeps)
       rows = sweep.table(plan, output_dir, target)
       summary = sweep.write_summary(rows, output_dir, target, plan)
       if summary is None:
-        print(f'{program}: kept {output_dir}/summary.csv and its plots: they '
-              'cover more runs than the '
-              f'{sum(1 for r in rows if "rounds" in r)} of this command that '
-              'have results', file=sys.stderr)
+        print(
+          f'{program}: kept {output_dir}/summary.csv and its plots: they '
+          'cover more runs than the '
+          f'{sum(1 for r in rows if "rounds" in r)} of this command that '
+          'have results',
+          file=sys.stderr,
+        )
       else:
         lines, written = summary  # Not an older sweep's summary_seeds.csv.
         print('\n'.join(lines))
         written += sweep.plot_runs(plan, rows, output_dir, target)
-        print(f'{program}: results in {output_dir}/: the runs\' folders and '
-              f'{", ".join(os.path.basename(w) for w in written)}',
-              file=sys.stderr)
+        print(
+          f"{program}: results in {output_dir}/: the runs' folders and "
+          f'{", ".join(os.path.basename(w) for w in written)}',
+          file=sys.stderr,
+        )
   except run_dir.OutputDirError as e:
     cli.fail(program, e)
   except sweep.SweepInterrupted as e:
-    cli.fail(program, f'{e}; run the same command to resume',
-             code=128 + e.signum)
+    cli.fail(
+      program, f'{e}; run the same command to resume', code=128 + e.signum
+    )
   failed = [f'{name} (exit {code})' for name, code in codes.items() if code]
   if failed == [f'{list(codes)[-1]} (exit 2)']:
     sys.exit(2)  # Its one line said why (bad input); nothing after it ran.
   if len(codes) < len(command.runs):
     failed.append(f'{len(command.runs) - len(codes)} not started')
   if failed:
-    unfinished = len(command.runs) - len(codes) + sum(map(bool,
-                                                          codes.values()))
-    cli.fail(program, f'{unfinished} of {len(command.runs)} runs did not '
-             f'finish: {", ".join(failed)}', code=1)
+    unfinished = len(command.runs) - len(codes) + sum(map(bool, codes.values()))
+    cli.fail(
+      program,
+      f'{unfinished} of {len(command.runs)} runs did not '
+      f'finish: {", ".join(failed)}',
+      code=1,
+    )
 
 
 def main(argv=None, program=None):

@@ -40,11 +40,12 @@ def import_modules(specs) -> tuple[str, ...]:
     else:
       if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-      _exec(spec, lambda: importlib.import_module(spec))
+      _exec(spec, lambda: importlib.import_module(spec))  # noqa: B023 (called at once)
       path = getattr(sys.modules[spec], '__file__', None)
       installed = path is None or any(
-          os.path.realpath(path).startswith(os.path.realpath(p) + os.sep)
-          for p in (sys.prefix, sys.base_prefix))
+        os.path.realpath(path).startswith(os.path.realpath(p) + os.sep)
+        for p in (sys.prefix, sys.base_prefix)
+      )
       imported.append(spec if installed else os.path.abspath(path))
   return tuple(imported)
 
@@ -64,16 +65,21 @@ def _import_file(spec, path):
     _exec(spec, lambda: importlib.import_module('.'.join(parts)))
     return
   # A name of its own: a user's `tasks.py` must not shadow our `tasks`.
-  module_name = 'tff_algos_user_' + hashlib.sha256(
-      path.encode()).hexdigest()[:12]
+  module_name = (
+    'tff_algos_user_' + hashlib.sha256(path.encode()).hexdigest()[:12]
+  )
   if module_name in sys.modules:
     return
   module_spec = importlib.util.spec_from_loader(
-      module_name, importlib.machinery.SourceFileLoader(module_name, path))
+    module_name, importlib.machinery.SourceFileLoader(module_name, path)
+  )
   module = importlib.util.module_from_spec(module_spec)
   sys.modules[module_name] = module
-  _exec(spec, lambda: module_spec.loader.exec_module(module),
-        lambda: sys.modules.pop(module_name, None))
+  _exec(
+    spec,
+    lambda: module_spec.loader.exec_module(module),
+    lambda: sys.modules.pop(module_name, None),
+  )
 
 
 def _exec(spec, load, undo=lambda: None):
@@ -82,10 +88,11 @@ def _exec(spec, load, undo=lambda: None):
   except ModuleNotFoundError as e:
     undo()
     raise ImportFailed(f'--import={spec}: no module named {e.name!r}') from None
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     undo()
-    raise ImportFailed(f'--import={spec} failed: {type(e).__name__}: {e}'
-                     ) from None
+    raise ImportFailed(
+      f'--import={spec} failed: {type(e).__name__}: {e}'
+    ) from None
 
 
 def imports_in(args) -> list[str]:

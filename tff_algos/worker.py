@@ -24,26 +24,37 @@ from tff_algos.runtime import allocator
 from tff_algos.runtime import loopback
 
 _WARNING = (
-    'WARNING: --listen_all: this TFF worker listens on ALL network '
-    'interfaces, port {port}. TFF\'s executor protocol has no authentication '
-    'and no encryption: anyone who can reach this port can run arbitrary '
-    'TensorFlow computations (code execution as user {user}) and read the '
-    'data sent to it. Use it only on a private network you trust, behind a '
-    'firewall that admits the coordinator alone; prefer the default '
-    '(loopback) and an SSH tunnel.')
+  'WARNING: --listen_all: this TFF worker listens on ALL network '
+  "interfaces, port {port}. TFF's executor protocol has no authentication "
+  'and no encryption: anyone who can reach this port can run arbitrary '
+  'TensorFlow computations (code execution as user {user}) and read the '
+  'data sent to it. Use it only on a private network you trust, behind a '
+  'firewall that admits the coordinator alone; prefer the default '
+  '(loopback) and an SSH tunnel.'
+)
 
 
 PROGRAM = 'python -m tff_algos.worker'
-DESCRIPTION = ('Start a TFF worker_binary for run_experiment.py --workers '
-               '(loopback only unless --listen_all).')
+DESCRIPTION = (
+  'Start a TFF worker_binary for run_experiment.py --workers '
+  '(loopback only unless --listen_all).'
+)
 _FLAGS = (
-    cli.Flag('DEFINE_integer', 'port', None, 'TCP port to serve on (1-65535).'),
-    cli.Flag('DEFINE_bool', 'listen_all', False,
-             'Listen on all network interfaces (the protocol is '
-             'unauthenticated and unencrypted; prints a warning).'),
-    cli.Flag('DEFINE_integer', 'max_concurrent_computation_calls', -1,
-             'Passed to worker_binary: parallel client computations at most '
-             '(<= 0: no limit).'),
+  cli.Flag('DEFINE_integer', 'port', None, 'TCP port to serve on (1-65535).'),
+  cli.Flag(
+    'DEFINE_bool',
+    'listen_all',
+    False,
+    'Listen on all network interfaces (the protocol is '
+    'unauthenticated and unencrypted; prints a warning).',
+  ),
+  cli.Flag(
+    'DEFINE_integer',
+    'max_concurrent_computation_calls',
+    -1,
+    'Passed to worker_binary: parallel client computations at most '
+    '(<= 0: no limit).',
+  ),
 )
 
 
@@ -87,16 +98,21 @@ def main(argv=None):
       try:
         env = loopback.preload_env(env, loopback.loopback_shim())
       except loopback.ShimUnavailable as e:
-        raise cli.UsageError(f'{e}; refusing to listen on all interfaces '
-                             'without --listen_all') from None
+        raise cli.UsageError(
+          f'{e}; refusing to listen on all interfaces without --listen_all'
+        ) from None
       where = f'127.0.0.1:{port} (loopback only)'
   except cli.UsageError as e:
     cli.fail(PROGRAM, e)
-  command = [binary, f'--port={port}',
-             f'--max_concurrent_computation_calls='
-             f'{holder.max_concurrent_computation_calls}']
-  print(f'TFF worker (pid {os.getpid()}) on {where}', file=sys.stderr,
-        flush=True)
+  command = [
+    binary,
+    f'--port={port}',
+    f'--max_concurrent_computation_calls='
+    f'{holder.max_concurrent_computation_calls}',
+  ]
+  print(
+    f'TFF worker (pid {os.getpid()}) on {where}', file=sys.stderr, flush=True
+  )
   env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   os.execve(binary, command, env)
 

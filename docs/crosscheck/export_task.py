@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..'))
 
-import tasks  # pylint: disable=g-import-not-at-top
+import tasks
 
 
 def main(argv=None):
@@ -29,21 +29,32 @@ def main(argv=None):
   parser.add_argument('--train_fraction', type=float, default=None)
   parser.add_argument('--data_dir', default=None)
   args = parser.parse_args(argv)
-  options = {} if args.train_fraction is None else dict(
-      train_fraction=args.train_fraction)
-  task = tasks.load_task(args.task, seed=args.data_seed,
-                         data_dir=args.data_dir, **options)
+  options = (
+    {}
+    if args.train_fraction is None
+    else dict(train_fraction=args.train_fraction)
+  )
+  task = tasks.load_task(
+    args.task, seed=args.data_seed, data_dir=args.data_dir, **options
+  )
   arrays = {}
-  for k, (tr, te) in enumerate(zip(tasks.client_arrays(task.train),
-                                   tasks.client_arrays(task.test))):
-    arrays.update({f'train_x_{k}': tr['x'].reshape(len(tr['y']), -1),
-                   f'train_y_{k}': tr['y'],
-                   f'test_x_{k}': te['x'].reshape(len(te['y']), -1),
-                   f'test_y_{k}': te['y']})
+  for k, (tr, te) in enumerate(
+    zip(tasks.client_arrays(task.train), tasks.client_arrays(task.test))
+  ):
+    arrays.update(
+      {
+        f'train_x_{k}': tr['x'].reshape(len(tr['y']), -1),
+        f'train_y_{k}': tr['y'],
+        f'test_x_{k}': te['x'].reshape(len(te['y']), -1),
+        f'test_y_{k}': te['y'],
+      }
+    )
   np.savez_compressed(args.path, **arrays)
   sizes = [len(arrays[f'train_y_{k}']) for k in range(len(arrays) // 4)]
-  print(f'{args.path}: {task.name}, {len(sizes)} clients, {sum(sizes)} '
-        f'training samples (n_k {min(sizes)}..{max(sizes)})')
+  print(
+    f'{args.path}: {task.name}, {len(sizes)} clients, {sum(sizes)} '
+    f'training samples (n_k {min(sizes)}..{max(sizes)})'
+  )
 
 
 if __name__ == '__main__':

@@ -43,6 +43,7 @@ Each prints one JSON line per seed (and --json writes them all).
 """
 
 import argparse
+from collections.abc import Callable, Sequence
 import dataclasses
 import gzip
 import json
@@ -50,7 +51,6 @@ import math
 import os
 import sys
 import time
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -63,6 +63,7 @@ class Network:
   """A fully connected ReLU network; `sizes` = (inputs, hidden..., classes).
   (784, 200, 200, 10) is FedAvg's 2NN; (60, 10) is multinomial logistic
   regression. Parameters: a list [W1, b1, W2, b2, ...], W of shape (in, out)."""
+
   sizes: tuple
 
   def init(self, rng):
@@ -112,8 +113,8 @@ class Network:
     """(mean loss, accuracy) over all of (x, y)."""
     total_loss, correct = 0.0, 0
     for start in range(0, len(y), chunk):
-      z = self.logits(params, x[start:start + chunk]).astype(np.float64)
-      yy = y[start:start + chunk]
+      z = self.logits(params, x[start : start + chunk]).astype(np.float64)
+      yy = y[start : start + chunk]
       z -= z.max(axis=1, keepdims=True)
       log_probs = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
       total_loss -= log_probs[np.arange(len(yy)), yy].sum()
@@ -133,6 +134,7 @@ def mlr(num_features, num_classes):
 class ClientWork:
   """One client's work in a round: its index, and its minibatches in order
   (arrays of indices into its local data, all epochs)."""
+
   client: int
   batches: Sequence[np.ndarray]
 
@@ -159,12 +161,22 @@ def client_update(model, params, x, y, batches, lr, mu):
 def server_average(models, weights):
   """Σ_k n_k w_k / Σ_k n_k."""
   total = float(sum(weights))
-  return [sum(F32(n / total) * m[i] for m, n in zip(models, weights))
-          .astype(F32) for i in range(len(models[0]))]
+  return [
+    sum(F32(n / total) * m[i] for m, n in zip(models, weights)).astype(F32)
+    for i in range(len(models[0]))
+  ]
 
 
-def own_schedule(num_clients, sizes, clients_per_round, epochs, batch_size,
-                 seed, straggler_fraction=0.0, keep_stragglers=False):
+def own_schedule(
+  num_clients,
+  sizes,
+  clients_per_round,
+  epochs,
+  batch_size,
+  seed,
+  straggler_fraction=0.0,
+  keep_stragglers=False,
+):
   """This implementation's own draws (one numpy stream per seed, not the
   repository's sampler): K clients uniformly without replacement each
   round; ⌊fraction·K + ½⌋ of them straggle with x ~ U{1..E−1} epochs
@@ -174,12 +186,11 @@ def own_schedule(num_clients, sizes, clients_per_round, epochs, batch_size,
 
   def schedule(round_num):
     del round_num  # Drawn in round order from the stream.
-    chosen = np.sort(rng.choice(num_clients, clients_per_round,
-                                replace=False))
-    num_stragglers = int(math.floor(straggler_fraction * clients_per_round
-                                    + 0.5))
-    stragglers = set(rng.choice(chosen, num_stragglers, replace=False)
-                     .tolist())
+    chosen = np.sort(rng.choice(num_clients, clients_per_round, replace=False))
+    num_stragglers = int(
+      math.floor(straggler_fraction * clients_per_round + 0.5)
+    )
+    stragglers = set(rng.choice(chosen, num_stragglers, replace=False).tolist())
     work = []
     for client in chosen.tolist():
       e = epochs
@@ -192,7 +203,7 @@ def own_schedule(num_clients, sizes, clients_per_round, epochs, batch_size,
       batches = []
       for _ in range(e):
         order = rng.permutation(n)
-        batches += [order[i:i + b] for i in range(0, n, b)]
+        batches += [order[i : i + b] for i in range(0, n, b)]
       work.append(ClientWork(client, batches))
     return work
 
@@ -212,8 +223,19 @@ def rounds_to_target(rounds, accuracies, target):
   return None
 
 
-def train(model, clients, test, lr, rounds, schedule, params, mu=0.0,
-          eval_every=5, target=None, log=None):
+def train(
+  model,
+  clients,
+  test,
+  lr,
+  rounds,
+  schedule,
+  params,
+  mu=0.0,
+  eval_every=5,
+  target=None,
+  log=None,
+):
   """Runs `rounds` rounds from `params`; evaluates the global model every
   `eval_every` rounds (and at round 0 and the last) on all clients'
   training data (f(w) = Σ_k p_k F_k(w), p_k = n_k / n) and the pooled test
@@ -227,15 +249,21 @@ def train(model, clients, test, lr, rounds, schedule, params, mu=0.0,
     if r > 0:
       work = schedule(r)
       if work:
-        models = [client_update(model, params, *clients[w.client], w.batches,
-                                lr, mu) for w in work]
-        params = server_average(models, [len(clients[w.client][1])
-                                         for w in work])
+        models = [
+          client_update(model, params, *clients[w.client], w.batches, lr, mu)
+          for w in work
+        ]
+        params = server_average(
+          models, [len(clients[w.client][1]) for w in work]
+        )
     if r % eval_every == 0 or r == rounds:
       loss, _ = model.evaluate(params, train_x, train_y)
       _, accuracy = model.evaluate(params, *test)
-      for k, v in (('round', r), ('train_loss', loss),
-                   ('test_accuracy', accuracy)):
+      for k, v in (
+        ('round', r),
+        ('train_loss', loss),
+        ('test_accuracy', accuracy),
+      ):
         history[k].append(v)
       if log:
         log(f'round {r}: loss {loss:.4f} test accuracy {accuracy:.4f}')
@@ -266,15 +294,20 @@ def read_idx(path):
 def read_mnist(data_dir):
   """(train_x, train_y, test_x, test_y): float32 [n, 784] in [0, 1], int."""
   folder = os.path.join(data_dir, 'mnist')
-  names = ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz',
-           't10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz')
+  names = (
+    'train-images-idx3-ubyte.gz',
+    'train-labels-idx1-ubyte.gz',
+    't10k-images-idx3-ubyte.gz',
+    't10k-labels-idx1-ubyte.gz',
+  )
   tx, ty, vx, vy = (read_idx(os.path.join(folder, n)) for n in names)
   shape = lambda x: (x.reshape(len(x), -1) / F32(255)).astype(F32)
   return shape(tx), ty.astype(np.int64), shape(vx), vy.astype(np.int64)
 
 
-def fedavg_mnist_clients(train_x, train_y, split, seed, num_clients=100,
-                         shards_per_client=2):
+def fedavg_mnist_clients(
+  train_x, train_y, split, seed, num_clients=100, shards_per_client=2
+):
   """FedAvg §3's partitions: 'iid' (shuffled, num_clients equal parts) or
   'noniid' (sorted by label, num_clients·shards_per_client shards, each
   client a random shards_per_client of them)."""
@@ -282,8 +315,9 @@ def fedavg_mnist_clients(train_x, train_y, split, seed, num_clients=100,
   if split == 'iid':
     parts = np.array_split(rng.permutation(len(train_y)), num_clients)
   else:
-    shards = np.array_split(np.argsort(train_y, kind='stable'),
-                            num_clients * shards_per_client)
+    shards = np.array_split(
+      np.argsort(train_y, kind='stable'), num_clients * shards_per_client
+    )
     picks = rng.permutation(len(shards)).reshape(num_clients, -1)
     parts = [np.concatenate([shards[s] for s in p]) for p in picks]
   return [(train_x[p], train_y[p]) for p in parts]
@@ -294,47 +328,70 @@ def read_npz_clients(path):
   for K = 0, 1, ... (e.g. a FedProx Synthetic dataset): (clients, test)."""
   data = np.load(path)
   count = len([k for k in data.files if k.startswith('train_x_')])
-  clients = [(data[f'train_x_{k}'].astype(F32),
-              data[f'train_y_{k}'].astype(np.int64)) for k in range(count)]
-  test = (np.concatenate([data[f'test_x_{k}'] for k in range(count)])
-          .astype(F32),
-          np.concatenate([data[f'test_y_{k}'] for k in range(count)])
-          .astype(np.int64))
+  clients = [
+    (data[f'train_x_{k}'].astype(F32), data[f'train_y_{k}'].astype(np.int64))
+    for k in range(count)
+  ]
+  test = (
+    np.concatenate([data[f'test_x_{k}'] for k in range(count)]).astype(F32),
+    np.concatenate([data[f'test_y_{k}'] for k in range(count)]).astype(
+      np.int64
+    ),
+  )
   return clients, test
 
 
 # --------------------------------------------------------------------- CLI
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('data', choices=('mnist', 'arrays', 'synthetic'),
-                      help='mnist: the IDX files, FedAvg\'s splits, the '
-                      '2NN; arrays (or synthetic): an .npz of clients '
-                      '(--npz), multinomial logistic regression')
+  parser.add_argument(
+    'data',
+    choices=('mnist', 'arrays', 'synthetic'),
+    help="mnist: the IDX files, FedAvg's splits, the "
+    '2NN; arrays (or synthetic): an .npz of clients '
+    '(--npz), multinomial logistic regression',
+  )
   parser.add_argument('--split', default='iid', choices=('iid', 'noniid'))
-  parser.add_argument('--data_dir', default=os.path.join(
-      os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared',
-      'data'))
-  parser.add_argument('--npz', help='arrays: the clients\' arrays')
+  parser.add_argument(
+    '--data_dir',
+    default=os.path.join(
+      os.path.dirname(os.path.abspath(__file__)),
+      '..',
+      '..',
+      '..',
+      'shared',
+      'data',
+    ),
+  )
+  parser.add_argument('--npz', help="arrays: the clients' arrays")
   parser.add_argument('--num_classes', type=int, default=10)
   parser.add_argument('--lr', type=float, required=True)
   parser.add_argument('--mu', type=float, default=0.0)
   parser.add_argument('--clients_per_round', type=int, default=10)
   parser.add_argument('--epochs', type=int, default=1)
-  parser.add_argument('--batch_size', type=int, default=10,
-                      help='-1: B = ∞')
+  parser.add_argument('--batch_size', type=int, default=10, help='-1: B = ∞')
   parser.add_argument('--straggler_fraction', type=float, default=0.0)
-  parser.add_argument('--keep_stragglers', action='store_true',
-                      help='FedProx: aggregate stragglers\' partial work')
+  parser.add_argument(
+    '--keep_stragglers',
+    action='store_true',
+    help="FedProx: aggregate stragglers' partial work",
+  )
   parser.add_argument('--rounds', type=int, default=400)
   parser.add_argument('--eval_every', type=int, default=5)
   parser.add_argument('--target', type=float, default=None)
   parser.add_argument('--seeds', default='0')
-  parser.add_argument('--cell', default=None,
-                      help='the scoreboard row this run cross-checks (its '
-                      '"paper | item"), kept with the results')
-  parser.add_argument('--json', help='also merge the results into this JSON '
-                      'list (replacing earlier results of the same cell, '
-                      'seed and settings)')
+  parser.add_argument(
+    '--cell',
+    default=None,
+    help='the scoreboard row this run cross-checks (its '
+    '"paper | item"), kept with the results',
+  )
+  parser.add_argument(
+    '--json',
+    help='also merge the results into this JSON '
+    'list (replacing earlier results of the same cell, '
+    'seed and settings)',
+  )
   parser.add_argument('--verbose', action='store_true')
   args = parser.parse_args(argv)
 
@@ -349,32 +406,61 @@ def main(argv=None):
       clients, test = read_npz_clients(args.npz)
       model = mlr(clients[0][0].shape[1], args.num_classes)
     params = model.init(np.random.default_rng([seed, 0x1417]))
-    schedule = own_schedule(len(clients), [len(y) for _, y in clients],
-                            args.clients_per_round, args.epochs,
-                            args.batch_size, seed, args.straggler_fraction,
-                            args.keep_stragglers)
-    history = train(model, clients, test, args.lr, args.rounds, schedule,
-                    params, args.mu, args.eval_every, args.target,
-                    log=(lambda m: print(m, file=sys.stderr))
-                    if args.verbose else None)
+    schedule = own_schedule(
+      len(clients),
+      [len(y) for _, y in clients],
+      args.clients_per_round,
+      args.epochs,
+      args.batch_size,
+      seed,
+      args.straggler_fraction,
+      args.keep_stragglers,
+    )
+    history = train(
+      model,
+      clients,
+      test,
+      args.lr,
+      args.rounds,
+      schedule,
+      params,
+      args.mu,
+      args.eval_every,
+      args.target,
+      log=(lambda m: print(m, file=sys.stderr)) if args.verbose else None,
+    )
     losses = history['train_loss']
     result = dict(
-        cell=args.cell, data=args.data, split=args.split if args.data == 'mnist' else None,
-        npz=os.path.basename(args.npz) if args.npz else None, seed=seed,
-        lr=args.lr, mu=args.mu, clients_per_round=args.clients_per_round,
-        epochs=args.epochs, batch_size=args.batch_size,
-        straggler_fraction=args.straggler_fraction,
-        keep_stragglers=args.keep_stragglers, eval_every=args.eval_every,
-        rounds=history['round'][-1], target=args.target,
-        rounds_to_target=(None if args.target is None else rounds_to_target(
-            history['round'], history['test_accuracy'], args.target)),
-        final_train_loss=losses[-1],
-        mean_train_loss=(float(np.mean(losses[1:])) if len(losses) > 1
-                         else None),
-        final_test_accuracy=history['test_accuracy'][-1],
-        last_half_test_accuracy=last_half_mean(
-            history['round'], history['test_accuracy'], history['round'][-1]),
-        cpu_seconds=round(time.process_time() - start, 1))
+      cell=args.cell,
+      data=args.data,
+      split=args.split if args.data == 'mnist' else None,
+      npz=os.path.basename(args.npz) if args.npz else None,
+      seed=seed,
+      lr=args.lr,
+      mu=args.mu,
+      clients_per_round=args.clients_per_round,
+      epochs=args.epochs,
+      batch_size=args.batch_size,
+      straggler_fraction=args.straggler_fraction,
+      keep_stragglers=args.keep_stragglers,
+      eval_every=args.eval_every,
+      rounds=history['round'][-1],
+      target=args.target,
+      rounds_to_target=(
+        None
+        if args.target is None
+        else rounds_to_target(
+          history['round'], history['test_accuracy'], args.target
+        )
+      ),
+      final_train_loss=losses[-1],
+      mean_train_loss=(float(np.mean(losses[1:])) if len(losses) > 1 else None),
+      final_test_accuracy=history['test_accuracy'][-1],
+      last_half_test_accuracy=last_half_mean(
+        history['round'], history['test_accuracy'], history['round'][-1]
+      ),
+      cpu_seconds=round(time.process_time() - start, 1),
+    )
     print(json.dumps(result), flush=True)
     results.append(result)
   if args.json:
@@ -382,10 +468,23 @@ def main(argv=None):
     if os.path.exists(args.json):
       with open(args.json) as f:
         merged = json.load(f)
-    key = lambda r: tuple(r.get(k) for k in (
-        'cell', 'data', 'split', 'npz', 'seed', 'lr', 'mu',
-        'clients_per_round', 'epochs', 'batch_size', 'straggler_fraction',
-        'keep_stragglers'))
+    key = lambda r: tuple(
+      r.get(k)
+      for k in (
+        'cell',
+        'data',
+        'split',
+        'npz',
+        'seed',
+        'lr',
+        'mu',
+        'clients_per_round',
+        'epochs',
+        'batch_size',
+        'straggler_fraction',
+        'keep_stragglers',
+      )
+    )
     replaced = {key(r) for r in results}
     merged = [r for r in merged if key(r) not in replaced] + results
     with open(args.json, 'w') as f:

@@ -9,8 +9,8 @@ import json
 import pytest
 import tensorflow_federated as tff
 
-from tff_algos import run
 from tff_algos import learning
+from tff_algos import run
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
 from tff_algos.simulation import results
@@ -19,50 +19,76 @@ from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
 
 
-def build_fed_avg_m(model_fn, client_learning_rate: float,
-                    server_learning_rate: float, server_momentum: float,
-                    client_input=None) -> tff.learning.templates.LearningProcess:
+def build_fed_avg_m(
+  model_fn,
+  client_learning_rate: float,
+  server_learning_rate: float,
+  server_momentum: float,
+  client_input=None,
+) -> tff.learning.templates.LearningProcess:
   """FedAvg whose server step is SGD with momentum on the mean update."""
   return learning.compose(
+    model_fn,
+    learning.build_proximal_sgd_client_work(
       model_fn,
-      learning.build_proximal_sgd_client_work(
-          model_fn, tff.learning.optimizers.build_sgdm(client_learning_rate),
-          client_input=client_input or learning.ScheduledInput()),
-      tff.learning.optimizers.build_sgdm(server_learning_rate,
-                                         momentum=server_momentum))
+      tff.learning.optimizers.build_sgdm(client_learning_rate),
+      client_input=client_input or learning.ScheduledInput(),
+    ),
+    tff.learning.optimizers.build_sgdm(
+      server_learning_rate, momentum=server_momentum
+    ),
+  )
 
 
 @pytest.fixture
 def fedavgm():
-  entry = registry.register(registry.Algorithm(
-      name='fedavgm_test', label='FedAvgM', summary='FedAvg, server momentum',
-      paper='Hsu et al. 2019', uses=(
-          'epochs', 'batch_size', 'client_lr', 'server_lr',
-          'client_weighting', 'straggler_policy'),
+  entry = registry.register(
+    registry.Algorithm(
+      name='fedavgm_test',
+      label='FedAvgM',
+      summary='FedAvg, server momentum',
+      paper='Hsu et al. 2019',
+      uses=(
+        'epochs',
+        'batch_size',
+        'client_lr',
+        'server_lr',
+        'client_weighting',
+        'straggler_policy',
+      ),
       defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
-      fixed=dict(mu=0.0), hparams=dict(server_momentum=0.9),
+      fixed=dict(mu=0.0),
+      hparams=dict(server_momentum=0.9),
       build=lambda model_fn, settings, client_input: build_fed_avg_m(
-          model_fn, settings.client_optimizer.learning_rate,
-          settings.server_optimizer.learning_rate,
-          settings.hparams['server_momentum'], client_input)))
+        model_fn,
+        settings.client_optimizer.learning_rate,
+        settings.server_optimizer.learning_rate,
+        settings.hparams['server_momentum'],
+        client_input,
+      ),
+    )
+  )
   yield entry
   registry.unregister(entry.name)
 
 
 def _main(*args):
   """The command's main() in this process."""
-  run.main(['run_experiment.py', '--rounds=3', '--epochs=1',
-                       '--progress=false', *args])
+  run.main(
+    ['run_experiment.py', '--rounds=3', '--epochs=1', '--progress=false', *args]
+  )
 
 
 @pytest.mark.slow
 def test_a_registered_algorithm_runs_through_the_command_line(
-    fedavgm, tmp_path):
+  fedavgm, tmp_path
+):
   runs = {}
-  for name, flags in (('fedavg', ['--algo=fedavg']),
-                      ('momentum0', ['--algo=fedavgm_test',
-                                     '--hparam=server_momentum=0']),
-                      ('momentum', ['--algo=fedavgm_test'])):
+  for name, flags in (
+    ('fedavg', ['--algo=fedavg']),
+    ('momentum0', ['--algo=fedavgm_test', '--hparam=server_momentum=0']),
+    ('momentum', ['--algo=fedavgm_test']),
+  ):
     _main(*flags, f'--output_dir={tmp_path / name}')
     runs[name] = results.read_rows(tmp_path / name)
   config = json.loads((tmp_path / 'momentum' / 'config.json').read_text())
@@ -76,23 +102,28 @@ def test_a_registered_algorithm_runs_through_the_command_line(
   assert labels == ['FedAvgM server_momentum=0.9', 'FedAvg']
 
 
-def test_unknown_or_foreign_settings_are_usage_errors(fedavgm, tmp_path,
-                                                      capsys):
-  for flags, message in ((['--hparam=server_momentun=0.5'],
-                          'server_momentun: fedavgm_test has only '
-                          'server_momentum'),
-                         (['--mu=1'], '--mu=1.0: fedavgm_test has mu=0.0'),
-                         (['--adaptive_mu'],
-                          '--adaptive_mu is not a fedavgm_test '
-                          'hyper-parameter'),
-                         (['--server_lr_decay=0.5'],
-                          '--server_lr_decay needs --server_lr_schedule=step'
-                          ' or inverse_time'),
-                         # Its builder makes its own mean: no noise would
-                         # be added, so no ε may be reported.
-                         (['--aggregator=dp', '--dp_noise_multiplier=1',
-                           '--dp_clip=1'], '--aggregator=dp: the process of '
-                          '--algo=fedavgm_test carries no DP aggregator')):
+def test_unknown_or_foreign_settings_are_usage_errors(
+  fedavgm, tmp_path, capsys
+):
+  for flags, message in (
+    (
+      ['--hparam=server_momentun=0.5'],
+      'server_momentun: fedavgm_test has only server_momentum',
+    ),
+    (['--mu=1'], '--mu=1.0: fedavgm_test has mu=0.0'),
+    (['--adaptive_mu'], '--adaptive_mu is not a fedavgm_test hyper-parameter'),
+    (
+      ['--server_lr_decay=0.5'],
+      '--server_lr_decay needs --server_lr_schedule=step or inverse_time',
+    ),
+    # Its builder makes its own mean: no noise would
+    # be added, so no ε may be reported.
+    (
+      ['--aggregator=dp', '--dp_noise_multiplier=1', '--dp_clip=1'],
+      '--aggregator=dp: the process of '
+      '--algo=fedavgm_test carries no DP aggregator',
+    ),
+  ):
     with pytest.raises(SystemExit) as exit_:
       _main('--algo=fedavgm_test', *flags, f'--output_dir={tmp_path}/x')
     assert exit_.value.code == 2
@@ -106,12 +137,23 @@ def test_resolution_fills_in_each_algorithms_own_settings():
   assert fedsgd.mu == 0 and fedsgd.server_lr_decay is None
   fedisgd = resolve(Config(algo='fedisgd')).config
   assert (fedisgd.client_weighting, fedisgd.straggler_policy) == (
-      'uniform', 'partial')
+    'uniform',
+    'partial',
+  )
   # A setting the algorithm does not have does not tell runs apart.
-  assert (resolve(Config(algo='fedavg', mu=0.0)).to_json() ==
-          resolve(Config(algo='fedavg')).to_json())
+  assert (
+    resolve(Config(algo='fedavg', mu=0.0)).to_json()
+    == resolve(Config(algo='fedavg')).to_json()
+  )
   with pytest.raises(ConfigError, match='fedsgd has epochs=1'):
     resolve(Config(algo='fedsgd', epochs=5))
   with pytest.raises(ValueError, match='not settings an algorithm can use'):
-    registry.Algorithm(name='x', label='x', summary='', paper='',
-                       build=None, uses=('momentum',), defaults={})
+    registry.Algorithm(
+      name='x',
+      label='x',
+      summary='',
+      paper='',
+      build=None,
+      uses=('momentum',),
+      defaults={},
+    )

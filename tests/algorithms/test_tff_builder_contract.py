@@ -62,12 +62,19 @@ def _linear_regression(feature_dim=2):
   """A linear regression VariableModel, zero-initialized, as TFF's test
   model `model_examples.LinearRegression` (not in TFF's pip package)."""
   return tff.learning.models.from_keras_model(
-      tf.keras.Sequential([tf.keras.layers.Dense(
-          1, kernel_initializer='zeros', input_shape=(feature_dim,))]),
-      loss=tf.keras.losses.MeanSquaredError(),
-      input_spec=collections.OrderedDict(
-          x=tf.TensorSpec([None, feature_dim], tf.float32),
-          y=tf.TensorSpec([None, 1], tf.float32)))
+    tf.keras.Sequential(
+      [
+        tf.keras.layers.Dense(
+          1, kernel_initializer='zeros', input_shape=(feature_dim,)
+        )
+      ]
+    ),
+    loss=tf.keras.losses.MeanSquaredError(),
+    input_spec=collections.OrderedDict(
+      x=tf.TensorSpec([None, feature_dim], tf.float32),
+      y=tf.TensorSpec([None, 1], tf.float32),
+    ),
+  )
 
 
 def _functional_linear_regression(feature_dim=2):
@@ -93,21 +100,32 @@ def _functional_linear_regression(feature_dim=2):
   def update_metrics(state, labels, batch_output, sample_weight=None):
     del batch_output, sample_weight  # Unused.
     return collections.OrderedDict(
-        num_examples=state['num_examples'] + tf.shape(labels)[0])
+      num_examples=state['num_examples'] + tf.shape(labels)[0]
+    )
 
   return tff.learning.models.FunctionalModel(
-      initial_weights=((np.zeros([feature_dim, 1], np.float32),
-                        np.zeros([1], np.float32)), ()),
-      predict_on_batch_fn=predict_on_batch, loss_fn=loss,
-      metrics_fns=(initialize_metrics, update_metrics, tf.function(
-          lambda state: state)),
-      input_spec=(tf.TensorSpec([None, feature_dim], tf.float32),
-                  tf.TensorSpec([None, 1], tf.float32)))
+    initial_weights=(
+      (np.zeros([feature_dim, 1], np.float32), np.zeros([1], np.float32)),
+      (),
+    ),
+    predict_on_batch_fn=predict_on_batch,
+    loss_fn=loss,
+    metrics_fns=(
+      initialize_metrics,
+      update_metrics,
+      tf.function(lambda state: state),
+    ),
+    input_spec=(
+      tf.TensorSpec([None, feature_dim], tf.float32),
+      tf.TensorSpec([None, 1], tf.float32),
+    ),
+  )
 
 
 model_examples = types.SimpleNamespace(LinearRegression=_linear_regression)
 test_models = types.SimpleNamespace(
-    build_functional_linear_regression=_functional_linear_regression)
+  build_functional_linear_regression=_functional_linear_regression
+)
 
 
 def _weighted(build):
@@ -124,40 +142,50 @@ def _unweighted(build):
   by default, TFF's unweighted mean."""
 
   def build_unweighted(model_fn, *, model_aggregator=None, **kwargs):
-    return build(model_fn, client_input=learning.DatasetInput(1),
-                 client_weighting=tff.learning.ClientWeighting.UNIFORM,
-                 model_aggregator=(model_aggregator or
-                                   tff.aggregators.UnweightedMeanFactory()),
-                 **kwargs)
+    return build(
+      model_fn,
+      client_input=learning.DatasetInput(1),
+      client_weighting=tff.learning.ClientWeighting.UNIFORM,
+      model_aggregator=(
+        model_aggregator or tff.aggregators.UnweightedMeanFactory()
+      ),
+      **kwargs,
+    )
 
   return build_unweighted
 
 
 fed_avg = types.SimpleNamespace(
-    build_weighted_fed_avg=_weighted(fedavg.build_fed_avg),
-    build_unweighted_fed_avg=_unweighted(fedavg.build_fed_avg))
+  build_weighted_fed_avg=_weighted(fedavg.build_fed_avg),
+  build_unweighted_fed_avg=_unweighted(fedavg.build_fed_avg),
+)
 fed_prox = types.SimpleNamespace(
-    build_weighted_fed_prox=_weighted(fedprox.build_fed_prox),
-    build_unweighted_fed_prox=_unweighted(fedprox.build_fed_prox))
+  build_weighted_fed_prox=_weighted(fedprox.build_fed_prox),
+  build_unweighted_fed_prox=_unweighted(fedprox.build_fed_prox),
+)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _without_loop_implementation(algorithm):
   """Ours: the process the loop-implementation tests build, built without
   `loop_implementation` (once per algorithm)."""
   if algorithm == 'fed_avg':
     return fed_avg.build_weighted_fed_avg(
-        model_fn=model_examples.LinearRegression,
-        client_optimizer_fn=sgdm.build_sgdm(1.0))
+      model_fn=model_examples.LinearRegression,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+    )
   return fed_prox.build_weighted_fed_prox(
-      model_fn=model_examples.LinearRegression, proximal_strength=1.0,
-      client_optimizer_fn=sgdm.build_sgdm(1.0))
+    model_fn=model_examples.LinearRegression,
+    proximal_strength=1.0,
+    client_optimizer_fn=sgdm.build_sgdm(1.0),
+  )
 
 
 def _builds_through_the_core_once(build):
   """Ours: `build()` passes through `learning.build_process` once."""
-  with mock.patch.object(learning, 'build_process',
-                         wraps=learning.build_process) as core:
+  with mock.patch.object(
+    learning, 'build_process', wraps=learning.build_process
+  ) as core:
     build()
   return core.call_count == 1
 
@@ -172,15 +200,15 @@ class FedAvgTest(parameterized.TestCase):
     # ).
     mock_model_fn = mock.Mock(side_effect=model_examples.LinearRegression)
     fed_avg.build_weighted_fed_avg(
-        model_fn=mock_model_fn,
-        client_optimizer_fn=sgdm.build_sgdm(learning_rate=0.1),
-        model_aggregator=model_update_aggregator.robust_aggregator(),
+      model_fn=mock_model_fn,
+      client_optimizer_fn=sgdm.build_sgdm(learning_rate=0.1),
+      model_aggregator=model_update_aggregator.robust_aggregator(),
     )
     self.assertEqual(mock_model_fn.call_count, 3)
 
   @parameterized.named_parameters(
-      ('dataset_reduce', loop_builder.LoopImplementation.DATASET_REDUCE),
-      ('dataset_iterator', loop_builder.LoopImplementation.DATASET_ITERATOR),
+    ('dataset_reduce', loop_builder.LoopImplementation.DATASET_REDUCE),
+    ('dataset_iterator', loop_builder.LoopImplementation.DATASET_ITERATOR),
   )
   def test_client_tf_dataset_reduce_fn(self, loop_implementation):
     # Ours: `loop_implementation` is accepted for TFF's signature, but our
@@ -189,51 +217,57 @@ class FedAvgTest(parameterized.TestCase):
     # TFF's loop builder being called with it, every LoopImplementation
     # builds the same process, and what is not one is a TypeError.
     process = fed_avg.build_weighted_fed_avg(
-        model_fn=model_examples.LinearRegression,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        loop_implementation=loop_implementation,
+      model_fn=model_examples.LinearRegression,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      loop_implementation=loop_implementation,
     )
     self.assertEqual(
-        process.next.type_signature,
-        _without_loop_implementation('fed_avg').next.type_signature)
+      process.next.type_signature,
+      _without_loop_implementation('fed_avg').next.type_signature,
+    )
     with self.assertRaisesRegex(TypeError, 'loop_implementation must be'):
       fed_avg.build_weighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          loop_implementation=loop_implementation.name,
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        loop_implementation=loop_implementation.name,
       )
 
   def test_build_weighted_fed_avg_called_by_unweighted_fed_avg(self):
     # Ours: one builder for weighted and unweighted means, so instead of the
     # unweighted builder calling the weighted one, an unweighted build goes
     # once through the one core, `learning.build_process`.
-    self.assertTrue(_builds_through_the_core_once(
+    self.assertTrue(
+      _builds_through_the_core_once(
         lambda: fed_avg.build_unweighted_fed_avg(
-            model_fn=model_examples.LinearRegression,
-            client_optimizer_fn=sgdm.build_sgdm(1.0),
-        )))
+          model_fn=model_examples.LinearRegression,
+          client_optimizer_fn=sgdm.build_sgdm(1.0),
+        )
+      )
+    )
 
   def test_aggregation_wrapper_called_by_unweighted(self):
     # Ours: no weighted builder to mock (there is one builder), so the
     # wrapper is watched (`wraps`) rather than replaced, and the build runs
     # to the end.
-    with mock.patch.object(factory_utils, 'as_weighted_aggregator',
-                           wraps=factory_utils.as_weighted_aggregator
-                           ) as mock_as_weighted:
+    with mock.patch.object(
+      factory_utils,
+      'as_weighted_aggregator',
+      wraps=factory_utils.as_weighted_aggregator,
+    ) as mock_as_weighted:
       fed_avg.build_unweighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
       )
     self.assertEqual(mock_as_weighted.call_count, 1)
 
   def test_raises_on_callable_non_model_fn(self):
     with self.assertRaisesRegex(TypeError, 'callable returned type:'):
       fed_avg.build_weighted_fed_avg(
-          model_fn=lambda: 0, client_optimizer_fn=sgdm.build_sgdm()
+        model_fn=lambda: 0, client_optimizer_fn=sgdm.build_sgdm()
       )
     with self.assertRaisesRegex(TypeError, 'callable returned type:'):
       fed_avg.build_unweighted_fed_avg(
-          model_fn=lambda: 0, client_optimizer_fn=sgdm.build_sgdm()
+        model_fn=lambda: 0, client_optimizer_fn=sgdm.build_sgdm()
       )
 
   def test_raises_on_invalid_client_weighting(self):
@@ -242,22 +276,22 @@ class FedAvgTest(parameterized.TestCase):
     # give names); what is neither a ClientWeighting nor a name is a
     # TypeError, an unknown name a ValueError.
     uniform = fed_avg.build_weighted_fed_avg(
-        model_fn=model_examples.LinearRegression,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        client_weighting='uniform',
+      model_fn=model_examples.LinearRegression,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      client_weighting='uniform',
     )
     self.assertIsInstance(uniform, tff.learning.templates.LearningProcess)
     with self.assertRaisesRegex(TypeError, 'client_weighting'):
       fed_avg.build_weighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          client_weighting=1,
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        client_weighting=1,
       )
     with self.assertRaisesRegex(ValueError, 'client_weighting'):
       fed_avg.build_weighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          client_weighting='median',
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        client_weighting='median',
       )
 
   def test_weighted_fed_avg_raises_on_unweighted_aggregator(self):
@@ -267,22 +301,22 @@ class FedAvgTest(parameterized.TestCase):
     # no aggregation factory is the TypeError.
     model_aggregator = model_update_aggregator.robust_aggregator(weighted=False)
     fed_avg.build_weighted_fed_avg(
-        model_fn=model_examples.LinearRegression,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        model_aggregator=model_aggregator,
+      model_fn=model_examples.LinearRegression,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_aggregator=model_aggregator,
     )
     with self.assertRaisesRegex(ValueError, 'ignores the client weights'):
       fed_avg.build_weighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_aggregator=model_aggregator,
-          client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_aggregator=model_aggregator,
+        client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
       )
     with self.assertRaisesRegex(TypeError, 'WeightedAggregationFactory'):
       fed_avg.build_weighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_aggregator=sgdm.build_sgdm(1.0),
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_aggregator=sgdm.build_sgdm(1.0),
       )
 
   def test_unweighted_fed_avg_raises_on_weighted_aggregator(self):
@@ -291,15 +325,15 @@ class FedAvgTest(parameterized.TestCase):
     # what is no aggregation factory is the TypeError.
     model_aggregator = model_update_aggregator.robust_aggregator(weighted=True)
     fed_avg.build_unweighted_fed_avg(
-        model_fn=model_examples.LinearRegression,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        model_aggregator=model_aggregator,
+      model_fn=model_examples.LinearRegression,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_aggregator=model_aggregator,
     )
     with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):
       fed_avg.build_unweighted_fed_avg(
-          model_fn=model_examples.LinearRegression,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_aggregator=sgdm.build_sgdm(1.0),
+        model_fn=model_examples.LinearRegression,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_aggregator=sgdm.build_sgdm(1.0),
       )
 
 
@@ -307,13 +341,13 @@ class FunctionalFedAvgTest(parameterized.TestCase):
   """Tests construction of the FedAvg training process."""
 
   @parameterized.named_parameters(
-      ('weighted', fed_avg.build_weighted_fed_avg),
-      ('unweighted', fed_avg.build_unweighted_fed_avg),
+    ('weighted', fed_avg.build_weighted_fed_avg),
+    ('unweighted', fed_avg.build_unweighted_fed_avg),
   )
   def test_raises_on_non_callable_or_functional_model(self, constructor):
     with self.assertRaisesRegex(TypeError, 'is not a callable'):
       constructor(
-          model_fn=0, client_optimizer_fn=sgdm.build_sgdm(learning_rate=0.1)
+        model_fn=0, client_optimizer_fn=sgdm.build_sgdm(learning_rate=0.1)
       )
 
 
@@ -322,15 +356,15 @@ class FedProxConstructionTest(parameterized.TestCase):
   """Tests construction of the FedProx training process."""
 
   @parameterized.product(
-      optimizer_fn=[
-          tf.keras.optimizers.SGD,
-          sgdm.build_sgdm(learning_rate=0.1),
-      ],
-      aggregation_factory=[
-          model_update_aggregator.robust_aggregator,
-          model_update_aggregator.compression_aggregator,
-          model_update_aggregator.secure_aggregator,
-      ],
+    optimizer_fn=[
+      tf.keras.optimizers.SGD,
+      sgdm.build_sgdm(learning_rate=0.1),
+    ],
+    aggregation_factory=[
+      model_update_aggregator.robust_aggregator,
+      model_update_aggregator.compression_aggregator,
+      model_update_aggregator.secure_aggregator,
+    ],
   )
   def test_construction_calls_model_fn(self, optimizer_fn, aggregation_factory):
     # Assert that the process building does not call `model_fn` too many times.
@@ -343,24 +377,24 @@ class FedProxConstructionTest(parameterized.TestCase):
       # before it calls `model_fn`).
       with self.assertRaisesRegex(TypeError, 'client_optimizer_fn must be'):
         fed_prox.build_weighted_fed_prox(
-            model_fn=mock_model_fn,
-            proximal_strength=1.0,
-            client_optimizer_fn=optimizer_fn,
-            model_aggregator=aggregation_factory(),
+          model_fn=mock_model_fn,
+          proximal_strength=1.0,
+          client_optimizer_fn=optimizer_fn,
+          model_aggregator=aggregation_factory(),
         )
       self.assertEqual(mock_model_fn.call_count, 0)
       return
     fed_prox.build_weighted_fed_prox(
-        model_fn=mock_model_fn,
-        proximal_strength=1.0,
-        client_optimizer_fn=optimizer_fn,
-        model_aggregator=aggregation_factory(),
+      model_fn=mock_model_fn,
+      proximal_strength=1.0,
+      client_optimizer_fn=optimizer_fn,
+      model_aggregator=aggregation_factory(),
     )
     self.assertEqual(mock_model_fn.call_count, 3)
 
   @parameterized.named_parameters(
-      ('dataset_reduce', loop_builder.LoopImplementation.DATASET_REDUCE),
-      ('dataset_iterator', loop_builder.LoopImplementation.DATASET_ITERATOR),
+    ('dataset_reduce', loop_builder.LoopImplementation.DATASET_REDUCE),
+    ('dataset_iterator', loop_builder.LoopImplementation.DATASET_ITERATOR),
   )
   def test_client_tf_dataset_reduce_fn(self, loop_implementation):
     # TFF 0.87 replaced `use_experimental_simulation_loop` by
@@ -368,32 +402,33 @@ class FedProxConstructionTest(parameterized.TestCase):
     # FedAvgTest.test_client_tf_dataset_reduce_fn, every LoopImplementation
     # builds the same process, and what is not one is a TypeError.
     process = fed_prox.build_weighted_fed_prox(
+      model_fn=model_examples.LinearRegression,
+      proximal_strength=1.0,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      loop_implementation=loop_implementation,
+    )
+    self.assertEqual(
+      process.next.type_signature,
+      _without_loop_implementation('fed_prox').next.type_signature,
+    )
+    with self.assertRaisesRegex(TypeError, 'loop_implementation must be'):
+      fed_prox.build_weighted_fed_prox(
         model_fn=model_examples.LinearRegression,
         proximal_strength=1.0,
         client_optimizer_fn=sgdm.build_sgdm(1.0),
-        loop_implementation=loop_implementation,
-    )
-    self.assertEqual(
-        process.next.type_signature,
-        _without_loop_implementation('fed_prox').next.type_signature)
-    with self.assertRaisesRegex(TypeError, 'loop_implementation must be'):
-      fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression,
-          proximal_strength=1.0,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          loop_implementation=True,
+        loop_implementation=True,
       )
 
   @parameterized.named_parameters(
-      ('weighted', fed_prox.build_unweighted_fed_prox),
-      ('unweighted', fed_prox.build_weighted_fed_prox),
+    ('weighted', fed_prox.build_unweighted_fed_prox),
+    ('unweighted', fed_prox.build_weighted_fed_prox),
   )
   def test_build_functional_model_fed_prox(self, build_fed_prox):
     model = test_models.build_functional_linear_regression(feature_dim=2)
     build_fed_prox(
-        model_fn=model,
-        proximal_strength=1.0,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_fn=model,
+      proximal_strength=1.0,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
     )
 
   def test_build_functional_model_fed_prox_non_tff_optimizer_fails(self):
@@ -401,74 +436,79 @@ class FedProxConstructionTest(parameterized.TestCase):
     # Ours: the same sentence as TFF's, without Markdown quotes around the
     # names (our messages have none).
     with self.assertRaisesRegex(
-        TypeError,
-        'client_optimizer_fn must be a tff.learning.optimizers.Optimizer',
+      TypeError,
+      'client_optimizer_fn must be a tff.learning.optimizers.Optimizer',
     ):
       fed_prox.build_weighted_fed_prox(
-          model_fn=model,
-          proximal_strength=1.0,
-          client_optimizer_fn=tf.keras.optimizers.SGD,
+        model_fn=model,
+        proximal_strength=1.0,
+        client_optimizer_fn=tf.keras.optimizers.SGD,
       )
 
   def test_build_weighted_fed_prox_called_by_unweighted_fed_prox(self):
     # Ours: as FedAvgTest's (one builder: one pass through the core).
-    self.assertTrue(_builds_through_the_core_once(
+    self.assertTrue(
+      _builds_through_the_core_once(
         lambda: fed_prox.build_unweighted_fed_prox(
-            model_fn=model_examples.LinearRegression,
-            proximal_strength=1.0,
-            client_optimizer_fn=sgdm.build_sgdm(1.0),
-        )))
-
-  def test_aggregation_wrapper_called_by_unweighted(self):
-    # Ours: as FedAvgTest's (the wrapper watched, not replaced).
-    with mock.patch.object(factory_utils, 'as_weighted_aggregator',
-                           wraps=factory_utils.as_weighted_aggregator
-                           ) as mock_as_weighted:
-      fed_prox.build_unweighted_fed_prox(
           model_fn=model_examples.LinearRegression,
           proximal_strength=1.0,
           client_optimizer_fn=sgdm.build_sgdm(1.0),
+        )
+      )
+    )
+
+  def test_aggregation_wrapper_called_by_unweighted(self):
+    # Ours: as FedAvgTest's (the wrapper watched, not replaced).
+    with mock.patch.object(
+      factory_utils,
+      'as_weighted_aggregator',
+      wraps=factory_utils.as_weighted_aggregator,
+    ) as mock_as_weighted:
+      fed_prox.build_unweighted_fed_prox(
+        model_fn=model_examples.LinearRegression,
+        proximal_strength=1.0,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
       )
     self.assertEqual(mock_as_weighted.call_count, 1)
 
   def test_raises_on_non_callable_model_fn(self):
     with self.assertRaises(TypeError):
       fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression(),
-          proximal_strength=1.0,
-          client_optimizer_fn=tf.keras.optimizers.SGD,
+        model_fn=model_examples.LinearRegression(),
+        proximal_strength=1.0,
+        client_optimizer_fn=tf.keras.optimizers.SGD,
       )
     # Ours: the Keras optimizer above is refused first, so the model_fn is
     # checked with a TFF optimizer too.
     with self.assertRaisesRegex(TypeError, 'model_fn is not a callable'):
       fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression(),
-          proximal_strength=1.0,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_fn=model_examples.LinearRegression(),
+        proximal_strength=1.0,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
       )
 
   def test_raises_on_negative_proximal_strength(self):
     with self.assertRaises(ValueError):
       fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression,
-          proximal_strength=-1.0,
-          client_optimizer_fn=tf.keras.optimizers.SGD,
+        model_fn=model_examples.LinearRegression,
+        proximal_strength=-1.0,
+        client_optimizer_fn=tf.keras.optimizers.SGD,
       )
 
   def test_raises_on_invalid_distributor(self):
     model_weights_type = model_weights.weights_type_from_model(
-        model_examples.LinearRegression
+      model_examples.LinearRegression
     )
     distributor = distributors.build_broadcast_process(model_weights_type)
     invalid_distributor = iterative_process.IterativeProcess(
-        distributor.initialize, distributor.next
+      distributor.initialize, distributor.next
     )
     with self.assertRaises(TypeError):
       fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression,
-          proximal_strength=1.0,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_distributor=invalid_distributor,
+        model_fn=model_examples.LinearRegression,
+        proximal_strength=1.0,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_distributor=invalid_distributor,
       )
 
   def test_weighted_fed_avg_raises_on_unweighted_aggregator(self):
@@ -476,25 +516,25 @@ class FedProxConstructionTest(parameterized.TestCase):
     # uniform; refused only with a weighting it would ignore).
     model_aggregator = model_update_aggregator.robust_aggregator(weighted=False)
     fed_prox.build_weighted_fed_prox(
+      model_fn=model_examples.LinearRegression,
+      proximal_strength=1.0,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_aggregator=model_aggregator,
+    )
+    with self.assertRaisesRegex(ValueError, 'ignores the client weights'):
+      fed_prox.build_weighted_fed_prox(
         model_fn=model_examples.LinearRegression,
         proximal_strength=1.0,
         client_optimizer_fn=sgdm.build_sgdm(1.0),
         model_aggregator=model_aggregator,
-    )
-    with self.assertRaisesRegex(ValueError, 'ignores the client weights'):
-      fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression,
-          proximal_strength=1.0,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_aggregator=model_aggregator,
-          client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
+        client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
       )
     with self.assertRaisesRegex(TypeError, 'WeightedAggregationFactory'):
       fed_prox.build_weighted_fed_prox(
-          model_fn=model_examples.LinearRegression,
-          proximal_strength=1.0,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_aggregator=sgdm.build_sgdm(1.0),
+        model_fn=model_examples.LinearRegression,
+        proximal_strength=1.0,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_aggregator=sgdm.build_sgdm(1.0),
       )
 
   def test_unweighted_fed_avg_raises_on_weighted_aggregator(self):
@@ -502,17 +542,17 @@ class FedProxConstructionTest(parameterized.TestCase):
     # are an unweighted mean).
     model_aggregator = model_update_aggregator.robust_aggregator(weighted=True)
     fed_prox.build_unweighted_fed_prox(
-        model_fn=model_examples.LinearRegression,
-        proximal_strength=1.0,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        model_aggregator=model_aggregator,
+      model_fn=model_examples.LinearRegression,
+      proximal_strength=1.0,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_aggregator=model_aggregator,
     )
     with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):
       fed_prox.build_unweighted_fed_prox(
-          model_fn=model_examples.LinearRegression,
-          proximal_strength=1.0,
-          client_optimizer_fn=sgdm.build_sgdm(1.0),
-          model_aggregator=sgdm.build_sgdm(1.0),
+        model_fn=model_examples.LinearRegression,
+        proximal_strength=1.0,
+        client_optimizer_fn=sgdm.build_sgdm(1.0),
+        model_aggregator=sgdm.build_sgdm(1.0),
       )
 
   def test_weighted_fed_prox_with_only_secure_aggregation(self):
@@ -520,30 +560,28 @@ class FedProxConstructionTest(parameterized.TestCase):
     # TFF 0.87 takes no Keras optimizer (its FedProx fails on one):
     # `tf.keras.optimizers.SGD(1.0)` became TFF's SGD, as in fed_avg_test.py.
     learning_process = fed_prox.build_weighted_fed_prox(
-        model_fn,
-        proximal_strength=1.0,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        model_aggregator=model_update_aggregator.secure_aggregator(
-            weighted=True
-        ),
-        metrics_aggregator=aggregator.secure_sum_then_finalize,
+      model_fn,
+      proximal_strength=1.0,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_aggregator=model_update_aggregator.secure_aggregator(weighted=True),
+      metrics_aggregator=aggregator.secure_sum_then_finalize,
     )
     static_assert.assert_not_contains_unsecure_aggregation(
-        learning_process.next
+      learning_process.next
     )
 
   def test_unweighted_fed_prox_with_only_secure_aggregation(self):
     model_fn = model_examples.LinearRegression
     # As in the weighted test: TFF's SGD for the Keras optimizer.
     learning_process = fed_prox.build_unweighted_fed_prox(
-        model_fn,
-        proximal_strength=1.0,
-        client_optimizer_fn=sgdm.build_sgdm(1.0),
-        model_aggregator=model_update_aggregator.secure_aggregator(
-            weighted=False
-        ),
-        metrics_aggregator=aggregator.secure_sum_then_finalize,
+      model_fn,
+      proximal_strength=1.0,
+      client_optimizer_fn=sgdm.build_sgdm(1.0),
+      model_aggregator=model_update_aggregator.secure_aggregator(
+        weighted=False
+      ),
+      metrics_aggregator=aggregator.secure_sum_then_finalize,
     )
     static_assert.assert_not_contains_unsecure_aggregation(
-        learning_process.next
+      learning_process.next
     )

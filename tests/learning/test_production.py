@@ -11,37 +11,48 @@ import tensorflow_federated as tff
 
 import helpers
 from tff_algos import learning
-from tff_algos.learning import client_work
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
 from tff_algos.algorithms import fedsgd
+from tff_algos.learning import client_work
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 
 EPOCHS, BATCH, ROUNDS = 2, 10, 3
 # (name, builder(model_fn, client_input)) of every algorithm, μ = 0 and > 0.
 BUILDS = {
-    'fedavg': lambda m, i: fedavg.build_fed_avg(m, 0.05, client_input=i),
-    'fedsgd': lambda m, i: fedsgd.build_fed_sgd(m, 0.3, client_input=i),
-    'fedprox_mu0': lambda m, i: fedprox.build_fed_prox(
-        m, 0.05, mu=0.0, client_input=i),
-    'fedprox_mu0.5': lambda m, i: fedprox.build_fed_prox(
-        m, 0.05, mu=0.5, client_input=i),
-    'fedisgd_lam0': lambda m, i: fedisgd.build_fed_isgd(
-        m, 0.05, lam=0.0, server_learning_rate=0.75, client_input=i),
-    'fedisgd_lam0.5': lambda m, i: fedisgd.build_fed_isgd(
-        m, 0.05, lam=0.5, server_learning_rate=0.75, server_lr_decay=0.5,
-        server_lr_decay_every=2, client_input=i),
+  'fedavg': lambda m, i: fedavg.build_fed_avg(m, 0.05, client_input=i),
+  'fedsgd': lambda m, i: fedsgd.build_fed_sgd(m, 0.3, client_input=i),
+  'fedprox_mu0': lambda m, i: fedprox.build_fed_prox(
+    m, 0.05, mu=0.0, client_input=i
+  ),
+  'fedprox_mu0.5': lambda m, i: fedprox.build_fed_prox(
+    m, 0.05, mu=0.5, client_input=i
+  ),
+  'fedisgd_lam0': lambda m, i: fedisgd.build_fed_isgd(
+    m, 0.05, lam=0.0, server_learning_rate=0.75, client_input=i
+  ),
+  'fedisgd_lam0.5': lambda m, i: fedisgd.build_fed_isgd(
+    m,
+    0.05,
+    lam=0.5,
+    server_learning_rate=0.75,
+    server_lr_decay=0.5,
+    server_lr_decay_every=2,
+    client_input=i,
+  ),
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _process(name, production):
   task, _ = helpers.task_and_arrays()
   epochs = 1 if name == 'fedsgd' else EPOCHS
-  return BUILDS[name](task.model_fn, learning.DatasetInput(epochs)
-                      if production else learning.ScheduledInput())
+  return BUILDS[name](
+    task.model_fn,
+    learning.DatasetInput(epochs) if production else learning.ScheduledInput(),
+  )
 
 
 def _same_order_every_epoch(round_input, epochs):
@@ -51,13 +62,17 @@ def _same_order_every_epoch(round_input, epochs):
   (element,) = round_input
   n = len(element['data']['y'])
   one_epoch = collections.OrderedDict(
-      data=element['data'], example_order=element['example_order'][:n],
-      batch_ends=element['batch_ends'][element['batch_ends'] <= n])
+    data=element['data'],
+    example_order=element['example_order'][:n],
+    batch_ends=element['batch_ends'][element['batch_ends'] <= n],
+  )
   scheduled = collections.OrderedDict(
-      data=element['data'],
-      example_order=np.tile(one_epoch['example_order'], epochs),
-      batch_ends=np.concatenate([one_epoch['batch_ends'] + e * n
-                                 for e in range(epochs)]))
+    data=element['data'],
+    example_order=np.tile(one_epoch['example_order'], epochs),
+    batch_ends=np.concatenate(
+      [one_epoch['batch_ends'] + e * n for e in range(epochs)]
+    ),
+  )
   return [scheduled], client_inputs.as_dataset([one_epoch])
 
 
@@ -70,8 +85,12 @@ def test_production_build_equals_simulation_build(name):
   scheduled, datasets = [], []
   for round_num in range(1, ROUNDS + 1):
     inputs = client_inputs.round_inputs(
-        sampler, sampler.round_plan(round_num), arrays, round_num,
-        -1 if name == 'fedsgd' else BATCH)
+      sampler,
+      sampler.round_plan(round_num),
+      arrays,
+      round_num,
+      -1 if name == 'fedsgd' else BATCH,
+    )
     pairs = [_same_order_every_epoch(i, epochs) for i in inputs]
     scheduled.append([p[0] for p in pairs])
     datasets.append([p[1] for p in pairs])
@@ -86,16 +105,19 @@ def test_production_build_equals_simulation_build(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('production', [False, True],
-                         ids=['simulation', 'production'])
-@pytest.mark.parametrize('name', ['fedavg', 'fedsgd', 'fedprox_mu0.5',
-                                  'fedisgd_lam0.5'])
+@pytest.mark.parametrize(
+  'production', [False, True], ids=['simulation', 'production']
+)
+@pytest.mark.parametrize(
+  'name', ['fedavg', 'fedsgd', 'fedprox_mu0.5', 'fedisgd_lam0.5']
+)
 def test_both_builds_compile_to_the_production_forms(name, production):
   process = _process(name, production)
   mapreduce = tff.backends.mapreduce
   map_reduce = mapreduce.get_map_reduce_form_for_computation(process.next)
   distribute = mapreduce.get_distribute_aggregate_form_for_computation(
-      process.next)
+    process.next
+  )
   assert isinstance(map_reduce, mapreduce.MapReduceForm)
   assert isinstance(distribute, mapreduce.DistributeAggregateForm)
   data = process.next.type_signature.parameter[1].member
@@ -104,32 +126,47 @@ def test_both_builds_compile_to_the_production_forms(name, production):
 
 def _two_pass_spread(updates):
   """(1/K)Σ_k‖u_k − ū‖², ū = (1/K)Σ_k u_k, in two passes (the reference)."""
-  mean = [np.mean([u[i] for u in updates], axis=0)
-          for i in range(len(updates[0]))]
-  return np.mean([sum(np.sum((u[i] - mean[i])**2) for i in range(len(mean)))
-                  for u in updates])
+  mean = [
+    np.mean([u[i] for u in updates], axis=0) for i in range(len(updates[0]))
+  ]
+  return np.mean(
+    [
+      sum(np.sum((u[i] - mean[i]) ** 2) for i in range(len(mean)))
+      for u in updates
+    ]
+  )
 
 
 @pytest.mark.parametrize('weighting', ['uniform', 'num_examples'])
 def test_update_spread_from_the_aggregators_equals_the_two_pass_value(
-    weighting):
+  weighting,
+):
   """The spread comes from Σ‖u_k‖² (metrics aggregator) and ū (the model
   aggregator: its own mean when uniform, else a second, unit-weight
   aggregation), and equals the two-pass spread of the clients' updates."""
   task, arrays = helpers.task_and_arrays()
   optimizer = tff.learning.optimizers.build_sgdm(0.05)
   work = learning.build_proximal_sgd_client_work(
-      task.model_fn, optimizer, mu=0.5, client_weighting=weighting)
-  process = fedprox.build_fed_prox(task.model_fn, 0.05, mu=0.5,
-                                   client_weighting=weighting,
-                                   report_update_spread=True)
+    task.model_fn, optimizer, mu=0.5, client_weighting=weighting
+  )
+  process = fedprox.build_fed_prox(
+    task.model_fn,
+    0.05,
+    mu=0.5,
+    client_weighting=weighting,
+    report_update_spread=True,
+  )
   sampler = ClientSampler(len(arrays), 6, 3, seed=4)
-  inputs = client_inputs.round_inputs(sampler, sampler.round_plan(1), arrays,
-                                      1, BATCH)
+  inputs = client_inputs.round_inputs(
+    sampler, sampler.round_plan(1), arrays, 1, BATCH
+  )
   weights = learning.initial_model_weights(task.model_fn, 0)
-  updates = [[np.asarray(u, np.float64) for u in r.update] for r in
-             work.next(work.initialize(), [weights] * len(inputs),
-                       inputs).result]
+  updates = [
+    [np.asarray(u, np.float64) for u in r.update]
+    for r in work.next(
+      work.initialize(), [weights] * len(inputs), inputs
+    ).result
+  ]
   reference = _two_pass_spread(updates)
   state = process.set_model_weights(process.initialize(), weights)
   work_metrics = process.next(state, inputs).metrics['client_work']
@@ -147,9 +184,13 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
   n, epochs, budget = len(data['y']), 3, 15
   assert -(-n // BATCH) < budget < epochs * -(-n // BATCH)
   fetched = tf.Variable(0)
-  device = tf.data.Dataset.from_tensor_slices(data).batch(BATCH).take_while(
-      lambda _: fetched.assign_add(1) <= budget)
-  for_each_batch = client_work._first_pass_examples(device, epochs)  # pylint: disable=protected-access
-  steps, n_k = tf.function(lambda: for_each_batch(
-      lambda batch, steps: steps + 1, tf.constant(0)))()
+  device = (
+    tf.data.Dataset.from_tensor_slices(data)
+    .batch(BATCH)
+    .take_while(lambda _: fetched.assign_add(1) <= budget)
+  )
+  for_each_batch = client_work._first_pass_examples(device, epochs)
+  steps, n_k = tf.function(
+    lambda: for_each_batch(lambda batch, steps: steps + 1, tf.constant(0))
+  )()
   assert (steps, n_k) == (budget, n)

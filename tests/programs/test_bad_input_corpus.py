@@ -36,48 +36,81 @@ from conftest import REPO
 from conftest import SHARED_DATA
 from conftest import USER_ENV
 
-VALUES = ('0', '-1', 'nan', 'inf', '-inf', '1e400', '1e39', '0x10', '',
-          'abc', '5s')
+VALUES = (
+  '0',
+  '-1',
+  'nan',
+  'inf',
+  '-inf',
+  '1e400',
+  '1e39',
+  '0x10',
+  '',
+  'abc',
+  '5s',
+)
 # Numeric flags for which 0 / -1 are in range (everything else refuses
 # them); the context each numeric flag needs to mean something.
-ZERO_OK = {'straggler_fraction', 'seed', 'data_seed', 'dissimilarity_every',
-           'mu', 'lam', 'dp_noise_multiplier', 'dp_noise_seed',
-           'client_momentum', 'server_momentum', 'client_beta1',
-           'client_beta2', 'server_beta1', 'server_beta2',
-           'max_concurrent_computation_calls'}
+ZERO_OK = {
+  'straggler_fraction',
+  'seed',
+  'data_seed',
+  'dissimilarity_every',
+  'mu',
+  'lam',
+  'dp_noise_multiplier',
+  'dp_noise_seed',
+  'client_momentum',
+  'server_momentum',
+  'client_beta1',
+  'client_beta2',
+  'server_beta1',
+  'server_beta2',
+  'max_concurrent_computation_calls',
+}
 MINUS_ONE_OK = {'batch_size', 'max_concurrent_computation_calls'}
 CONTEXT = {
-    'client_momentum': ['--client_optimizer=sgdm'],
-    'server_momentum': ['--server_optimizer=sgdm'],
-    **{f'{role}_{p}': [f'--{role}_optimizer=adam']
-       for role in ('client', 'server') for p in ('beta1', 'beta2',
-                                                  'epsilon')},
-    **{f'{role}_lr_decay{suffix}': [f'--{role}_lr_schedule=step']
-       for role in ('client', 'server') for suffix in ('', '_every')},
-    'num_clients': ['--task=shakespeare'],  # A task with that option.
-    'lam': ['--algo=fedisgd'],  # FedISGD's λ: its algorithm's own flag.
-    'dp_noise_multiplier': ['--aggregator=dp', '--dp_clip=1'],
-    **{name: ['--aggregator=dp', '--dp_noise_multiplier=0.1']
-       for name in ('dp_target_quantile', 'dp_initial_clip')},
-    **{name: ['--aggregator=dp', '--dp_noise_multiplier=0.5', '--dp_clip=1']
-       for name in ('dp_clip', 'dp_noise_cohort', 'dp_delta',
-                    'dp_noise_seed')},
+  'client_momentum': ['--client_optimizer=sgdm'],
+  'server_momentum': ['--server_optimizer=sgdm'],
+  **{
+    f'{role}_{p}': [f'--{role}_optimizer=adam']
+    for role in ('client', 'server')
+    for p in ('beta1', 'beta2', 'epsilon')
+  },
+  **{
+    f'{role}_lr_decay{suffix}': [f'--{role}_lr_schedule=step']
+    for role in ('client', 'server')
+    for suffix in ('', '_every')
+  },
+  'num_clients': ['--task=shakespeare'],  # A task with that option.
+  'lam': ['--algo=fedisgd'],  # FedISGD's λ: its algorithm's own flag.
+  'dp_noise_multiplier': ['--aggregator=dp', '--dp_clip=1'],
+  **{
+    name: ['--aggregator=dp', '--dp_noise_multiplier=0.1']
+    for name in ('dp_target_quantile', 'dp_initial_clip')
+  },
+  **{
+    name: ['--aggregator=dp', '--dp_noise_multiplier=0.5', '--dp_clip=1']
+    for name in ('dp_clip', 'dp_noise_cohort', 'dp_delta', 'dp_noise_seed')
+  },
 }
-PROGRAMS = {'experiment': 'python -m tff_algos',
-            'export': 'python -m tff_algos.export',
-            'plot': 'python -m tff_algos.plot',
-            'worker': 'python -m tff_algos.worker'}
+PROGRAMS = {
+  'experiment': 'python -m tff_algos',
+  'export': 'python -m tff_algos.export',
+  'plot': 'python -m tff_algos.plot',
+  'worker': 'python -m tff_algos.worker',
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-  entry: str              # a key of PROGRAMS
-  kind: str               # the class of bad input
-  args: tuple             # after the program; '{dir}' is the case's folder
-  bad: bool = True        # False: must be accepted (checked where cheap)
+  entry: str  # a key of PROGRAMS
+  kind: str  # the class of bad input
+  args: tuple  # after the program; '{dir}' is the case's folder
+  bad: bool = True  # False: must be accepted (checked where cheap)
   needs_data: bool = False
   as_non_root: bool = False  # Permissions: meaningless for root.
-  inject: tuple = ()      # (phase, errno name): an OSError the OS would give
+  inject: tuple = ()  # (phase, errno name): an OSError the OS would give
 
   @property
   def id(self):
@@ -86,18 +119,22 @@ class Case:
 
 def _numeric_flags(entry):
   """The numeric flags of an entry point: (name, 'int' or 'float')."""
-  from tff_algos import cli  # pylint: disable=g-import-not-at-top
-  from tff_algos import export  # pylint: disable=g-import-not-at-top
-  from tff_algos import run  # pylint: disable=g-import-not-at-top
-  from tff_algos import worker  # pylint: disable=g-import-not-at-top
-  holder = {'experiment': lambda: cli.flag_values(run.GROUPS),
-            'export': lambda: cli.flag_values(export.GROUPS,
-                                              export._OWN_FLAGS),  # pylint: disable=protected-access
-            'worker': lambda: cli.flag_values((), worker._FLAGS)}[entry]()  # pylint: disable=protected-access
+  from tff_algos import cli
+  from tff_algos import export
+  from tff_algos import run
+  from tff_algos import worker
+
+  holder = {
+    'experiment': lambda: cli.flag_values(run.GROUPS),
+    'export': lambda: cli.flag_values(export.GROUPS, export._OWN_FLAGS),
+    'worker': lambda: cli.flag_values((), worker._FLAGS),
+  }[entry]()
   kinds = {'IntegerParser': 'int', 'FloatParser': 'float'}
-  return sorted((name, kinds[type(holder[name].parser).__name__])
-                for name in holder
-                if type(holder[name].parser).__name__ in kinds)
+  return sorted(
+    (name, kinds[type(holder[name].parser).__name__])
+    for name in holder
+    if type(holder[name].parser).__name__ in kinds
+  )
 
 
 def _accepted(name, kind, value):
@@ -118,40 +155,72 @@ def numeric_cases():
       if entry == 'worker' and name != 'port':
         context = ['--port=FREE_PORT']
       for value in VALUES:
-        yield Case(entry, f'numeric-{value or "empty"}',
-                   (*context, f'--{name}={value}'),
-                   bad=not _accepted(name, kind, value),
-                   needs_data=name == 'num_clients')
+        yield Case(
+          entry,
+          f'numeric-{value or "empty"}',
+          (*context, f'--{name}={value}'),
+          bad=not _accepted(name, kind, value),
+          needs_data=name == 'num_clients',
+        )
 
 
 def path_cases():
-  kinds = ('missing', 'file', 'under_a_file', 'symlink_loop', 'unreadable',
-           'unwritable', 'space name', 'nön-ascii', 'under_proc',
-           'name_too_long')
+  kinds = (
+    'missing',
+    'file',
+    'under_a_file',
+    'symlink_loop',
+    'unreadable',
+    'unwritable',
+    'space name',
+    'nön-ascii',
+    'under_proc',
+    'name_too_long',
+  )
   # flag → (entry, extra args, which kinds are acceptable).
   flags = {
-      '--output_dir': ('experiment', (), {'missing', 'space name',
-                                           'nön-ascii'}),
-      '--data_dir': ('experiment', ('--task=mnist_iid_2nn',), set()),
-      '--flagfile': ('experiment', (), {'space name', 'nön-ascii'}),
-      '--import': ('experiment', (), set()),
-      '--out': ('export', ('--algo=fedavg',), {'missing', 'space name',
-                                               'nön-ascii'}),
-      'RUN_DIR=': ('plot', (), set()),
-      '--out=': ('plot', (), {'space name', 'nön-ascii'}),
+    '--output_dir': ('experiment', (), {'missing', 'space name', 'nön-ascii'}),
+    '--data_dir': ('experiment', ('--task=mnist_iid_2nn',), set()),
+    '--flagfile': ('experiment', (), {'space name', 'nön-ascii'}),
+    '--import': ('experiment', (), set()),
+    '--out': (
+      'export',
+      ('--algo=fedavg',),
+      {'missing', 'space name', 'nön-ascii'},
+    ),
+    'RUN_DIR=': ('plot', (), set()),
+    '--out=': ('plot', (), {'space name', 'nön-ascii'}),
   }
   for flag, (entry, extra, acceptable) in flags.items():
     for kind in kinds:
       args = (f'RUN_DIR={kind}',) if flag == 'RUN_DIR=' else (flag, kind)
-      yield Case(entry, f'path-{kind}', (*extra, *args),
-                 bad=kind not in acceptable,
-                 as_non_root=kind in ('unreadable', 'unwritable'))
+      yield Case(
+        entry,
+        f'path-{kind}',
+        (*extra, *args),
+        bad=kind not in acceptable,
+        as_non_root=kind in ('unreadable', 'unwritable'),
+      )
 
 
 # Every errno class an OS gives for creating or locking a folder.
-OUTPUT_ERRNOS = ('ENOENT', 'ENOTDIR', 'ENAMETOOLONG', 'ELOOP', 'EACCES',
-                 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO', 'EMLINK',
-                 'EEXIST', 'ENOLCK', 'EBUSY', 'EINVAL')
+OUTPUT_ERRNOS = (
+  'ENOENT',
+  'ENOTDIR',
+  'ENAMETOOLONG',
+  'ELOOP',
+  'EACCES',
+  'EPERM',
+  'EROFS',
+  'ENOSPC',
+  'EDQUOT',
+  'EIO',
+  'EMLINK',
+  'EEXIST',
+  'ENOLCK',
+  'EBUSY',
+  'EINVAL',
+)
 
 
 def output_errno_cases():
@@ -159,47 +228,77 @@ def output_errno_cases():
   created or locked: one line, exit 2, before the run starts."""
   for phase in ('creating', 'locking'):
     for name in OUTPUT_ERRNOS:
-      yield Case('experiment', f'output_errno-{phase}-{name}',
-                 ('--output_dir', 'missing'), inject=(phase, name))
+      yield Case(
+        'experiment',
+        f'output_errno-{phase}-{name}',
+        ('--output_dir', 'missing'),
+        inject=(phase, name),
+      )
 
 
 def flagfile_cases():
-  for kind, bad in (('empty', False), ('a_folder', True),
-                    ('not_utf8', True), ('recursive', True),
-                    ('unterminated_quote', True), ('unknown_flag', True),
-                    ('not_a_flag', True)):
-    yield Case('experiment', f'flagfile-{kind}', ('--flagfile', kind),
-               bad=bad)
+  for kind, bad in (
+    ('empty', False),
+    ('a_folder', True),
+    ('not_utf8', True),
+    ('recursive', True),
+    ('unterminated_quote', True),
+    ('unknown_flag', True),
+    ('not_a_flag', True),
+  ):
+    yield Case('experiment', f'flagfile-{kind}', ('--flagfile', kind), bad=bad)
 
 
 def other_cases():
   """Bad input of the other kinds the earlier rounds found: stray
   arguments, --help-like typos, empty and malformed lists."""
   for entry, args in (
-      ('experiment', ('stray',)), ('experiment', ('--algo=nope',)),
-      ('experiment', ('--task=nope',)), ('experiment', ('--variant=A',)),
-      ('experiment', ('--sweep=seed=',)), ('experiment', ('--only=A',)),
-      ('experiment', ('--workers=host',)),
-      ('experiment', ('--partition=dirichlet:0',)),
-      ('experiment', ('--client_optimizer=nope',)),
-      ('experiment', ('--dp_clip=1',)),  # Without --aggregator=dp.
-      ('experiment', ('--aggregator=dp',)),  # Without its noise.
-      ('experiment', ('--client_sampling=poisson', '--clients_per_round=31')),
-      ('experiment', ('--aggregator=dp', '--dp_noise_multiplier=1',
-                      '--dp_clip=1', '--dp_accountant=pld')),
-      ('experiment', ('--aggregator=nope',)),
-      ('export', ()), ('export', ('--algo=fedavg', '--out=x', 'stray')),
-      ('plot', ()), ('plot', ('RUN_DIR', '--metric=nosuch')),
-      ('worker', ()), ('worker', ('--port=8000', '--nosuch')),
+    ('experiment', ('stray',)),
+    ('experiment', ('--algo=nope',)),
+    ('experiment', ('--task=nope',)),
+    ('experiment', ('--variant=A',)),
+    ('experiment', ('--sweep=seed=',)),
+    ('experiment', ('--only=A',)),
+    ('experiment', ('--workers=host',)),
+    ('experiment', ('--partition=dirichlet:0',)),
+    ('experiment', ('--client_optimizer=nope',)),
+    ('experiment', ('--dp_clip=1',)),  # Without --aggregator=dp.
+    ('experiment', ('--aggregator=dp',)),  # Without its noise.
+    ('experiment', ('--client_sampling=poisson', '--clients_per_round=31')),
+    (
+      'experiment',
+      (
+        '--aggregator=dp',
+        '--dp_noise_multiplier=1',
+        '--dp_clip=1',
+        '--dp_accountant=pld',
+      ),
+    ),
+    ('experiment', ('--aggregator=nope',)),
+    ('export', ()),
+    ('export', ('--algo=fedavg', '--out=x', 'stray')),
+    ('plot', ()),
+    ('plot', ('RUN_DIR', '--metric=nosuch')),
+    ('worker', ()),
+    ('worker', ('--port=8000', '--nosuch')),
   ):
     yield Case(entry, 'other', args)
 
 
-CORPUS = [*numeric_cases(), *path_cases(), *output_errno_cases(),
-          *flagfile_cases(), *other_cases()]
+CORPUS = [
+  *numeric_cases(),
+  *path_cases(),
+  *output_errno_cases(),
+  *flagfile_cases(),
+  *other_cases(),
+]
 # The fast set: the first bad case of every class (`pytest -m "not slow"`).
-FIRST_OF_CLASS = {c for c in {(c.entry, c.kind.split('-')[0]): c
-                              for c in reversed(CORPUS) if c.bad}.values()}
+FIRST_OF_CLASS = {
+  c
+  for c in {
+    (c.entry, c.kind.split('-')[0]): c for c in reversed(CORPUS) if c.bad
+  }.values()
+}
 
 
 def _prepare(case, folder):
@@ -209,16 +308,16 @@ def _prepare(case, folder):
   (folder / 'run' / 'metrics.csv').write_text('round,train_loss\n0,1\n')
   (folder / 'run' / 'config.json').write_text('{"task": "synthetic_1_1"}')
   paths = {
-      'missing': folder / 'missing',
-      'file': folder / 'afile',
-      'under_a_file': folder / 'afile' / 'below',
-      'symlink_loop': folder / 'loop',
-      'unreadable': folder / 'unreadable',
-      'unwritable': folder / 'unwritable',
-      'space name': folder / 'space name',
-      'nön-ascii': folder / 'nön-ascii',
-      'under_proc': pathlib.Path('/proc/no_such_process_folder'),
-      'name_too_long': folder / ('n' * 300),
+    'missing': folder / 'missing',
+    'file': folder / 'afile',
+    'under_a_file': folder / 'afile' / 'below',
+    'symlink_loop': folder / 'loop',
+    'unreadable': folder / 'unreadable',
+    'unwritable': folder / 'unwritable',
+    'space name': folder / 'space name',
+    'nön-ascii': folder / 'nön-ascii',
+    'under_proc': pathlib.Path('/proc/no_such_process_folder'),
+    'name_too_long': folder / ('n' * 300),
   }
   os.symlink('loop', folder / 'loop')
   for name, mode in (('unreadable', 0o000), ('unwritable', 0o555)):
@@ -229,10 +328,12 @@ def _prepare(case, folder):
     (folder / name).mkdir()
     (folder / name / 'flags').write_text('--rounds=3\n')
   flagfiles = {
-      'empty': b'', 'not_utf8': b'--rounds=3\n--task=\xff\xfe\n',
-      'unterminated_quote': b'--variant="A: --mu=1\n',
-      'unknown_flag': b'--rounds=3\n--nosuch=1\n',
-      'not_a_flag': b'rounds 3\n'}
+    'empty': b'',
+    'not_utf8': b'--rounds=3\n--task=\xff\xfe\n',
+    'unterminated_quote': b'--variant="A: --mu=1\n',
+    'unknown_flag': b'--rounds=3\n--nosuch=1\n',
+    'not_a_flag': b'rounds 3\n',
+  }
   for name, content in flagfiles.items():
     (folder / name).write_bytes(content)
   (folder / 'a_folder').mkdir()
@@ -242,15 +343,19 @@ def _prepare(case, folder):
   for arg in it:
     if arg in ('--output_dir', '--data_dir', '--import', '--out'):
       path = paths[next(it)]
-      if arg in ('--output_dir', '--out') and path.name in ('space name',
-                                                            'nön-ascii'):
+      if arg in ('--output_dir', '--out') and path.name in (
+        'space name',
+        'nön-ascii',
+      ):
         path = path / 'new'  # A new folder under such a name.
       args.append(f'{arg}={path}')
     elif arg == '--flagfile':
       name = next(it)
-      args.append(f'--flagfile={paths[name] / "flags"}'
-                  if name in ('space name', 'nön-ascii') else
-                  f'--flagfile={paths.get(name, folder / name)}')
+      args.append(
+        f'--flagfile={paths[name] / "flags"}'
+        if name in ('space name', 'nön-ascii')
+        else f'--flagfile={paths.get(name, folder / name)}'
+      )
     elif arg == '--port=FREE_PORT':  # Picked when run: ids stay fixed.
       args.append(f'--port={portpicker.pick_unused_port()}')
     elif arg == 'RUN_DIR':  # The prepared run folder.
@@ -261,8 +366,11 @@ def _prepare(case, folder):
       args += [str(folder / 'run'), f'--out={paths[next(it)] / "f.png"}']
     else:
       args.append(arg)
-  if case.entry == 'export' and case.args and not any(
-      a.startswith('--out') for a in args):
+  if (
+    case.entry == 'export'
+    and case.args
+    and not any(a.startswith('--out') for a in args)
+  ):
     args.append(f'--out={folder / "export"}')
   return args
 
@@ -273,9 +381,11 @@ def _inject(monkeypatch, folder, phase, name):
   number = getattr(errno, name)
   error = OSError(number, os.strerror(number))
   if phase == 'locking':
+
     def flock(*args):
       del args
       raise error
+
     monkeypatch.setattr(fcntl, 'flock', flock)
     return
   makedirs = os.makedirs
@@ -305,14 +415,19 @@ class _Ran(Exception):
 
 
 def _main(entry):
-  from tff_algos import export  # pylint: disable=g-import-not-at-top
-  from tff_algos import plot  # pylint: disable=g-import-not-at-top
-  from tff_algos import run  # pylint: disable=g-import-not-at-top
-  from tff_algos import worker  # pylint: disable=g-import-not-at-top
-  return {'experiment': lambda args: run.main([PROGRAMS[entry], *args],
-                                              PROGRAMS[entry]),
-          'export': lambda args: export.main([PROGRAMS[entry], *args]),
-          'plot': plot.main, 'worker': worker.main}[entry]
+  from tff_algos import export
+  from tff_algos import plot
+  from tff_algos import run
+  from tff_algos import worker
+
+  return {
+    'experiment': lambda args: run.main(
+      [PROGRAMS[entry], *args], PROGRAMS[entry]
+    ),
+    'export': lambda args: export.main([PROGRAMS[entry], *args]),
+    'plot': plot.main,
+    'worker': worker.main,
+  }[entry]
 
 
 def _check(case, tmp_path, monkeypatch, capsys):
@@ -320,9 +435,8 @@ def _check(case, tmp_path, monkeypatch, capsys):
     pytest.skip(f'needs the shared datasets at {SHARED_DATA}')
   if case.as_non_root and os.geteuid() == 0:
     pytest.skip('permissions do not bind root')
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
-
-  from tff_algos import runtime  # pylint: disable=g-import-not-at-top
+  from tff_algos import runtime
+  from tff_algos.simulation import experiment
 
   def ran(*args, **kwargs):
     raise _Ran()
@@ -357,42 +471,57 @@ def _check(case, tmp_path, monkeypatch, capsys):
     return
   assert code == 2, (args, code, err)
   assert len(err) == 1 and err[0].startswith(
-      f'{PROGRAMS[case.entry]}: error: '), (args, err)
+    f'{PROGRAMS[case.entry]}: error: '
+  ), (args, err)
   assert _snapshot(tmp_path) == before, args  # Nothing written.
 
 
-@pytest.mark.parametrize('case', [
-    pytest.param(c, id=c.id, marks=() if c in FIRST_OF_CLASS else
-                 pytest.mark.slow) for c in CORPUS])
+@pytest.mark.parametrize(
+  'case',
+  [
+    pytest.param(
+      c, id=c.id, marks=() if c in FIRST_OF_CLASS else pytest.mark.slow
+    )
+    for c in CORPUS
+  ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
-    case, tmp_path, monkeypatch, capsys):
+  case, tmp_path, monkeypatch, capsys
+):
   _check(case, tmp_path, monkeypatch, capsys)
 
 
 def test_the_corpus_covers_every_class_and_entry_point():
-  counts = collections.Counter((c.entry, c.kind.split('-')[0])
-                               for c in CORPUS)
+  counts = collections.Counter((c.entry, c.kind.split('-')[0]) for c in CORPUS)
   assert {entry for entry, _ in counts} == set(PROGRAMS)
   assert counts['experiment', 'numeric'] >= 30 * len(VALUES)
   assert counts['experiment', 'output_errno'] == 2 * len(OUTPUT_ERRNOS)
   assert counts['experiment', 'flagfile'] == 7
-  assert all(counts[e, 'path'] >= 8 for e in ('experiment', 'export',
-                                              'plot'))
+  assert all(counts[e, 'path'] >= 8 for e in ('experiment', 'export', 'plot'))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('args', [
+@pytest.mark.parametrize(
+  'args',
+  [
     (PROGRAMS['experiment'], '--rounds=nan'),
     (PROGRAMS['experiment'], '--flagfile=/nonexistent/flags'),
     (PROGRAMS['export'], '--algo=fedavg'),
     (PROGRAMS['plot'], '/nonexistent'),
-    (PROGRAMS['worker'], '--port=0')], ids=lambda a: ' '.join(a))
+    (PROGRAMS['worker'], '--port=0'),
+  ],
+  ids=lambda a: ' '.join(a),
+)
 def test_the_real_processes_keep_the_promise(args, tmp_path):
   """A sample of the corpus as real processes: one line, exit 2."""
   result = subprocess.run(
-      [sys.executable, *args[0].split()[1:], *args[1:]], cwd=tmp_path,
-      env=dict(USER_ENV, PYTHONPATH=str(REPO)), capture_output=True,
-      text=True, timeout=120)
+    [sys.executable, *args[0].split()[1:], *args[1:]],
+    cwd=tmp_path,
+    env=dict(USER_ENV, PYTHONPATH=str(REPO)),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert result.returncode == 2, result.stderr
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith(f'{args[0]}: error: ')

@@ -14,9 +14,20 @@ from conftest import USER_ENV
 def _run_benchmark(tmp_path, workload, *flags):
   out = tmp_path / 'bench.json'
   result = subprocess.run(
-      [sys.executable, 'benchmarks/throughput.py', f'--workload={workload}',
-       '--rounds=1', '--warmup=1', f'--json={out}', *flags],
-      cwd=REPO, capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      'benchmarks/throughput.py',
+      f'--workload={workload}',
+      '--rounds=1',
+      '--warmup=1',
+      f'--json={out}',
+      *flags,
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   ratios, overhead = result.stdout.strip().splitlines()[-2:]
   assert 'ours/tff_builtin' in ratios
@@ -39,17 +50,32 @@ def test_throughput_benchmark_runs_a_fed_avg_dataset_workload(tmp_path):
   """mnist_cnn shrunk to one client and one epoch (FedAvg: μ = 0)."""
   if not (SHARED_DATA / 'mnist').is_dir():
     pytest.skip(f'needs MNIST in {SHARED_DATA}/mnist')
-  report = _run_benchmark(tmp_path, 'mnist_cnn', f'--data_dir={SHARED_DATA}',
-                          '--clients_per_round=1', '--epochs=1')
+  report = _run_benchmark(
+    tmp_path,
+    'mnist_cnn',
+    f'--data_dir={SHARED_DATA}',
+    '--clients_per_round=1',
+    '--epochs=1',
+  )
   assert (report['clients_per_round'], report['epochs']) == (1, 1)
 
 
 def test_throughput_benchmark_without_its_data_is_one_line_exit_2(tmp_path):
   out = tmp_path / 'bench.json'
   result = subprocess.run(
-      [sys.executable, 'benchmarks/throughput.py', '--workload=mnist_cnn',
-       f'--data_dir={tmp_path}', f'--json={out}'],
-      cwd=REPO, env=USER_ENV, capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      'benchmarks/throughput.py',
+      '--workload=mnist_cnn',
+      f'--data_dir={tmp_path}',
+      f'--json={out}',
+    ],
+    cwd=REPO,
+    env=USER_ENV,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 2
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('throughput.py: error: MNIST')

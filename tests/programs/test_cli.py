@@ -6,20 +6,35 @@ import sys
 
 import pytest
 
-from conftest import USER_ENV
 from conftest import cli
+from conftest import USER_ENV
 from tff_algos.plot import main as plot_main
 
 
-@pytest.mark.parametrize('args', [
-    ['--algo=fedfoo'], ['--rounds=0'], ['--task=nope'],
-    ['--clients_per_round=0'], ['--clients_per_round=-3'], ['--seed=-1'],
-    ['--seed=4294967296'], ['--data_seed=-1'], ['--client_lr=inf'],
-    ['--client_lr=nan'], ['--eval_clients=0'], ['--hparam=x=1'],
-    ['--clients_per_round=31'], ['--client_lr=-0.1'],
-    ['--straggler_fraction=1.5'], ['--algo=fedavg', '--mu=1'],
-    ['--algo=fedsgd', '--epochs=5'], ['--batch_size=0'], ['--rounds=x'],
-])
+@pytest.mark.parametrize(
+  'args',
+  [
+    ['--algo=fedfoo'],
+    ['--rounds=0'],
+    ['--task=nope'],
+    ['--clients_per_round=0'],
+    ['--clients_per_round=-3'],
+    ['--seed=-1'],
+    ['--seed=4294967296'],
+    ['--data_seed=-1'],
+    ['--client_lr=inf'],
+    ['--client_lr=nan'],
+    ['--eval_clients=0'],
+    ['--hparam=x=1'],
+    ['--clients_per_round=31'],
+    ['--client_lr=-0.1'],
+    ['--straggler_fraction=1.5'],
+    ['--algo=fedavg', '--mu=1'],
+    ['--algo=fedsgd', '--epochs=5'],
+    ['--batch_size=0'],
+    ['--rounds=x'],
+  ],
+)
 def test_invalid_flags_are_one_line_exit_2_and_write_nothing(tmp_path, args):
   out = tmp_path / 'run'
   result = cli(*args, f'--output_dir={out}')
@@ -41,15 +56,21 @@ def test_existing_results_are_not_overwritten(tmp_path):
 @pytest.mark.slow
 def test_cli_runs_and_writes_metrics(tmp_path):
   out = tmp_path / 'run'
-  result = cli('--algo=fedprox', '--rounds=2', '--epochs=1',
-               '--dissimilarity_every=1', '--eval_clients=7',
-               f'--output_dir={out}')
+  result = cli(
+    '--algo=fedprox',
+    '--rounds=2',
+    '--epochs=1',
+    '--dissimilarity_every=1',
+    '--eval_clients=7',
+    f'--output_dir={out}',
+  )
   assert result.returncode == 0, result.stderr
   assert 'seed 0 (data seed 0), train metrics over 7 clients' in result.stderr
   header, *rows = (out / 'metrics.csv').read_text().splitlines()
   # Over a sample of the clients: the training metrics' columns say so.
-  assert header.startswith('round,train_loss_sampled,train_accuracy_sampled,'
-                           'test_loss,test_accuracy,mu')
+  assert header.startswith(
+    'round,train_loss_sampled,train_accuracy_sampled,test_loss,test_accuracy,mu'
+  )
   assert ',train_loss,' not in header
   assert 'grad_dissimilarity' in header and ',B,' not in header
   assert len(rows) == 3 and all(r.split(',')[9] for r in rows)  # B(w).
@@ -67,13 +88,19 @@ def test_cli_runs_and_writes_metrics(tmp_path):
 @pytest.mark.slow
 def test_a_script_using_the_package_prints_only_its_own_output(tmp_path):
   """No TensorFlow log lines, no exception at exit."""
-  script = ('from tff_algos.algorithms import fedavg\n'
-            'import tasks\n'
-            'task = tasks.load_task("synthetic_1_1")\n'
-            'fedavg.build_fed_avg(task.model_fn, 0.1)\n'
-            'print("built")\n')
-  result = subprocess.run([sys.executable, '-c', script], cwd=tmp_path,
-                          env=USER_ENV, capture_output=True, text=True,
-                          timeout=300)
-  assert (result.returncode, result.stdout, result.stderr) == (
-      0, 'built\n', '')
+  script = (
+    'from tff_algos.algorithms import fedavg\n'
+    'import tasks\n'
+    'task = tasks.load_task("synthetic_1_1")\n'
+    'fedavg.build_fed_avg(task.model_fn, 0.1)\n'
+    'print("built")\n'
+  )
+  result = subprocess.run(
+    [sys.executable, '-c', script],
+    cwd=tmp_path,
+    env=USER_ENV,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert (result.returncode, result.stdout, result.stderr) == (0, 'built\n', '')

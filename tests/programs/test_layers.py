@@ -19,22 +19,38 @@ RUNTIME = REPO / 'tff_algos' / 'runtime'
 # Every Python file of the project: the package, tasks, the command line,
 # the benchmarks and the tests (not hidden folders such as the virtual
 # environments .venv/ and `make notebook`'s .venv-jupyter/, nor build/).
-SOURCES = sorted(p for p in REPO.rglob('*.py') if not any(
+SOURCES = sorted(
+  p
+  for p in REPO.rglob('*.py')
+  if not any(
     part.startswith('.') or part == 'build'
-    for part in p.relative_to(REPO).parts[:-1]))
+    for part in p.relative_to(REPO).parts[:-1]
+  )
+)
 # Bottom to top: a module may import its own layer and those below.
 LAYERS = (
-    ('utilities', ('tff_algos.lazy', 'tff_algos.logs', 'tff_algos.dp_budget')),
-    ('runtime', ('tff_algos.runtime',)),
-    ('learning', ('tff_algos.learning',)),
-    ('tasks', ('tasks',)),
-    ('algorithms', ('tff_algos.algorithms',)),
-    ('simulation', ('tff_algos.simulation',)),
-    ('analysis', ('tff_algos.analysis',)),
-    ('commands', ('tff_algos.cli', 'tff_algos.run', 'tff_algos.export',
-                  'tff_algos.plot', 'tff_algos.worker', 'tff_algos.__main__',
-                  'tff_algos.interpolate', 'tff_algos.user_modules',
-                  'tff_algos', 'run_experiment')),
+  ('utilities', ('tff_algos.lazy', 'tff_algos.logs', 'tff_algos.dp_budget')),
+  ('runtime', ('tff_algos.runtime',)),
+  ('learning', ('tff_algos.learning',)),
+  ('tasks', ('tasks',)),
+  ('algorithms', ('tff_algos.algorithms',)),
+  ('simulation', ('tff_algos.simulation',)),
+  ('analysis', ('tff_algos.analysis',)),
+  (
+    'commands',
+    (
+      'tff_algos.cli',
+      'tff_algos.run',
+      'tff_algos.export',
+      'tff_algos.plot',
+      'tff_algos.worker',
+      'tff_algos.__main__',
+      'tff_algos.interpolate',
+      'tff_algos.user_modules',
+      'tff_algos',
+      'run_experiment',
+    ),
+  ),
 )
 
 
@@ -64,8 +80,9 @@ def _layer(module):
   best = None
   for index, (_, prefixes) in enumerate(LAYERS):
     for prefix in prefixes:
-      if module == prefix or (prefix not in _EXACT and
-                              module.startswith(prefix + '.')):
+      if module == prefix or (
+        prefix not in _EXACT and module.startswith(prefix + '.')
+      ):
         if best is None or len(prefix) > len(best[1]):
           best = (index, prefix)
   return None if best is None else best[0]
@@ -79,24 +96,32 @@ def _graph(paths):
   for name, path in ours.items():
     edges = set()
     for imported in _imported_modules(path):
-      if imported in ours and imported != name and not (
-          name.startswith(imported + '.')):  # Its own package's __init__.
+      if (
+        imported in ours
+        and imported != name
+        and not (name.startswith(imported + '.'))
+      ):  # Its own package's __init__.
         edges.add(imported)
     graph[name] = edges
   return graph
 
 
 def _package_sources():
-  return [p for p in SOURCES
-          if p.relative_to(REPO).parts[0] in ('tff_algos', 'tasks',
-                                              'run_experiment.py')]
+  return [
+    p
+    for p in SOURCES
+    if p.relative_to(REPO).parts[0]
+    in ('tff_algos', 'tasks', 'run_experiment.py')
+  ]
 
 
 def _upward(graph):
-  return sorted(f'{a} ({LAYERS[_layer(a)][0]}) imports {b} '
-                f'({LAYERS[_layer(b)][0]})'
-                for a, edges in graph.items() for b in edges
-                if _layer(b) > _layer(a))
+  return sorted(
+    f'{a} ({LAYERS[_layer(a)][0]}) imports {b} ({LAYERS[_layer(b)][0]})'
+    for a, edges in graph.items()
+    for b in edges
+    if _layer(b) > _layer(a)
+  )
 
 
 def _cycles(graph):
@@ -140,34 +165,43 @@ def test_imports_point_down_the_layers_and_form_no_cycle():
 
 
 def test_the_checks_see_an_upward_import_and_a_cycle():
-  graph = {'tff_algos.runtime.local': {'tff_algos.simulation.loop'},
-           'tff_algos.simulation.loop': {'tff_algos.runtime.local'},
-           'tff_algos.cli': {'tff_algos.simulation.loop'}}
+  graph = {
+    'tff_algos.runtime.local': {'tff_algos.simulation.loop'},
+    'tff_algos.simulation.loop': {'tff_algos.runtime.local'},
+    'tff_algos.cli': {'tff_algos.simulation.loop'},
+  }
   assert _upward(graph) == [
-      'tff_algos.runtime.local (runtime) imports tff_algos.simulation.loop '
-      '(simulation)']
-  assert _cycles(graph) == [['tff_algos.runtime.local',
-                             'tff_algos.simulation.loop']]
+    'tff_algos.runtime.local (runtime) imports tff_algos.simulation.loop '
+    '(simulation)'
+  ]
+  assert _cycles(graph) == [
+    ['tff_algos.runtime.local', 'tff_algos.simulation.loop']
+  ]
 
 
 def test_only_the_runtime_layer_imports_tff_internals():
   assert len(SOURCES) > 40
   offenders = [
-      f'{path.relative_to(REPO)}: {module}' for path in SOURCES
-      if RUNTIME not in path.parents
-      for module in _imported_modules(path)
-      if module.startswith('tensorflow_federated.python')]
+    f'{path.relative_to(REPO)}: {module}'
+    for path in SOURCES
+    if RUNTIME not in path.parents
+    for module in _imported_modules(path)
+    if module.startswith('tensorflow_federated.python')
+  ]
   assert not offenders, offenders
 
 
 def test_the_check_above_sees_an_internal_import(tmp_path):
   bad = tmp_path / 'bad.py'
-  bad.write_text('if True:\n  from tensorflow_federated.python.core '
-                 'import framework\n')
+  bad.write_text(
+    'if True:\n  from tensorflow_federated.python.core import framework\n'
+  )
   assert 'tensorflow_federated.python.core' in list(_imported_modules(bad))
 
 
-@pytest.mark.parametrize('modules', [
+@pytest.mark.parametrize(
+  'modules',
+  [
     # The registry, settings, command-line flags and everything the help
     # and validation of the experiment command need.
     'tff_algos, tff_algos.algorithms, tff_algos.cli, tff_algos.run, '
@@ -175,22 +209,32 @@ def test_the_check_above_sees_an_internal_import(tmp_path):
     # Analysis: results, sweeps, plots.
     'tff_algos.simulation.results, tff_algos.analysis.sweep, '
     'tff_algos.analysis.plot, tff_algos.plot',
-])
+  ],
+)
 def test_modules_that_promise_no_tensorflow_import_none(modules):
-  _python(f'import sys; import {modules}; '
-          'loaded = [m for m in sys.modules if m.split(".")[0] in '
-          '("tensorflow", "tensorflow_federated", "keras")]; '
-          'assert not loaded, loaded')
+  _python(
+    f'import sys; import {modules}; '
+    'loaded = [m for m in sys.modules if m.split(".")[0] in '
+    '("tensorflow", "tensorflow_federated", "keras")]; '
+    'assert not loaded, loaded'
+  )
 
 
 def test_remote_workers_code_loads_only_when_workers_are_used():
-  _python('import sys; from tff_algos import runtime; runtime.start(); '
-          'assert "tff_algos.runtime.remote" not in sys.modules; '
-          'runtime.stop()')
+  _python(
+    'import sys; from tff_algos import runtime; runtime.start(); '
+    'assert "tff_algos.runtime.remote" not in sys.modules; '
+    'runtime.stop()'
+  )
 
 
 def _python(code):
   """Runs `code` in a fresh interpreter at the repository's root."""
-  result = subprocess.run([sys.executable, '-c', code], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+  result = subprocess.run(
+    [sys.executable, '-c', code],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert result.returncode == 0, result.stderr[-2000:]

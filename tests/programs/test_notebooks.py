@@ -22,12 +22,15 @@ TAG = 'TFF_ALGOS_TEST_KERNEL'  # Set in the kernel's environment only.
 # papermill's parameters would): every cell runs, with fewer rounds and
 # epochs, so the notebooks' work is a fraction of a user's.
 SMALLER = {
-    '01_compose_fedprox': (
-        'SETTINGS = dict(rounds=15, clients_per_round=10, epochs=20,',
-        'SETTINGS = dict(rounds=3, clients_per_round=10, epochs=2,'),
-    '02_stragglers': ('ROUNDS, K, EPOCHS, BATCH, LR = 8, 10, 20, 10, 0.01',
-                      'ROUNDS, K, EPOCHS, BATCH, LR = 3, 10, 2, 10, 0.01'),
-    '03_real_task': ('ROUNDS = 10\n', 'ROUNDS = 3\n'),
+  '01_compose_fedprox': (
+    'SETTINGS = dict(rounds=15, clients_per_round=10, epochs=20,',
+    'SETTINGS = dict(rounds=3, clients_per_round=10, epochs=2,',
+  ),
+  '02_stragglers': (
+    'ROUNDS, K, EPOCHS, BATCH, LR = 8, 10, 20, 10, 0.01',
+    'ROUNDS, K, EPOCHS, BATCH, LR = 3, 10, 2, 10, 0.01',
+  ),
+  '03_real_task': ('ROUNDS = 10\n', 'ROUNDS = 3\n'),
 }
 
 
@@ -38,8 +41,10 @@ def _kernel_workers(tag):
   other programs on the machine do not."""
   found = []
   for process in psutil.process_iter(['name', 'status']):
-    if (process.info['name'] != WORKER or
-        process.info['status'] == psutil.STATUS_ZOMBIE):
+    if (
+      process.info['name'] != WORKER
+      or process.info['status'] == psutil.STATUS_ZOMBIE
+    ):
       continue
     try:
       if process.environ().get(TAG) == tag:
@@ -55,7 +60,8 @@ def _smaller(nb, name):
   old, new = SMALLER[name]
   cells = [c for c in nb.cells if c.cell_type == 'code' and old in c.source]
   assert len(cells) == 1 and cells[0].source.count(old) == 1, (
-      f'{name}: its settings line changed; update SMALLER')
+    f'{name}: its settings line changed; update SMALLER'
+  )
   cells[0].source = cells[0].source.replace(old, new)
   return nb
 
@@ -70,13 +76,17 @@ def _execute(name, monkeypatch, tmp_path):
   scratch.mkdir()
   monkeypatch.setenv('TMPDIR', str(scratch))
   client = nbclient.NotebookClient(
-      nb, timeout=600, kernel_name='python3',
-      resources={'metadata': {'path': str(NOTEBOOK_DIR)}})
+    nb,
+    timeout=600,
+    kernel_name='python3',
+    resources={'metadata': {'path': str(NOTEBOOK_DIR)}},
+  )
   tag = uuid.uuid4().hex
   monkeypatch.setenv(TAG, tag)  # The kernel inherits our environment.
   seen = set()
   client.on_cell_executed = lambda **_: seen.update(
-      p.pid for p in _kernel_workers(tag))
+    p.pid for p in _kernel_workers(tag)
+  )
   start = time.perf_counter()
   client.execute()  # Raises CellExecutionError if any cell fails.
   print(f'{name}: {time.perf_counter() - start:.1f} s')
@@ -86,16 +96,25 @@ def _execute(name, monkeypatch, tmp_path):
     time.sleep(0.1)
   assert not _kernel_workers(tag), f'{name} left worker_binary processes'
   assert not list(scratch.iterdir()), f'{name} left {list(scratch.iterdir())}'
-  errors = ''.join(o.get('text', '') for c in nb.cells
-                   if c.cell_type == 'code' for o in c.get('outputs', [])
-                   if o.get('name') == 'stderr')
+  errors = ''.join(
+    o.get('text', '')
+    for c in nb.cells
+    if c.cell_type == 'code'
+    for o in c.get('outputs', [])
+    if o.get('name') == 'stderr'
+  )
   assert 'tensorflow' not in errors.lower(), errors[:2000]  # Quiet.
   return nb
 
 
 def _stdout(nb):
-  return ''.join(o.get('text', '') for c in nb.cells if c.cell_type == 'code'
-                 for o in c.get('outputs', []) if o.output_type == 'stream')
+  return ''.join(
+    o.get('text', '')
+    for c in nb.cells
+    if c.cell_type == 'code'
+    for o in c.get('outputs', [])
+    if o.output_type == 'stream'
+  )
 
 
 @pytest.mark.slow
@@ -112,15 +131,20 @@ def test_real_task_notebook_falls_back_without_mnist(monkeypatch, tmp_path):
 
 
 def test_the_worker_check_counts_only_workers_of_the_tagged_process(
-    tff_runtime):
+  tff_runtime,
+):
   """A worker started with the tag is found; this session's own is not."""
   tff_runtime.start()  # Idempotent; an in-process run may have stopped it.
   tag = uuid.uuid4().hex
-  env = loopback.preload_env(dict(os.environ, **{TAG: tag}),
-                             loopback.loopback_shim())
+  env = loopback.preload_env(
+    dict(os.environ, **{TAG: tag}), loopback.loopback_shim()
+  )
   worker = subprocess.Popen(
-      [loopback.worker_binary(), f'--port={portpicker.pick_unused_port()}'],
-      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    [loopback.worker_binary(), f'--port={portpicker.pick_unused_port()}'],
+    env=env,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   try:
     assert tff_runtime.worker_pid() is not None
     assert [p.pid for p in _kernel_workers(tag)] == [worker.pid]
@@ -137,13 +161,16 @@ def test_a_kernel_that_never_stops_the_runtime_ends_quietly(capfd):
   manager's SIGTERM, sent when a kernel is slow to exit, must not meet a
   handler of ours that unwinds mid-shutdown)."""
   nb = nbformat.v4.new_notebook()
-  nb.cells = [nbformat.v4.new_code_cell(
+  nb.cells = [
+    nbformat.v4.new_code_cell(
       'import tasks\n'
       'from tff_algos import runtime\n'
       'from tff_algos.simulation import trainer\n'
       'runtime.start()\n'
       'trainer.train(None, tasks.load_task("synthetic_1_1"), rounds=1, '
-      'epochs=1)')]
+      'epochs=1)'
+    )
+  ]
   capfd.readouterr()
   nbclient.NotebookClient(nb, timeout=600, kernel_name='python3').execute()
   err = capfd.readouterr().err

@@ -18,18 +18,30 @@ from conftest import USER_ENV
 import helpers
 
 MODULES = REPO / 'tests' / 'programs' / 'user_modules'
-IMPORTS = (f'--import={MODULES / "blobs_task.py"}',
-           f'--import={MODULES / "fedavgm_algorithm.py"}')
-SWEEP = (*IMPORTS, '--task=blobs', '--algo=fedavgm', '--rounds=4',
-         '--clients_per_round=3', '--epochs=1', '--server_lr=0.5',
-         '--hparam=server_momentum=0.5', '--progress=false',
-         '--checkpoint_every=1', '--sweep=seed=0,1')
+IMPORTS = (
+  f'--import={MODULES / "blobs_task.py"}',
+  f'--import={MODULES / "fedavgm_algorithm.py"}',
+)
+SWEEP = (
+  *IMPORTS,
+  '--task=blobs',
+  '--algo=fedavgm',
+  '--rounds=4',
+  '--clients_per_round=3',
+  '--epochs=1',
+  '--server_lr=0.5',
+  '--hparam=server_momentum=0.5',
+  '--progress=false',
+  '--checkpoint_every=1',
+  '--sweep=seed=0,1',
+)
 
 
 def _command(*args, cwd):
   """`python -m tff_algos ARGS` from `cwd` (not the repository)."""
   return [sys.executable, '-m', 'tff_algos', *args], dict(
-      cwd=cwd, env=USER_ENV, text=True)
+    cwd=cwd, env=USER_ENV, text=True
+  )
 
 
 def _rows(path):
@@ -44,8 +56,9 @@ def _rows(path):
 def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
   out = tmp_path / 'sweep'
   command, kwargs = _command(*SWEEP, f'--output_dir={out}', cwd=tmp_path)
-  first = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, **kwargs)
+  first = subprocess.Popen(
+    command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs
+  )
   deadline = time.monotonic() + 300
   while len(_rows(out / 'run__seed-0' / 'metrics.csv')) < 3:
     assert first.poll() is None, first.communicate()
@@ -63,23 +76,31 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
     run_dir = out / f'run__seed-{seed}'
     config = json.loads((run_dir / 'config.json').read_text())
     assert config['algo'] == 'fedavgm' and config['task'] == 'blobs'
-    assert config['imports'] == [str(MODULES / 'blobs_task.py'),
-                                 str(MODULES / 'fedavgm_algorithm.py')]
+    assert config['imports'] == [
+      str(MODULES / 'blobs_task.py'),
+      str(MODULES / 'fedavgm_algorithm.py'),
+    ]
     rows = _rows(run_dir / 'metrics.csv')
     assert [r['round'] for r in rows] == ['0', '1', '2', '3', '4']
     # The algorithm's own metrics: from its process and from its hook.
     assert all(float(r['mean_update_norm']) > 0 for r in rows[1:])
-    assert [float(r['server_lr_now']) for r in rows[1:]] == [0.25, 0.5,
-                                                              0.5, 0.5]
+    assert [float(r['server_lr_now']) for r in rows[1:]] == [
+      0.25,
+      0.5,
+      0.5,
+      0.5,
+    ]
     summary = json.loads((run_dir / 'summary.json').read_text())
     assert summary['final_mean_update_norm'] == float(
-        rows[-1]['mean_update_norm'])
+      rows[-1]['mean_update_norm']
+    )
   summary = (out / 'summary.md').read_text()
   assert 'Mean ± standard deviation over seeds' in summary
   with open(out / 'summary_seeds.csv', newline='') as f:
-    seeds, = list(csv.DictReader(f))
-  assert seeds['seeds'] == '0 1' and float(
-      seeds['final_test_accuracy_std']) >= 0
+    (seeds,) = list(csv.DictReader(f))
+  assert (
+    seeds['seeds'] == '0 1' and float(seeds['final_test_accuracy_std']) >= 0
+  )
   assert (out / 'train_loss.png').stat().st_size > 0
 
   # Plots: the two seeds are one line; a run of another task is refused
@@ -87,19 +108,27 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
   other = tmp_path / 'synthetic'
   other.mkdir()
   (other / 'metrics.csv').write_text('round,train_loss\n0,2.3\n1,1.9\n')
-  (other / 'config.json').write_text(json.dumps(dict(
-      algo='fedavg', task='synthetic_1_1', epochs=20, batch_size=10)))
+  (other / 'config.json').write_text(
+    json.dumps(
+      dict(algo='fedavg', task='synthetic_1_1', epochs=20, batch_size=10)
+    )
+  )
   runs = [str(out / 'run__seed-0'), str(out / 'run__seed-1'), str(other)]
   plot, plot_kwargs = _command(cwd=tmp_path)
   plot[2] = 'tff_algos.plot'
-  refused = subprocess.run([*plot, *runs, f'--out={tmp_path / "mixed.png"}'],
-                           capture_output=True, **plot_kwargs)
+  refused = subprocess.run(
+    [*plot, *runs, f'--out={tmp_path / "mixed.png"}'],
+    capture_output=True,
+    **plot_kwargs,
+  )
   assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
   assert 'different tasks (blobs, synthetic_1_1)' in refused.stderr
   assert not (tmp_path / 'mixed.png').exists()
-  allowed = subprocess.run([*plot, *runs, '--allow_mixed_tasks',
-                            f'--out={tmp_path / "mixed.png"}'],
-                           capture_output=True, **plot_kwargs)
+  allowed = subprocess.run(
+    [*plot, *runs, '--allow_mixed_tasks', f'--out={tmp_path / "mixed.png"}'],
+    capture_output=True,
+    **plot_kwargs,
+  )
   assert allowed.returncode == 0, allowed.stderr
   assert (tmp_path / 'mixed.png').stat().st_size > 0
 
@@ -107,8 +136,9 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
 def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
   """A metric the process reports but the algorithm does not declare is
   said once on stderr."""
-  from tff_algos import cli  # pylint: disable=g-import-not-at-top
-  from tff_algos.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli
+  from tff_algos.algorithms import registry
+
   cli.import_modules([str(MODULES / 'fedavgm_algorithm.py')])
   entry = registry.get('fedavgm')
 
@@ -118,8 +148,11 @@ def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
       callback.columns = {}
     return callbacks
 
-  quiet = registry.register(dataclasses.replace(
-      entry, name='fedavgm_undeclared', metrics={}, callbacks=undeclared))
+  quiet = registry.register(
+    dataclasses.replace(
+      entry, name='fedavgm_undeclared', metrics={}, callbacks=undeclared
+    )
+  )
   try:
     _, rows = helpers.run(tmp_path, 'undeclared', algo=quiet.name, rounds=2)
   finally:
@@ -138,33 +171,55 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
   example = f'--import={REPO / "examples" / "fedprox_mu_decay.py"}'
   out = tmp_path / 'sweep'
   command, kwargs = _command(
-      example, '--task=synthetic_1_1', '--rounds=3', '--clients_per_round=3',
-      '--epochs=1', '--progress=false',
-      '--variant=decaying: --algo=fedprox_mu_decay --hparam=mu_decay=0.5',
-      '--variant=constant: --algo=fedprox_mu_decay --hparam=mu_decay=1',
-      '--variant=fedprox: --algo=fedprox --mu=1', f'--output_dir={out}',
-      cwd=tmp_path)
+    example,
+    '--task=synthetic_1_1',
+    '--rounds=3',
+    '--clients_per_round=3',
+    '--epochs=1',
+    '--progress=false',
+    '--variant=decaying: --algo=fedprox_mu_decay --hparam=mu_decay=0.5',
+    '--variant=constant: --algo=fedprox_mu_decay --hparam=mu_decay=1',
+    '--variant=fedprox: --algo=fedprox --mu=1',
+    f'--output_dir={out}',
+    cwd=tmp_path,
+  )
   result = subprocess.run(command, capture_output=True, timeout=600, **kwargs)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert ((out / 'constant' / 'metrics.csv').read_bytes() ==
-          (out / 'fedprox' / 'metrics.csv').read_bytes())
+  assert (out / 'constant' / 'metrics.csv').read_bytes() == (
+    out / 'fedprox' / 'metrics.csv'
+  ).read_bytes()
   decaying = _rows(out / 'decaying' / 'metrics.csv')
   assert [float(r['mu']) for r in decaying[1:]] == [1.0, 0.5, 0.25]
-  assert decaying[-1]['train_loss'] != _rows(
-      out / 'constant' / 'metrics.csv')[-1]['train_loss']
+  assert (
+    decaying[-1]['train_loss']
+    != _rows(out / 'constant' / 'metrics.csv')[-1]['train_loss']
+  )
 
   plot, plot_kwargs = _command(cwd=tmp_path)
   plot[2] = 'tff_algos.plot'
   plotted = subprocess.run(
-      [*plot, str(out / 'decaying'), str(out / 'fedprox'), '--metric=mu',
-       f'--out={tmp_path / "mu.png"}'], capture_output=True, **plot_kwargs)
+    [
+      *plot,
+      str(out / 'decaying'),
+      str(out / 'fedprox'),
+      '--metric=mu',
+      f'--out={tmp_path / "mu.png"}',
+    ],
+    capture_output=True,
+    **plot_kwargs,
+  )
   assert plotted.returncode == 0, plotted.stderr
   export, export_kwargs = _command(
-      example, '--algo=fedprox_mu_decay', '--task=synthetic_1_1',
-      f'--out={tmp_path / "export"}', cwd=tmp_path)
+    example,
+    '--algo=fedprox_mu_decay',
+    '--task=synthetic_1_1',
+    f'--out={tmp_path / "export"}',
+    cwd=tmp_path,
+  )
   export[2] = 'tff_algos.export'
-  exported = subprocess.run(export, capture_output=True, timeout=600,
-                            **export_kwargs)
+  exported = subprocess.run(
+    export, capture_output=True, timeout=600, **export_kwargs
+  )
   assert exported.returncode == 0, exported.stderr[-3000:]
   manifest = json.loads((tmp_path / 'export' / 'manifest.json').read_text())
   assert manifest['algorithm'] == 'fedprox_mu_decay'
@@ -172,5 +227,4 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
   assert manifest['hyperparameters']['hparams'] == dict(mu_decay=0.9)
   # The decay is a round callback, not part of the computations: the
   # manifest says what a pipeline has to do between rounds.
-  assert 'sets the client work\'s μ' in manifest['round_callbacks'][
-      'DecayingMu']
+  assert "sets the client work's μ" in manifest['round_callbacks']['DecayingMu']

@@ -13,7 +13,7 @@ from conftest import USER_ENV
 import helpers
 
 PAGE = REPO / 'docs' / 'PORTING.md'
-_RUN_PAGE = r'''
+_RUN_PAGE = r"""
 import re, subprocess, sys
 page = open(sys.argv[1]).read()
 for i, (language, code) in enumerate(
@@ -24,7 +24,7 @@ for i, (language, code) in enumerate(
          {'__name__': '__main__'})
   else:
     subprocess.run(['bash', '-euc', code], check=True)
-'''
+"""
 
 
 def test_the_page_has_the_worked_examples():
@@ -32,19 +32,28 @@ def test_the_page_has_the_worked_examples():
   python = [code for language, code in blocks if language == 'python']
   assert len(python) == 4 and all('import ' in code for code in python)
   assert all('runtime.stop()' in code for code in python)
-  for example in ('secure_sum_then_finalize', 'train_model',
-                  'deserialize_computation'):
+  for example in (
+    'secure_sum_then_finalize',
+    'train_model',
+    'deserialize_computation',
+  ):
     assert any(example in code for code in python), example
-  assert any('tff_algos.export' in code for language, code in blocks
-             if language == 'sh')
+  assert any(
+    'tff_algos.export' in code for language, code in blocks if language == 'sh'
+  )
 
 
 @pytest.mark.slow
 def test_every_block_of_the_page_runs_and_leaves_nothing_running(tmp_path):
   result, left = helpers.run_and_reap(
-      [sys.executable, '-c', _RUN_PAGE, str(PAGE)], tmp_path, cwd=REPO,
-      env=dict(USER_ENV, TMPDIR=str(tmp_path)), capture_output=True,
-      text=True, timeout=900)
+    [sys.executable, '-c', _RUN_PAGE, str(PAGE)],
+    tmp_path,
+    cwd=REPO,
+    env=dict(USER_ENV, TMPDIR=str(tmp_path)),
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-3000:])
   assert not left, left  # No orphaned TFF worker, nothing else.
   out = result.stdout
@@ -52,4 +61,6 @@ def test_every_block_of_the_page_runs_and_leaves_nothing_running(tmp_path):
   assert "'mu': 1.0" in out and 'round 3: local training loss' in out
   assert 'in the clear: <>' in out  # Only secure sums leave a client.
   assert 'checkpoints: ' + str([f'program_state_{r}' for r in range(5)]) in out
-  assert 'hyper-parameters:' in out and "'tensorflow_federated': '0.87.0'" in out
+  assert (
+    'hyper-parameters:' in out and "'tensorflow_federated': '0.87.0'" in out
+  )

@@ -16,9 +16,9 @@ import time
 import psutil
 import pytest
 
+from conftest import cli
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import cli
 from tff_algos import run
 from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
@@ -37,9 +37,13 @@ def _rows(path):
 
 def _start(*args, env=None, cwd=REPO):
   return subprocess.Popen(
-      [sys.executable, str(REPO / 'run_experiment.py'), *args], cwd=cwd,
-      env=env or USER_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True)
+    [sys.executable, str(REPO / 'run_experiment.py'), *args],
+    cwd=cwd,
+    env=env or USER_ENV,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
 def _wait_for_rows(process, metrics, rows=2, seconds=240):
@@ -59,8 +63,11 @@ def _one_line(result, code):
 
 def _workers_of(pid):
   try:
-    return [p for p in psutil.Process(pid).children(recursive=True)
-            if p.name() == 'worker_binary']
+    return [
+      p
+      for p in psutil.Process(pid).children(recursive=True)
+      if p.name() == 'worker_binary'
+    ]
   except psutil.NoSuchProcess:
     return []
 
@@ -80,18 +87,25 @@ def _gone(process, seconds=15):
 # ---------------------------------------------------------- data loss
 @pytest.mark.slow
 def test_a_second_process_on_a_held_folder_is_refused_naming_the_holder(
-    tmp_path):
+  tmp_path,
+):
   out = tmp_path / 'run'
   first = _start(*LONG, f'--output_dir={out}')
   try:
     _wait_for_rows(first, out / 'metrics.csv')
-    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()
-              if p.is_file() and p.name != 'metrics.csv'}
+    before = {
+      p.name: p.stat().st_mtime_ns
+      for p in out.iterdir()
+      if p.is_file() and p.name != 'metrics.csv'
+    }
     second = cli(*LONG, f'--output_dir={out}')
     line = _one_line(second, 2)
     assert f'in use by process {first.pid}' in line
-    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()
-            if p.is_file() and p.name != 'metrics.csv'} == before
+    assert {
+      p.name: p.stat().st_mtime_ns
+      for p in out.iterdir()
+      if p.is_file() and p.name != 'metrics.csv'
+    } == before
   finally:
     first.send_signal(signal.SIGINT)
     first.communicate(timeout=60)
@@ -103,8 +117,9 @@ def test_a_second_process_on_a_held_folder_is_refused_naming_the_holder(
 def test_the_lock_names_its_holder_and_ends_with_it(tmp_path):
   folder = run_dir.RunDir(str(tmp_path / 'run'))
   with folder.hold():
-    with pytest.raises(run_dir.OutputDirError,
-                       match=f'in use by process {os.getpid()}'):
+    with pytest.raises(
+      run_dir.OutputDirError, match=f'in use by process {os.getpid()}'
+    ):
       with run_dir.RunDir(str(tmp_path / 'run')).hold():
         pass
   with folder.hold():  # Released.
@@ -141,8 +156,7 @@ def test_divergence_stops_naming_the_round_and_keeps_the_rows(tmp_path):
 def test_a_hung_local_worker_stops_the_run_and_it_resumes(tmp_path):
   out = tmp_path / 'run'
   args = (*QUICK, '--rounds=40', '--checkpoint_every=1', f'--output_dir={out}')
-  run = _start(*args, env=dict(USER_ENV,
-                               TFF_ALGOS_WORKER_DEADLINE_FLOOR_S='3'))
+  run = _start(*args, env=dict(USER_ENV, TFF_ALGOS_WORKER_DEADLINE_FLOOR_S='3'))
   _wait_for_rows(run, out / 'metrics.csv', rows=3)
   workers = _workers_of(run.pid)
   for worker in workers:
@@ -171,8 +185,9 @@ def test_no_worker_log_is_left_in_the_temp_folder(tmp_path):
   temp = tmp_path / 'tmp'
   temp.mkdir()
   out = tmp_path / 'run'
-  run = _start(*LONG, f'--output_dir={out}',
-               env=dict(USER_ENV, TMPDIR=str(temp)))
+  run = _start(
+    *LONG, f'--output_dir={out}', env=dict(USER_ENV, TMPDIR=str(temp))
+  )
   _wait_for_rows(run, out / 'metrics.csv')
   run.kill()
   run.communicate(timeout=60)
@@ -181,10 +196,15 @@ def test_no_worker_log_is_left_in_the_temp_folder(tmp_path):
 
 
 # ------------------------------------------------ bad input: one line, 2
-@pytest.mark.parametrize('args', [
-    ['--variant=A: --muu=1'], ['--variant=A: --mu=abc'], ['--sweep=muu=1,2'],
+@pytest.mark.parametrize(
+  'args',
+  [
+    ['--variant=A: --muu=1'],
+    ['--variant=A: --mu=abc'],
+    ['--sweep=muu=1,2'],
     ['--variant=A: --algo=fedavg', '--sweep=seed=-1'],
-])
+  ],
+)
 def test_a_sweep_with_a_bad_run_flag_is_one_line(tmp_path, args):
   out = tmp_path / 'sweep'
   _one_line(cli(*args, f'--output_dir={out}'), 2)
@@ -203,10 +223,11 @@ def test_an_unusable_output_dir_is_refused_before_loading(tmp_path, where):
 
 
 def test_a_named_folder_is_held_before_the_data_load_and_the_build(
-    tmp_path, monkeypatch, capsys):
+  tmp_path, monkeypatch, capsys
+):
   """A folder the user named is held first: one that the OS or another
   run refuses costs no data loading and no tracing."""
-  from tff_algos import cli as cli_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli as cli_lib
 
   def refused(*args):
     raise OSError(errno.EROFS, os.strerror(errno.EROFS))
@@ -237,9 +258,15 @@ def test_bad_leaf_data_is_one_line_and_writes_nothing(tmp_path):
   data = tmp_path / 'leaf'
   for split in ('train', 'test'):
     (data / split).mkdir(parents=True)
-    (data / split / 'd.json').write_text(json.dumps(dict(
-        users=['u'], num_samples=[1],
-        user_data={'u': dict(x=[[0.1] * 60], y=[15])})))
+    (data / split / 'd.json').write_text(
+      json.dumps(
+        dict(
+          users=['u'],
+          num_samples=[1],
+          user_data={'u': dict(x=[[0.1] * 60], y=[15])},
+        )
+      )
+    )
   out = tmp_path / 'run'
   line = _one_line(cli(f'--data_dir={data}', f'--output_dir={out}'), 2)
   assert "d.json: user 'u': y: sample 0 has label 15" in line
@@ -250,32 +277,39 @@ def _main(*args):
   run.main(['run_experiment.py', *args])
 
 
-@pytest.mark.parametrize('raised_by', [
-    'python-full', pytest.param('tensorflow-full', marks=pytest.mark.slow),
-    'python-read-only', pytest.param('tensorflow-read-only',
-                                     marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  'raised_by',
+  [
+    'python-full',
+    pytest.param('tensorflow-full', marks=pytest.mark.slow),
+    'python-read-only',
+    pytest.param('tensorflow-read-only', marks=pytest.mark.slow),
+  ],
+)
 def test_a_full_or_read_only_disk_is_one_line_saying_rerunning_resumes(
-    raised_by, tmp_path, monkeypatch, capsys):
+  raised_by, tmp_path, monkeypatch, capsys
+):
   """A full disk, or a folder made read-only mid-run: one line,
   exit 1, the rows so far kept; the same command resumes (below)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   release_manager = run_dir.RunDir.release_manager
   path = str(tmp_path / 'run' / 'metrics.csv')
   full = {  # TFF's managers write through tf.io.gfile.
-      'python-full': OSError(errno.ENOSPC, 'No space left on device', path),
-      'tensorflow-full': tf.errors.ResourceExhaustedError(
-          None, None, f'{path}_temp8677; No space left on device'),
-      'python-read-only': OSError(errno.EROFS, 'Read-only file system',
-                                  path),
-      'tensorflow-read-only': tf.errors.PermissionDeniedError(
-          None, None, f'{path}_temp8677; Permission denied'),
+    'python-full': OSError(errno.ENOSPC, 'No space left on device', path),
+    'tensorflow-full': tf.errors.ResourceExhaustedError(
+      None, None, f'{path}_temp8677; No space left on device'
+    ),
+    'python-read-only': OSError(errno.EROFS, 'Read-only file system', path),
+    'tensorflow-read-only': tf.errors.PermissionDeniedError(
+      None, None, f'{path}_temp8677; Permission denied'
+    ),
   }[raised_by]
 
   def full_after_round_1(self):
     manager = release_manager(self)
 
     class Full:
-
       async def release(self, value, key):
         if key > 1:
           raise full
@@ -288,52 +322,82 @@ def test_a_full_or_read_only_disk_is_one_line_saying_rerunning_resumes(
     _main('--rounds=5', *QUICK, f'--output_dir={tmp_path / "run"}')
   assert exit_.value.code == 1
   line = capsys.readouterr().err.strip().splitlines()[-1]
-  assert ('no space left on the device holding' if 'full' in raised_by else
-          'cannot write') in line
+  assert (
+    'no space left on the device holding'
+    if 'full' in raised_by
+    else 'cannot write'
+  ) in line
   assert 'metrics.csv' in line and 'run the same command to resume' in line
-  assert [r['round'] for r in results.read_rows(tmp_path / 'run')] == [
-      '0', '1']
+  assert [r['round'] for r in results.read_rows(tmp_path / 'run')] == ['0', '1']
   if raised_by == 'python-read-only':  # Writable again: it goes on.
     monkeypatch.setattr(run_dir.RunDir, 'release_manager', release_manager)
     _main('--rounds=5', *QUICK, f'--output_dir={tmp_path / "run"}')
     assert [r['round'] for r in results.read_rows(tmp_path / 'run')] == [
-        '0', '1', '2', '3', '4', '5']
+      '0',
+      '1',
+      '2',
+      '3',
+      '4',
+      '5',
+    ]
 
 
 # ----------------------------------------------- a CLI a newcomer drives
 def test_help_is_fast_lists_tasks_and_algorithms_and_exits_0():
   for flag in ('--help', '-h'):
     start = time.monotonic()
-    result = subprocess.run([sys.executable, 'run_experiment.py', flag],
-                            cwd=REPO, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+      [sys.executable, 'run_experiment.py', flag],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=60,
+    )
     assert result.returncode == 0
     assert time.monotonic() - start < 5
-    for text in ('tasks (--task):', 'algorithms (--algo):', 'run flags:',
-                 'algorithm flags:', 'data flags:', 'output flags:',
-                 'sweep flags:', 'mnist_powerlaw', 'fedisgd'):
+    for text in (
+      'tasks (--task):',
+      'algorithms (--algo):',
+      'run flags:',
+      'algorithm flags:',
+      'data flags:',
+      'output flags:',
+      'sweep flags:',
+      'mnist_powerlaw',
+      'fedisgd',
+    ):
       assert text in result.stdout
 
 
 def test_plot_help_errors_and_what_it_wrote(tmp_path):
   plot = [sys.executable, '-m', 'tff_algos.plot']
-  help_text = subprocess.run(plot + ['--help'], cwd=REPO, capture_output=True,
-                             text=True, timeout=60)
+  help_text = subprocess.run(
+    plot + ['--help'], cwd=REPO, capture_output=True, text=True, timeout=60
+  )
   assert help_text.returncode == 0
   for flag in ('--metric', '--out', '--title', 'RUN_DIR'):
     assert flag in help_text.stdout
-  missing = subprocess.run(plot + [str(tmp_path / 'nope'), '--out=x.png'],
-                           cwd=REPO, capture_output=True, text=True,
-                           timeout=60)
+  missing = subprocess.run(
+    plot + [str(tmp_path / 'nope'), '--out=x.png'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert missing.returncode == 2
   assert 'no such run folder' in missing.stderr
 
 
 @pytest.mark.slow
 def test_a_dry_run_shows_merged_settings_and_checks_the_data(tmp_path):
-  result = cli('--variant=A: --algo=fedavg', '--variant=B: --mu=0.5',
-               '--rounds=7', '--client_fraction=0.5', '--dry_run',
-               f'--output_dir={tmp_path / "s"}')
+  result = cli(
+    '--variant=A: --algo=fedavg',
+    '--variant=B: --mu=0.5',
+    '--rounds=7',
+    '--client_fraction=0.5',
+    '--dry_run',
+    f'--output_dir={tmp_path / "s"}',
+  )
   assert result.returncode == 0, result.stderr
   lines = result.stdout.strip().splitlines()
   settings = [json.loads(line.split(' ', 1)[1]) for line in lines]
@@ -345,5 +409,3 @@ def test_a_dry_run_shows_merged_settings_and_checks_the_data(tmp_path):
   bad = cli('--task=mnist_iid', f'--data_dir={tmp_path}', '--dry_run')
   assert bad.returncode == 2 and 'MNIST needs' in bad.stderr
   assert not (tmp_path / 's').exists()
-
-

@@ -24,39 +24,55 @@ def _repo(tmp_path, summaries):
   commits = []
   for summary in summaries:
     (repo / 'Makefile').write_text(
-        'test:\n\t@sleep 0.3\n'
-        f'\t@echo "$$PIP_CACHE_DIR $$UV_CACHE_DIR $(CURDIR)" >> {tmp_path}/seen\n'
-        f'\t@echo "{summary}"\n'
-        + ('\t@exit 3\n' if 'failed' in summary else ''))
+      'test:\n\t@sleep 0.3\n'
+      f'\t@echo "$$PIP_CACHE_DIR $$UV_CACHE_DIR $(CURDIR)" >> {tmp_path}/seen\n'
+      f'\t@echo "{summary}"\n' + ('\t@exit 3\n' if 'failed' in summary else '')
+    )
     subprocess.run([*git, 'add', 'Makefile'], check=True)
     subprocess.run([*git, 'commit', '-qm', summary], check=True)
-    commits.append(subprocess.run([*git, 'rev-parse', 'HEAD'], check=True,
-                                  capture_output=True, text=True).stdout.strip())
+    commits.append(
+      subprocess.run(
+        [*git, 'rev-parse', 'HEAD'], check=True, capture_output=True, text=True
+      ).stdout.strip()
+    )
   return repo, commits
 
 
 def _suite_time(folder, repo, *args):
   """The script, run from `folder`."""
-  return subprocess.run([sys.executable, str(SCRIPT), f'--repo={repo}', *args],
-                        cwd=folder, env=dict(os.environ, TMPDIR=str(folder)),
-                        capture_output=True, text=True, timeout=120)
+  return subprocess.run(
+    [sys.executable, str(SCRIPT), f'--repo={repo}', *args],
+    cwd=folder,
+    env=dict(os.environ, TMPDIR=str(folder)),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
 
 
 def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
-    tmp_path):
-  repo, (a, b) = _repo(tmp_path, ['2 passed in 0.10s (0:00:00)',
-                                  '3 passed, 1 skipped in 0.20s (0:00:00)'])
-  result = _suite_time(tmp_path, 'project', a[:7], b, '--cold',
-                       f'--json={tmp_path}/t.json')
+  tmp_path,
+):
+  repo, (a, b) = _repo(
+    tmp_path,
+    ['2 passed in 0.10s (0:00:00)', '3 passed, 1 skipped in 0.20s (0:00:00)'],
+  )
+  result = _suite_time(
+    tmp_path, 'project', a[:7], b, '--cold', f'--json={tmp_path}/t.json'
+  )
   assert result.returncode == 0, result.stderr
   runs = json.loads((tmp_path / 't.json').read_text())['runs']
-  assert [(r['commit'], r['passed'], r['skipped'], r['pytest_seconds'])
-          for r in runs] == [(a, 2, 0, 0.1), (b, 3, 1, 0.2)]
+  assert [
+    (r['commit'], r['passed'], r['skipped'], r['pytest_seconds']) for r in runs
+  ] == [(a, 2, 0, 0.1), (b, 3, 1, 0.2)]
   for run in runs:  # make test slept 0.3 s before pytest's 0.1 or 0.2 s.
     assert run['whole_seconds'] >= 0.3
     assert run['setup_seconds'] == run['whole_seconds'] - run['pytest_seconds']
-  row_b, = [line for line in result.stdout.splitlines()
-            if line.startswith(f'| {b[:7]} ')]
+  (row_b,) = [
+    line
+    for line in result.stdout.splitlines()
+    if line.startswith(f'| {b[:7]} ')
+  ]
   assert row_b.endswith(', 2.00× |')  # pytest: 0.2 s against 0.1 s.
   # Each ran in its own clone beside the repository, with caches of its
   # own, all removed afterwards.
@@ -66,32 +82,42 @@ def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
     assert folder.startswith(f'{tmp_path}/suite_time_')
     assert pip_cache.endswith('/pip') and uv_cache.endswith('/uv')
     assert not pathlib.Path(pip_cache).parent.exists()
-  assert sorted(p.name for p in tmp_path.iterdir()) == ['project', 'seen',
-                                                        't.json']
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+    'project',
+    'seen',
+    't.json',
+  ]
 
 
 def test_a_failing_suite_is_an_error_naming_the_version(tmp_path):
-  repo, (a, bad) = _repo(tmp_path, ['2 passed in 0.10s',
-                                    '1 failed, 1 passed in 0.10s'])
+  repo, (a, bad) = _repo(
+    tmp_path, ['2 passed in 0.10s', '1 failed, 1 passed in 0.10s']
+  )
   result = _suite_time(tmp_path, repo, a, bad)
   assert result.returncode == 1 and not result.stdout
   # The version measured before stays on record.
   assert f'{a[:7]}: 2 passed, 0 skipped; pytest 0.1 s, in all 0 min' in (
-      result.stderr)
-  log, = tmp_path.glob(f'suite_time_{bad[:7]}_*.log')
+    result.stderr
+  )
+  (log,) = tmp_path.glob(f'suite_time_{bad[:7]}_*.log')
   assert result.stderr.splitlines()[-1] == (
-      f'suite_time.py: error: make test of {bad[:7]} exited 2 (its output: '
-      f'{log}): make: *** [Makefile:5: test] Error 3')
+    f'suite_time.py: error: make test of {bad[:7]} exited 2 (its output: '
+    f'{log}): make: *** [Makefile:5: test] Error 3'
+  )
   assert log.read_text().splitlines()[0] == '1 failed, 1 passed in 0.10s'
-  assert sorted(p.name for p in tmp_path.iterdir()) == ['project', 'seen',
-                                                        log.name]
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+    'project',
+    'seen',
+    log.name,
+  ]
 
 
 def test_an_unknown_version_or_json_folder_is_one_line_exit_2(tmp_path):
   repo, (a,) = _repo(tmp_path, ['2 passed in 0.10s'])
   for args, message in (
-      (['nosuchrev'], f"'nosuchrev' is not a commit of {repo}"),
-      ([a, f'--json={tmp_path}/no/t.json'], f'--json: no folder {tmp_path}/no')):
+    (['nosuchrev'], f"'nosuchrev' is not a commit of {repo}"),
+    ([a, f'--json={tmp_path}/no/t.json'], f'--json: no folder {tmp_path}/no'),
+  ):
     result = _suite_time(tmp_path, repo, *args)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f'suite_time.py: error: {message}']

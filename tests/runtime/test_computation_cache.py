@@ -42,10 +42,16 @@ def _rounds(process, rounds=2):
   """The final weights after `rounds` rounds of 3 clients (bytes)."""
   task, arrays = helpers.task_and_arrays()
   sampler = ClientSampler(len(arrays), 3, 2, 0, 0.0)
-  weights = helpers.train(process, task.model_fn, [
+  weights = helpers.train(
+    process,
+    task.model_fn,
+    [
       client_inputs.round_inputs(
-          sampler, sampler.participants(r, StragglerPolicy.PARTIAL), arrays,
-          r, 10) for r in range(1, rounds + 1)])
+        sampler, sampler.participants(r, StragglerPolicy.PARTIAL), arrays, r, 10
+      )
+      for r in range(1, rounds + 1)
+    ],
+  )
   return b''.join(np.asarray(w).tobytes() for w in weights.trainable)
 
 
@@ -61,7 +67,8 @@ def _counting_compiler():
 
 def _serialized(computation):
   return tff.framework.serialize_computation(computation).SerializeToString(
-      deterministic=True)
+    deterministic=True
+  )
 
 
 def test_compiled_computations_are_cached_by_their_content(cache):
@@ -83,10 +90,13 @@ def test_a_damaged_entry_is_compiled_again(cache):
   process = _build()
   compile_fn = computation_cache.compiler(compiler_fn, 'test')
   compiled = compile_fn(process.next)
-  entry, = cache.glob('compiled-*.tffc')
-  for damage in (lambda data: data[:-100] + bytes([data[-100] ^ 0xFF]) +
-                 data[-99:],  # A flipped bit in the computation.
-                 lambda data: data[:1000]):  # Truncated.
+  (entry,) = cache.glob('compiled-*.tffc')
+  for damage in (
+    lambda data: (
+      data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:]
+    ),  # A flipped bit in the computation.
+    lambda data: data[:1000],
+  ):  # Truncated.
     entry.write_bytes(damage(entry.read_bytes()))
     before = sum(calls.values())
     again = compile_fn(process.next)  # Detected, discarded, compiled.
@@ -107,7 +117,8 @@ def test_the_cache_can_be_turned_off(cache, monkeypatch):
 
 
 def test_rounds_are_the_same_with_a_compiled_form_from_the_cache(
-    cache, monkeypatch):
+  cache, monkeypatch
+):
   process = _build()
   cold = _rounds(process)  # Compiled and stored...
   warm = _rounds(process)  # ... then served from the cache.
@@ -135,25 +146,34 @@ def test_a_build_serializes_the_same_in_every_process():
   the compiled form of the first; within one process, the fingerprint
   ignores the names TensorFlow's counters give functions. The caller's
   random state is left as it was."""
-  digests = {subprocess.run(
-      [sys.executable, '-c', _BUILD], cwd=REPO, capture_output=True,
-      text=True, check=True).stdout.split()[-1] for _ in range(2)}
+  digests = {
+    subprocess.run(
+      [sys.executable, '-c', _BUILD],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.split()[-1]
+    for _ in range(2)
+  }
   assert len(digests) == 1
   state = (random.getstate(), np.random.get_state()[1].tobytes())
   first, second = _build(), _build()
   assert (random.getstate(), np.random.get_state()[1].tobytes()) == state
-  whole = lambda p: fingerprint.sha256(p.initialize, p.next)  # pylint: disable=unnecessary-lambda-assignment
+  whole = lambda p: fingerprint.sha256(p.initialize, p.next)
   assert whole(first) == whole(second)
   assert whole(first) != whole(  # μ's initial value is in `initialize`.
-      _build(helpers.quick_config(algo='fedprox', mu=0.25)))
+    _build(helpers.quick_config(algo='fedprox', mu=0.25))
+  )
 
 
 def test_every_cache_follows_the_same_environment(monkeypatch, tmp_path):
   """The computation cache, decoded CIFAR-10 and the loopback shim agree
   on the folder: $TFF_ALGOS_CACHE, else $XDG_CACHE_HOME/tff_algos (the
   shim: always the latter)."""
-  from tasks import cifar10  # pylint: disable=g-import-not-at-top
-  from tff_algos.runtime import loopback  # pylint: disable=g-import-not-at-top
+  from tasks import cifar10
+  from tff_algos.runtime import loopback
+
   monkeypatch.delenv('TFF_ALGOS_CACHE', raising=False)
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
   folder = str(tmp_path / 'xdg' / 'tff_algos')
@@ -166,6 +186,5 @@ def test_every_cache_follows_the_same_environment(monkeypatch, tmp_path):
   assert os.path.dirname(shim) == folder
   monkeypatch.setenv('TFF_ALGOS_CACHE', str(tmp_path / 'own'))
   assert cifar10.cache_dir() == str(tmp_path / 'own')
-  assert computation_cache.cache_dir() == str(tmp_path / 'own' /
-                                              'computations')
+  assert computation_cache.cache_dir() == str(tmp_path / 'own' / 'computations')
   assert os.path.dirname(loopback.loopback_shim()) == folder

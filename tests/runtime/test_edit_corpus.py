@@ -32,7 +32,7 @@ from tff_algos.simulation import run_dir
 # The user's code: a task whose MLP's hidden layer comes from a module of
 # theirs, whose activation comes from a third; its depth from model.json.
 FILES = {
-    'my_task.py': '''
+  'my_task.py': """
         import collections
         import json
         import os
@@ -79,8 +79,8 @@ FILES = {
 
 
         tasks.register('edited', load, 'the edit corpus task')
-        ''',
-    'my_layers.py': '''
+        """,
+  'my_layers.py': """
         import tensorflow as tf
 
         import my_activations
@@ -88,8 +88,8 @@ FILES = {
 
         def hidden(width):
           return tf.keras.layers.Dense(width, activation=my_activations.act)
-        ''',
-    'my_activations.py': '''
+        """,
+  'my_activations.py': """
         import tensorflow as tf
 
         SLOPE = 0.0
@@ -97,11 +97,19 @@ FILES = {
 
         def act(x):
           return tf.nn.leaky_relu(x, alpha=SLOPE)
-        ''',
-    'model.json': '{"depth": 1}',
+        """,
+  'model.json': '{"depth": 1}',
 }
-RUN = ('--task=edited', '--algo=fedprox', '--rounds=2', '--clients_per_round=2',
-       '--epochs=1', '--batch_size=5', '--client_lr=0.1', '--progress=false')
+RUN = (
+  '--task=edited',
+  '--algo=fedprox',
+  '--rounds=2',
+  '--clients_per_round=2',
+  '--epochs=1',
+  '--batch_size=5',
+  '--client_lr=0.1',
+  '--progress=false',
+)
 
 
 def _replace(name, old, new):
@@ -111,19 +119,26 @@ def _replace(name, old, new):
     assert old in text, (name, old)
     path.write_text(text.replace(old, new))
     return env
+
   return edit
 
 
 def _keras_global(setting):
   """An edit: the user's module sets a Keras global after its imports (in
   place of one an earlier edit set)."""
+
   def edit(folder, env):
     path = folder / 'my_task.py'
-    text = ''.join(line for line in path.read_text().splitlines(True)
-                   if not line.startswith('tf.keras.'))
-    path.write_text(text.replace('import tasks\n',
-                                 f'import tasks\n{setting}\n'))
+    text = ''.join(
+      line
+      for line in path.read_text().splitlines(True)
+      if not line.startswith('tf.keras.')
+    )
+    path.write_text(
+      text.replace('import tasks\n', f'import tasks\n{setting}\n')
+    )
     return env
+
   return edit
 
 
@@ -131,6 +146,7 @@ def _environment(name, value):
   def edit(folder, env):
     del folder
     return dict(env, **{name: value})
+
   return edit
 
 
@@ -139,22 +155,31 @@ def _environment(name, value):
 # turn): the constant two modules down precedes the edit that stops using
 # it.
 COMMAND_LINE_EDITS = {
-    'a constant in the --import\'ed file': _replace(
-        'my_task.py', 'WIDTH = 8', 'WIDTH = 16'),
-    'a constant two modules down': _replace(
-        'my_activations.py', 'SLOPE = 0.0', 'SLOPE = 0.3'),
-    'a function body one module down (leaky relu to tanh: same shapes)': (
-        _replace('my_layers.py', 'activation=my_activations.act',
-                 'activation=tf.nn.tanh')),
-    'a config file the model function reads': _replace(
-        'model.json', '"depth": 1', '"depth": 2'),
-    'an environment variable read at import': _environment(
-        'MY_TASK_EXTRA_WIDTH', '4'),
-    'Keras\'s mixed-precision policy, set by the user\'s module': (
-        _keras_global('tf.keras.mixed_precision.set_global_policy('
-                      '"mixed_bfloat16")')),
-    'Keras\'s floatx, set by the user\'s module': _keras_global(
-        'tf.keras.backend.set_floatx("float64")'),
+  "a constant in the --import'ed file": _replace(
+    'my_task.py', 'WIDTH = 8', 'WIDTH = 16'
+  ),
+  'a constant two modules down': _replace(
+    'my_activations.py', 'SLOPE = 0.0', 'SLOPE = 0.3'
+  ),
+  'a function body one module down (leaky relu to tanh: same shapes)': (
+    _replace(
+      'my_layers.py', 'activation=my_activations.act', 'activation=tf.nn.tanh'
+    )
+  ),
+  'a config file the model function reads': _replace(
+    'model.json', '"depth": 1', '"depth": 2'
+  ),
+  'an environment variable read at import': _environment(
+    'MY_TASK_EXTRA_WIDTH', '4'
+  ),
+  "Keras's mixed-precision policy, set by the user's module": (
+    _keras_global(
+      'tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")'
+    )
+  ),
+  "Keras's floatx, set by the user's module": _keras_global(
+    'tf.keras.backend.set_floatx("float64")'
+  ),
 }
 
 
@@ -169,12 +194,26 @@ def _user_folder(tmp_path):
 def _start(folder, out, env, cache_on):
   """The command line as the user runs it, from their folder, started;
   with the folder it writes."""
-  env = dict(env, TFF_ALGOS_COMPUTATION_CACHE='1' if cache_on else '0',
-             PYTHONPATH=str(REPO))
+  env = dict(
+    env,
+    TFF_ALGOS_COMPUTATION_CACHE='1' if cache_on else '0',
+    PYTHONPATH=str(REPO),
+  )
   return subprocess.Popen(
-      [sys.executable, '-m', 'tff_algos', f'--import={folder / "my_task.py"}',
-       *RUN, f'--output_dir={out}'], cwd=folder, env=env,
-      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out
+    [
+      sys.executable,
+      '-m',
+      'tff_algos',
+      f'--import={folder / "my_task.py"}',
+      *RUN,
+      f'--output_dir={out}',
+    ],
+    cwd=folder,
+    env=env,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
+  ), out
 
 
 def _metrics(*runs):
@@ -202,68 +241,81 @@ def test_each_edit_between_two_cached_runs_is_seen(tmp_path):
   folder = _user_folder(tmp_path)
   env = dict(USER_ENV, TFF_ALGOS_CACHE=str(tmp_path / 'cache'))
   # The first run warms the cache.
-  before, = _metrics(_start(folder, tmp_path / 'before', env, cache_on=True))
+  (before,) = _metrics(_start(folder, tmp_path / 'before', env, cache_on=True))
   for step, (name, edit) in enumerate(COMMAND_LINE_EDITS.items()):
     env = edit(folder, env)
     cached, off = _metrics(
-        _start(folder, tmp_path / f'{step}_cached', env, cache_on=True),
-        _start(folder, tmp_path / f'{step}_off', env, cache_on=False))
+      _start(folder, tmp_path / f'{step}_cached', env, cache_on=True),
+      _start(folder, tmp_path / f'{step}_off', env, cache_on=False),
+    )
     assert cached == off, name
     assert cached != before, name
     before = cached
 
 
-def _in_process_run(tmp_path, name, model_fn, cache_on, monkeypatch,
-                    **settings):
+def _in_process_run(
+  tmp_path, name, model_fn, cache_on, monkeypatch, **settings
+):
   monkeypatch.setenv('TFF_ALGOS_COMPUTATION_CACHE', '1' if cache_on else '0')
   task, _ = helpers.task_and_arrays()
   task = dataclasses.replace(task, model_fn=model_fn)
   out = tmp_path / name
-  experiment.run(helpers.quick_config(rounds=2, **settings), task, str(out),
-                 show_progress=False)
+  experiment.run(
+    helpers.quick_config(rounds=2, **settings),
+    task,
+    str(out),
+    show_progress=False,
+  )
   return (out / 'metrics.csv').read_bytes()
 
 
 def test_a_kernel_that_redefines_the_model_function(tmp_path, monkeypatch):
   """A notebook's cell redefines model_fn (same shapes, another activation)
   and trains again in the same process."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tasks import models  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from tasks import models
 
   def model_fn():  # The first cell's model: softmax regression.
     return models.multinomial_logistic_regression(60, 10)()
 
   before = _in_process_run(tmp_path, 'before', model_fn, True, monkeypatch)
 
-  def model_fn():  # pylint: disable=function-redefined
+  def model_fn():
     model = models.multinomial_logistic_regression(60, 10)()
-    model._keras_model.layers[-1].activation = tf.nn.tanh  # pylint: disable=protected-access
+    model._keras_model.layers[-1].activation = tf.nn.tanh
     return model
 
   cached = _in_process_run(tmp_path, 'cached', model_fn, True, monkeypatch)
-  assert cached == _in_process_run(tmp_path, 'off', model_fn, False,
-                                   monkeypatch)
+  assert cached == _in_process_run(
+    tmp_path, 'off', model_fn, False, monkeypatch
+  )
   assert cached != before
 
 
 def test_a_monkeypatched_package_function(tmp_path, monkeypatch):
   """The per-client path takes each minibatch with `model_ops.take`."""
-  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
+  from tff_algos.learning import model_ops
+
   task, _ = helpers.task_and_arrays()
   per_client = dict(client_execution='per_client')
-  before = _in_process_run(tmp_path, 'before', task.model_fn, True,
-                           monkeypatch, **per_client)
+  before = _in_process_run(
+    tmp_path, 'before', task.model_fn, True, monkeypatch, **per_client
+  )
   take = model_ops.take
 
   def half(data, indices):  # A patched minibatch: its first half only.
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    return take(data, indices[:tf.shape(indices)[0] // 2 + 1])
+    import tensorflow as tf
+
+    return take(data, indices[: tf.shape(indices)[0] // 2 + 1])
 
   monkeypatch.setattr(model_ops, 'take', half)
-  cached = _in_process_run(tmp_path, 'cached', task.model_fn, True,
-                           monkeypatch, **per_client)
-  assert cached == _in_process_run(tmp_path, 'off', task.model_fn, False,
-                                   monkeypatch, **per_client)
+  cached = _in_process_run(
+    tmp_path, 'cached', task.model_fn, True, monkeypatch, **per_client
+  )
+  assert cached == _in_process_run(
+    tmp_path, 'off', task.model_fn, False, monkeypatch, **per_client
+  )
   assert cached != before
 
 
@@ -271,15 +323,19 @@ def test_a_monkeypatched_function_of_lockstep_clients(tmp_path, monkeypatch):
   """Lockstep clients compute each example's loss with
   `KerasModelFn.example_losses`: its patch changes the run, and a resumed
   run of the patched code is told apart (the lockstep fingerprint)."""
-  from tff_algos.learning import model_ops  # pylint: disable=g-import-not-at-top
+  from tff_algos.learning import model_ops
+
   task, _ = helpers.task_and_arrays()
-  before = _in_process_run(tmp_path, 'before', task.model_fn, True,
-                           monkeypatch)
+  before = _in_process_run(tmp_path, 'before', task.model_fn, True, monkeypatch)
   losses = model_ops.KerasModelFn.example_losses
-  monkeypatch.setattr(model_ops.KerasModelFn, 'example_losses',
-                      lambda self, y, p: 2.0 * losses(self, y, p))
-  patched = _in_process_run(tmp_path, 'patched', task.model_fn, True,
-                            monkeypatch)
+  monkeypatch.setattr(
+    model_ops.KerasModelFn,
+    'example_losses',
+    lambda self, y, p: 2.0 * losses(self, y, p),
+  )
+  patched = _in_process_run(
+    tmp_path, 'patched', task.model_fn, True, monkeypatch
+  )
   assert patched != before
   with pytest.raises(run_dir.OutputDirError, match='computation'):
     _in_process_run(tmp_path, 'before', task.model_fn, True, monkeypatch)
@@ -295,20 +351,40 @@ def test_a_siblings_import_works_from_any_folder(tmp_path):
   env = dict(USER_ENV, PYTHONPATH=str(REPO))
   out = elsewhere / 'run'
   result = subprocess.run(
-      [sys.executable, '-m', 'tff_algos', '--import=../mine/my_task.py',
-       *RUN, f'--output_dir={out}'], cwd=elsewhere, env=env,
-      capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      '-m',
+      'tff_algos',
+      '--import=../mine/my_task.py',
+      *RUN,
+      f'--output_dir={out}',
+    ],
+    cwd=elsewhere,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   config = json.loads((out / 'config.json').read_text())
   assert config['imports'] == [str(folder / 'my_task.py')]
   modules = config['provenance'][0]['modules']
   assert {os.path.basename(p) for p in modules} >= {
-      'my_task.py', 'my_layers.py', 'my_activations.py'}
+    'my_task.py',
+    'my_layers.py',
+    'my_activations.py',
+  }
   third = tmp_path / 'third'
   third.mkdir()
   shutil.copytree(out, third / 'run')
   plotted = subprocess.run(
-      [sys.executable, '-m', 'tff_algos.plot', 'run', '--out=f.png'],
-      cwd=third, env=env, capture_output=True, text=True, timeout=300)
+    [sys.executable, '-m', 'tff_algos.plot', 'run', '--out=f.png'],
+    cwd=third,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert plotted.returncode == 0 and 'note' not in plotted.stderr, (
-      plotted.stderr)
+    plotted.stderr
+  )

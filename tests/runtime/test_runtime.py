@@ -8,16 +8,19 @@ import time
 import psutil
 import pytest
 
+from conftest import listening_ips
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import listening_ips
 from tff_algos import runtime
 from tff_algos.runtime import local
 
 
 def _workers_of(process):
-  return [p for p in process.children(recursive=True)
-          if 'worker_binary' in ' '.join(p.cmdline())]
+  return [
+    p
+    for p in process.children(recursive=True)
+    if 'worker_binary' in ' '.join(p.cmdline())
+  ]
 
 
 def _gone(process):
@@ -40,11 +43,12 @@ def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
 
 
 def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
-    tmp_path, monkeypatch):
+  tmp_path, monkeypatch
+):
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
   monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
   monkeypatch.delenv('TFF_ALGOS_WORKER_LISTEN_ALL', raising=False)
-  worker = local._Worker(max_concurrent_computation_calls=-1)  # pylint: disable=protected-access
+  worker = local._Worker(max_concurrent_computation_calls=-1)
   with pytest.raises(runtime.WorkerError, match='C compiler.*LISTEN_ALL'):
     worker.stub()
   assert worker.process is None and worker.log_path is None
@@ -57,15 +61,22 @@ def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
     worker.stop()
 
 
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
-                                 signal.SIGKILL])
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 @pytest.mark.slow
 def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   metrics = tmp_path / 'run' / 'metrics.csv'
   process = subprocess.Popen(
-      [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
-       f'--output_dir={tmp_path / "run"}'], cwd=REPO,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    [
+      sys.executable,
+      'run_experiment.py',
+      '--rounds=100000',
+      '--epochs=1',
+      f'--output_dir={tmp_path / "run"}',
+    ],
+    cwd=REPO,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+  )
   deadline = time.monotonic() + 240
   while not (metrics.exists() and len(metrics.read_text().splitlines()) > 3):
     assert process.poll() is None and time.monotonic() < deadline, 'no progress'
@@ -90,7 +101,7 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   assert metrics.read_text().startswith('round,')  # Rows so far are kept.
 
 
-_PREPARE_THEN_WAIT = '''
+_PREPARE_THEN_WAIT = """
 import signal  # Ctrl-C raises here even if SIGINT came ignored (the
 signal.signal(signal.SIGINT, signal.default_int_handler)  # suite run as a
 # background job: its processes inherit that).
@@ -100,18 +111,21 @@ from tff_algos.runtime import prestart
 print(prestart._PRESTARTED.process.pid, flush=True)
 import time
 time.sleep(600)
-'''
+"""
 
 
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM,
-                                 signal.SIGKILL])
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_worker_started_before_tensorflow_never_outlives_us(sig):
   """runtime.prepare() starts the worker first thing, so that it starts
   while TensorFlow is imported: it dies with its process whatever ends it,
   before the runtime ever adopted it."""
-  process = subprocess.Popen([sys.executable, '-c', _PREPARE_THEN_WAIT],
-                             cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(
+    [sys.executable, '-c', _PREPARE_THEN_WAIT],
+    cwd=REPO,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   worker = psutil.Process(int(process.stdout.readline()))
   assert 'worker_binary' in ' '.join(worker.cmdline())
   deadline = time.monotonic() + 60
@@ -127,7 +141,7 @@ def test_a_worker_started_before_tensorflow_never_outlives_us(sig):
   assert _gone(worker)
 
 
-_PREPARE_THEN_RUN = '''
+_PREPARE_THEN_RUN = """
 import sys
 from tff_algos import runtime
 runtime.prepare()
@@ -139,15 +153,20 @@ runtime.start(log_path=sys.argv[1])
 assert runtime.worker_pid() == prestarted, 'not adopted'
 print(tff.tensorflow.computation(lambda: np.int32(5))())
 runtime.stop()
-'''
+"""
 
 
 def test_the_worker_started_first_is_adopted_and_logs_to_the_run(tmp_path):
   log = tmp_path / 'worker.log'
   env = dict(USER_ENV, TF_CPP_MIN_LOG_LEVEL='0')  # A chatty worker.
   result = subprocess.run(
-      [sys.executable, '-c', _PREPARE_THEN_RUN, str(log)], cwd=REPO, env=env,
-      capture_output=True, text=True, timeout=300)
+    [sys.executable, '-c', _PREPARE_THEN_RUN, str(log)],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0, result.stderr
   assert result.stdout.split() == ['5']
   # What it wrote before the run knew its folder, and after.

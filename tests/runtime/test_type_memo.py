@@ -13,16 +13,21 @@ from tff_algos.algorithms import fedprox
 from tff_algos.runtime import type_memo
 
 TYPES = {
-    'tensor': tff.TensorType(np.float32, [None, 4]),
-    'named struct': tff.StructType([('w', tff.TensorType(np.float32, [4])),
-                                    ('b', tff.TensorType(np.int64))]),
-    'unnamed struct': tff.StructType([tff.TensorType(np.int32)] * 2),
-    'sequence': tff.SequenceType(collections.OrderedDict(
-        x=tff.TensorType(np.float32, [None, 60]),
-        y=tff.TensorType(np.int32, [None]))),
-    'federated': tff.FederatedType(tff.TensorType(np.float32), tff.CLIENTS),
-    'function': tff.FunctionType(tff.TensorType(np.float32),
-                                 tff.TensorType(np.bool_)),
+  'tensor': tff.TensorType(np.float32, [None, 4]),
+  'named struct': tff.StructType(
+    [('w', tff.TensorType(np.float32, [4])), ('b', tff.TensorType(np.int64))]
+  ),
+  'unnamed struct': tff.StructType([tff.TensorType(np.int32)] * 2),
+  'sequence': tff.SequenceType(
+    collections.OrderedDict(
+      x=tff.TensorType(np.float32, [None, 60]),
+      y=tff.TensorType(np.int32, [None]),
+    )
+  ),
+  'federated': tff.FederatedType(tff.TensorType(np.float32), tff.CLIENTS),
+  'function': tff.FunctionType(
+    tff.TensorType(np.float32), tff.TensorType(np.bool_)
+  ),
 }
 
 
@@ -44,11 +49,16 @@ def test_each_kind_of_type_comes_back_as_tffs_own_object(name):
 
 def test_a_learning_process_type_round_trips():
   process = fedprox.build_fed_prox(
-      helpers.task_and_arrays()[0].model_fn, 0.1, mu=0.1,
-      client_input=learning.DatasetInput(1))
+    helpers.task_and_arrays()[0].model_fn,
+    0.1,
+    mu=0.1,
+    client_input=learning.DatasetInput(1),
+  )
   memoized = _memoized()
-  for signature in (process.initialize.type_signature,
-                    process.next.type_signature):
+  for signature in (
+    process.initialize.type_signature,
+    process.next.type_signature,
+  ):
     proto = tff.types.serialize_type(signature)
     assert memoized(proto) is memoized.__wrapped__(proto)
     assert memoized(proto).is_equivalent_to(signature)

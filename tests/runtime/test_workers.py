@@ -13,15 +13,15 @@ import portpicker
 import psutil
 import pytest
 
-from conftest import REPO
-from conftest import USER_ENV
 from conftest import cli
 from conftest import listening_ips
+from conftest import REPO
+from conftest import USER_ENV
 import helpers
-from tff_algos.runtime import remote
 from tff_algos import runtime
-from tff_algos.runtime import processes as process_lib
 from tff_algos import worker as worker_main
+from tff_algos.runtime import processes as process_lib
+from tff_algos.runtime import remote
 
 
 def _wait_listening(port, process, timeout=30):
@@ -53,10 +53,16 @@ def workers(tmp_path):
     for i in range(2):
       port = portpicker.pick_unused_port()
       log = open(tmp_path / f'worker{i}.log', 'w')
-      processes.append(subprocess.Popen(
+      processes.append(
+        subprocess.Popen(
           [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
-          cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-          preexec_fn=process_lib.die_with_parent()))
+          cwd=REPO,
+          stdin=subprocess.DEVNULL,
+          stdout=log,
+          stderr=log,
+          preexec_fn=process_lib.die_with_parent(),
+        )
+      )
       log.close()
       addresses.append(f'127.0.0.1:{port}')
       _wait_listening(port, processes[-1])
@@ -83,13 +89,19 @@ def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
   train in this process and leave the workers idle): the same metrics as a
   local per-client run."""
   processes, addresses = workers
-  local, _ = helpers.run(tmp_path, 'local', algo=algo, rounds=2,
-                         straggler_fraction=0.5,
-                         client_execution='per_client')
+  local, _ = helpers.run(
+    tmp_path,
+    'local',
+    algo=algo,
+    rounds=2,
+    straggler_fraction=0.5,
+    client_execution='per_client',
+  )
   runtime.start(workers=addresses)
   cpu_before = [_cpu_seconds(p) for p in processes]
-  spread, _ = helpers.run(tmp_path, 'spread', algo=algo, rounds=2,
-                          straggler_fraction=0.5)
+  spread, _ = helpers.run(
+    tmp_path, 'spread', algo=algo, rounds=2, straggler_fraction=0.5
+  )
   config = json.loads((tmp_path / 'spread' / 'config.json').read_text())
   assert config['provenance'][0]['execution'] == 'per client'
   assert spread == local  # metrics.csv byte for byte.
@@ -104,22 +116,37 @@ def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_stops_the_cli_with_a_clear_error(
-    tmp_path, workers):
+  tmp_path, workers
+):
   processes, addresses = workers
   metrics = tmp_path / 'run' / 'metrics.csv'
   run = subprocess.Popen(
-      [sys.executable, 'run_experiment.py', '--rounds=100000', '--epochs=1',
-       f'--workers={",".join(addresses)}', '--progress=false',
-       f'--output_dir={tmp_path / "run"}'], cwd=REPO, env=USER_ENV,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    [
+      sys.executable,
+      'run_experiment.py',
+      '--rounds=100000',
+      '--epochs=1',
+      f'--workers={",".join(addresses)}',
+      '--progress=false',
+      f'--output_dir={tmp_path / "run"}',
+    ],
+    cwd=REPO,
+    env=USER_ENV,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     deadline = time.monotonic() + 120
     while not (metrics.exists() and len(metrics.read_text().splitlines()) > 2):
       assert run.poll() is None, run.communicate()[1]
       assert time.monotonic() < deadline, 'no progress'
       time.sleep(0.1)
-    local_workers = [p for p in psutil.Process(run.pid).children(
-        recursive=True) if 'worker_binary' in ' '.join(p.cmdline())]
+    local_workers = [
+      p
+      for p in psutil.Process(run.pid).children(recursive=True)
+      if 'worker_binary' in ' '.join(p.cmdline())
+    ]
     processes[1].kill()
     killed = time.monotonic()
     _, stderr = run.communicate(timeout=60)
@@ -128,12 +155,14 @@ def test_a_worker_killed_mid_run_stops_the_cli_with_a_clear_error(
       run.kill()
       run.wait()
   assert time.monotonic() - killed < 30
-  assert local_workers and not any(p.is_running() and p.status() !=
-                                   psutil.STATUS_ZOMBIE for p in local_workers)
+  assert local_workers and not any(
+    p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in local_workers
+  )
   assert run.returncode == 1, stderr
   last = stderr.strip().splitlines()[-1]
   assert last.startswith('run_experiment.py: stopped: ') and (
-      addresses[1] in last), stderr
+    addresses[1] in last
+  ), stderr
 
 
 def test_a_hung_worker_is_an_error_not_a_hang(tmp_path, workers, monkeypatch):
@@ -145,7 +174,8 @@ def test_a_hung_worker_is_an_error_not_a_hang(tmp_path, workers, monkeypatch):
 
   def stop_worker_once_it_works():
     while runtime.remote_workers() and not (
-        runtime.remote_workers()[0].clients_served):
+      runtime.remote_workers()[0].clients_served
+    ):
       time.sleep(0.05)
     processes[0].send_signal(signal.SIGSTOP)  # Alive, but never answers.
     stopped.append(time.monotonic())
@@ -170,10 +200,21 @@ def test_an_unreachable_worker_is_a_clear_error(monkeypatch):
   assert time.monotonic() - start < 10
 
 
-@pytest.mark.parametrize('text', [
-    'localhost', '127.0.0.1:', ':8000', '127.0.0.1:0', '127.0.0.1:70000',
-    'host:80x', '::1:8000', '127.0.0.1:8000,127.0.0.1:8000', 'a b:1', ',',
-])
+@pytest.mark.parametrize(
+  'text',
+  [
+    'localhost',
+    '127.0.0.1:',
+    ':8000',
+    '127.0.0.1:0',
+    '127.0.0.1:70000',
+    'host:80x',
+    '::1:8000',
+    '127.0.0.1:8000,127.0.0.1:8000',
+    'a b:1',
+    ',',
+  ],
+)
 def test_malformed_worker_addresses_are_refused(text):
   with pytest.raises(ValueError, match='--workers'):
     runtime.parse_workers(text)
@@ -181,8 +222,9 @@ def test_malformed_worker_addresses_are_refused(text):
 
 def test_worker_addresses_are_parsed():
   assert runtime.parse_workers('') == []
-  assert runtime.parse_workers(' 127.0.0.1:8000, example.org:9000 ,[::1]:1') == [
-      '127.0.0.1:8000', 'example.org:9000', '[::1]:1']
+  assert runtime.parse_workers(
+    ' 127.0.0.1:8000, example.org:9000 ,[::1]:1'
+  ) == ['127.0.0.1:8000', 'example.org:9000', '[::1]:1']
 
 
 def test_a_malformed_workers_flag_is_one_line_exit_2(tmp_path):
@@ -194,8 +236,9 @@ def test_a_malformed_workers_flag_is_one_line_exit_2(tmp_path):
   assert '--workers' in lines[0] and not out.exists()
 
 
-def test_the_worker_script_binds_loopback_unless_listen_all(monkeypatch,
-                                                            capsys):
+def test_the_worker_script_binds_loopback_unless_listen_all(
+  monkeypatch, capsys
+):
   started = []
   monkeypatch.setattr(os, 'execve', lambda *args: started.append(args))
   port = portpicker.pick_unused_port()
@@ -224,7 +267,8 @@ def test_the_worker_script_refuses_a_busy_port(monkeypatch, capsys):
 
 
 def test_without_a_c_compiler_the_worker_script_refuses_to_listen_on_all(
-    tmp_path, monkeypatch, capsys):
+  tmp_path, monkeypatch, capsys
+):
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))  # No shim built yet,
   monkeypatch.setenv('CC', str(tmp_path / 'no-such-cc'))  # and none to be.
   monkeypatch.setattr(os, 'execve', lambda *args: pytest.fail('started'))

@@ -23,8 +23,9 @@ from tff_algos.simulation import run_dir
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 
-CONFIG = Config(rounds=3, clients_per_round=5, epochs=2, batch_size=10,
-                client_lr=0.01)
+CONFIG = Config(
+  rounds=3, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
+)
 
 
 def _byte_damage(good: bytes):
@@ -53,36 +54,43 @@ def _json_structures(good: dict):
 def finished_run(tmp_path_factory):
   """A finished 3-round run's folder (checkpoints every round)."""
   folder = tmp_path_factory.mktemp('run') / 'run'
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import experiment
+
   task, _ = helpers.task_and_arrays()
-  experiment.run(CONFIG, task, str(folder), show_progress=False,
-                 checkpoint_every=1)
+  experiment.run(
+    CONFIG, task, str(folder), show_progress=False, checkpoint_every=1
+  )
   return folder
 
 
 def _status(folder, finished_run, config):
   """The status of `folder` for the run `finished_run` holds (its settings
   `config`, its code as config.json recorded it)."""
-  record, = json.loads((finished_run / 'config.json').read_text())[
-      'provenance']
+  (record,) = json.loads((finished_run / 'config.json').read_text())[
+    'provenance'
+  ]
   record.pop('from_round')
-  return run_dir.RunDir(str(folder)).status(resolve(config).to_json(),
-                                            record)
+  return run_dir.RunDir(str(folder)).status(resolve(config).to_json(), record)
 
 
 def _copy(folder, tmp_path):
-  import shutil  # pylint: disable=g-import-not-at-top
+  import shutil
+
   copy = tmp_path / 'copy'
   shutil.copytree(folder, copy)
   return copy
 
 
-def test_a_damaged_config_json_is_one_message_naming_it(finished_run,
-                                                        tmp_path):
+def test_a_damaged_config_json_is_one_message_naming_it(finished_run, tmp_path):
   good = (finished_run / 'config.json').read_bytes()
-  cases = [*_byte_damage(good), *_json_structures(json.loads(good)),
-           ('client_lr beyond float32', json.dumps(dict(
-               json.loads(good), client_lr=1e39)).encode())]
+  cases = [
+    *_byte_damage(good),
+    *_json_structures(json.loads(good)),
+    (
+      'client_lr beyond float32',
+      json.dumps(dict(json.loads(good), client_lr=1e39)).encode(),
+    ),
+  ]
   config = Config.from_json(json.loads(good))
   refused = 0
   for name, variant in cases:
@@ -99,19 +107,24 @@ def test_a_damaged_config_json_is_one_message_naming_it(finished_run,
   assert refused >= len(cases) - 2
 
 
-def test_a_damaged_metrics_csv_is_one_message_naming_it(finished_run,
-                                                        tmp_path):
+def test_a_damaged_metrics_csv_is_one_message_naming_it(finished_run, tmp_path):
   good = (finished_run / 'metrics.csv').read_bytes()
   header, first, *rest = good.decode().splitlines()
   structures = [
-      ('no round column', '\n'.join([header.replace('round', 'rnd'), first,
-                                     *rest])),
-      ('a cell too many', '\n'.join([header, first + ',1', *rest])),
-      ('a word for a number', '\n'.join([header, first.replace(
-          first.split(',')[1], 'abc', 1), *rest])),
-      ('rounds out of order', '\n'.join([header, *rest, first])),
-      ('a repeated column', '\n'.join([header + ',mu', first + ',1',
-                                       *[r + ',1' for r in rest]])),
+    (
+      'no round column',
+      '\n'.join([header.replace('round', 'rnd'), first, *rest]),
+    ),
+    ('a cell too many', '\n'.join([header, first + ',1', *rest])),
+    (
+      'a word for a number',
+      '\n'.join([header, first.replace(first.split(',')[1], 'abc', 1), *rest]),
+    ),
+    ('rounds out of order', '\n'.join([header, *rest, first])),
+    (
+      'a repeated column',
+      '\n'.join([header + ',mu', first + ',1', *[r + ',1' for r in rest]]),
+    ),
   ]
   cases = [*_byte_damage(good), *[(n, v.encode()) for n, v in structures]]
   damaged = 0
@@ -131,19 +144,25 @@ def test_a_damaged_metrics_csv_is_one_message_naming_it(finished_run,
   # Values finite in float64 but not in float32 are still numbers.
   big = tmp_path / 'big'
   big.mkdir()
-  (big / 'metrics.csv').write_text(f'{header}\n' + first.replace(
-      first.split(',')[1], '1e39', 1) + '\n')
-  assert math.isclose(results.typed(results.read_rows(big)[0])[
-      'train_loss'], 1e39)
+  (big / 'metrics.csv').write_text(
+    f'{header}\n' + first.replace(first.split(',')[1], '1e39', 1) + '\n'
+  )
+  assert math.isclose(
+    results.typed(results.read_rows(big)[0])['train_loss'], 1e39
+  )
 
 
-def test_a_damaged_summary_json_makes_its_run_write_it_again(finished_run,
-                                                             tmp_path):
-  config = Config.from_json(json.loads(
-      (finished_run / 'config.json').read_bytes()))
+def test_a_damaged_summary_json_makes_its_run_write_it_again(
+  finished_run, tmp_path
+):
+  config = Config.from_json(
+    json.loads((finished_run / 'config.json').read_bytes())
+  )
   good = (finished_run / 'summary.json').read_bytes()
-  for name, variant in [*_byte_damage(good),
-                        *_json_structures(json.loads(good))]:
+  for name, variant in [
+    *_byte_damage(good),
+    *_json_structures(json.loads(good)),
+  ]:
     folder = _copy(finished_run, tmp_path / name.replace(' ', '_'))
     (folder / 'summary.json').write_bytes(variant)
     try:
@@ -156,46 +175,55 @@ def test_a_damaged_summary_json_makes_its_run_write_it_again(finished_run,
     assert status == ('finished' if readable else 'resume'), name
 
 
-def test_a_damaged_summary_json_is_written_again_by_its_run(finished_run,
-                                                            tmp_path, capsys):
-  from tff_algos.simulation import experiment  # pylint: disable=g-import-not-at-top
+def test_a_damaged_summary_json_is_written_again_by_its_run(
+  finished_run, tmp_path, capsys
+):
+  from tff_algos.simulation import experiment
+
   folder = _copy(finished_run, tmp_path)
   good = json.loads((finished_run / 'summary.json').read_text())
   (folder / 'summary.json').write_bytes(b'{"finished": tr')
   (folder / 'metrics.csv').write_bytes(b'round,train_\xff')
   task, _ = helpers.task_and_arrays()
-  experiment.run(CONFIG, task, str(folder), show_progress=False,
-                 checkpoint_every=1)
+  experiment.run(
+    CONFIG, task, str(folder), show_progress=False, checkpoint_every=1
+  )
   err = capsys.readouterr().err
   assert 'metrics.csv is damaged' in err and 'written back from' in err
   assert 'summary.json is damaged: the run writes it again' in err
   again = json.loads((folder / 'summary.json').read_text())
   assert again['final_train_loss'] == good['final_train_loss']
   assert (folder / 'metrics.csv').read_text() == (
-      finished_run / 'metrics.csv').read_text()
+    finished_run / 'metrics.csv'
+  ).read_text()
   assert (folder / 'metrics.csv.damaged').exists()
 
 
-def test_a_damaged_checkpoint_falls_back_to_the_one_before(finished_run,
-                                                           tmp_path, capsys):
-  from tff_algos.simulation import outputs  # pylint: disable=g-import-not-at-top
-  from tff_algos.simulation import trainer  # pylint: disable=g-import-not-at-top
-  from tff_algos import learning  # pylint: disable=g-import-not-at-top
+def test_a_damaged_checkpoint_falls_back_to_the_one_before(
+  finished_run, tmp_path, capsys
+):
+  from tff_algos import learning
+  from tff_algos.simulation import outputs
+  from tff_algos.simulation import trainer
+
   task, arrays = helpers.task_and_arrays()
   loop = trainer.loop_for(resolve(CONFIG), task.model_fn, arrays)
-  structure = loop.program_state(loop.initial_state(
-      learning.initial_model_weights(task.model_fn, 0)))
+  structure = loop.program_state(
+    loop.initial_state(learning.initial_model_weights(task.model_fn, 0))
+  )
   newest = sorted((finished_run / 'checkpoints').iterdir())[-1]
   files = [p for p in newest.rglob('*') if p.is_file() and p.stat().st_size]
   for target in files[:3]:
     good = target.read_bytes()
     for name, variant in list(_byte_damage(good))[::3]:
-      folder = _copy(finished_run, tmp_path / f'{target.name}_{name}'.replace(
-          ' ', '_'))
+      folder = _copy(
+        finished_run, tmp_path / f'{target.name}_{name}'.replace(' ', '_')
+      )
       (folder / target.relative_to(finished_run)).write_bytes(variant)
       copy = run_dir.RunDir(str(folder))
-      _, version = outputs.wait(copy.load_checkpoint(copy.state_manager(),
-                                                     structure))
+      _, version = outputs.wait(
+        copy.load_checkpoint(copy.state_manager(), structure)
+      )
       assert version in (2, 3), (target, name)  # The newest, or before it.
   assert 'is damaged' in capsys.readouterr().err
 
@@ -212,8 +240,10 @@ def test_a_damaged_sweep_summary_is_written_again(tmp_path, capsys):
 def test_a_damaged_manifest_is_one_usage_error(tmp_path):
   good = json.dumps(dict(computations={'next': dict(file='next.pb')}))
   damaged = list(_byte_damage(good.encode()))
-  structures = [*_json_structures(json.loads(good)),
-                ('files a list', b'{"computations": []}')]
+  structures = [
+    *_json_structures(json.loads(good)),
+    ('files a list', b'{"computations": []}'),
+  ]
   refused = 0
   for name, variant in damaged + structures:
     out = tmp_path / name.replace(' ', '_')

@@ -16,7 +16,7 @@ from tff_algos.learning import model_ops
 from tff_algos.simulation import evaluation
 
 sys.path.insert(0, str(REPO / 'benchmarks'))
-import federated_evaluation  # pylint: disable=g-import-not-at-top,wrong-import-position
+import federated_evaluation
 
 
 def _perturbed_weights(model_fn, scale=0.01):
@@ -24,8 +24,12 @@ def _perturbed_weights(model_fn, scale=0.01):
   weights = learning.initial_model_weights(model_fn, 0)
   rng = np.random.default_rng(1)
   return type(weights)(
-      [w + scale * rng.standard_normal(w.shape).astype(w.dtype)
-       for w in weights.trainable], weights.non_trainable)
+    [
+      w + scale * rng.standard_normal(w.shape).astype(w.dtype)
+      for w in weights.trainable
+    ],
+    weights.non_trainable,
+  )
 
 
 def _assert_same(got, want, ignore=()):
@@ -66,15 +70,20 @@ def test_in_process_evaluation_of_a_masked_char_lstm():
   model_fn, arrays = _char_lstm_task()
   weights = _perturbed_weights(model_fn)
   result = evaluation.build_evaluation(model_fn)(weights, arrays)
-  _assert_same(result, federated_evaluation.build_federated_evaluation(model_fn)(
-      weights, arrays))
+  _assert_same(
+    result,
+    federated_evaluation.build_federated_evaluation(model_fn)(weights, arrays),
+  )
   assert result['num_examples'] == 9
+
   def mixed():
     return model_fn()
+
   pooled = evaluation.build_evaluation(mixed)(weights, arrays)
   assert abs(pooled['loss'] - result['loss']) > 1e-5 * result['loss']
-  np.testing.assert_allclose(pooled['accuracy'], result['accuracy'],
-                             rtol=1e-6)  # Accuracy counts characters.
+  np.testing.assert_allclose(
+    pooled['accuracy'], result['accuracy'], rtol=1e-6
+  )  # Accuracy counts characters.
 
 
 def test_in_process_dissimilarity_equals_the_tff_computation():
@@ -118,12 +127,16 @@ def _reference_evaluation(model_fn):
   `model_ops.evaluate_client`, its finalizers called eagerly, finalizer by
   finalizer, as TFF's own evaluation does: the reference for the one built
   without AutoGraph."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  local = evaluation._InProcess(model_fn)  # pylint: disable=protected-access
+  import tensorflow as tf
+
+  from tff_algos.learning import model_ops
+
+  local = evaluation._InProcess(model_fn)
   model = local.model
   finalizers = collections.OrderedDict(
-      (name, getattr(finalize, 'python_function', finalize))
-      for name, finalize in model.metric_finalizers().items())
+    (name, getattr(finalize, 'python_function', finalize))
+    for name, finalize in model.metric_finalizers().items()
+  )
   per_client = getattr(model_fn, 'per_client_metrics', False)
 
   def summed_metrics(flat_weights, data, splits):
@@ -131,12 +144,14 @@ def _reference_evaluation(model_fn):
     if not per_client:
       local.reset_metrics()
       return model_ops.evaluate_client(model, weights, data)
-    total = tf.nest.map_structure(tf.zeros_like,
-                                  model.report_local_unfinalized_metrics())
+    total = tf.nest.map_structure(
+      tf.zeros_like, model.report_local_unfinalized_metrics()
+    )
     for k in tf.range(tf.size(splits) - 1):
       local.reset_metrics()
       metrics = model_ops.evaluate_client(
-          model, weights, local.client(data, splits, k))
+        model, weights, local.client(data, splits, k)
+      )
       total = tf.nest.map_structure(tf.add, total, metrics)
     return total
 
@@ -145,8 +160,9 @@ def _reference_evaluation(model_fn):
   def evaluate(weights, data):
     total = local(summed_metrics, weights, data)
     return collections.OrderedDict(
-        (name, tf.convert_to_tensor(finalize(total[name])).numpy())
-        for name, finalize in finalizers.items())
+      (name, tf.convert_to_tensor(finalize(total[name])).numpy())
+      for name, finalize in finalizers.items()
+    )
 
   return evaluate
 
@@ -173,8 +189,9 @@ def test_evaluation_without_autograph_is_bit_identical(which):
 
 
 @pytest.mark.parametrize('chunk_size,rows_per_pass', [(4, 5), (3, 100)])
-def test_predictions_across_clients_equal_client_by_client(chunk_size,
-                                                           rows_per_pass):
+def test_predictions_across_clients_equal_client_by_client(
+  chunk_size, rows_per_pass
+):
   """The char-LSTM (metrics by client: its loss is a mean over each batch)
   has its predictions made for several clients at once, each client's
   batches then given to its metrics: the same metrics and clients'
@@ -184,14 +201,19 @@ def test_predictions_across_clients_equal_client_by_client(chunk_size,
   model_fn, arrays = _char_lstm_task()
   clients = arrays[:2] + [_no_examples(arrays[2])] + arrays + [arrays[2]]
   weights = _perturbed_weights(model_fn)
-  with mock.patch.object(model_ops, 'CHUNK_SIZE', chunk_size), \
-       mock.patch.object(evaluation, '_across_clients',
-                         wraps=evaluation._across_clients) as across:  # pylint: disable=protected-access
+  with (
+    mock.patch.object(model_ops, 'CHUNK_SIZE', chunk_size),
+    mock.patch.object(
+      evaluation, '_across_clients', wraps=evaluation._across_clients
+    ) as across,
+  ):
     got = evaluation.build_evaluation(
-        model_fn, rows_per_pass=rows_per_pass).with_clients(weights, clients)
+      model_fn, rows_per_pass=rows_per_pass
+    ).with_clients(weights, clients)
     assert across.called
     want = evaluation.build_evaluation(
-        model_fn, across_clients=False).with_clients(weights, clients)
+      model_fn, across_clients=False
+    ).with_clients(weights, clients)
   _assert_same(got[0], want[0])
   for key in ('num_examples', 'num_batches'):
     assert got[0][key] == want[0][key], key
@@ -204,30 +226,45 @@ def test_predictions_across_clients_equal_client_by_client(chunk_size,
 def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
   """Consecutive slices of one array (tasks.base.packed_clients) are joined
   as a view of it, and handed to TensorFlow without a copy (DLPack)."""
-  from tasks import base  # pylint: disable=g-import-not-at-top
+  from tasks import base
+
   x = np.arange(200 * 6, dtype=np.uint8).reshape(200, 6)
   y = np.arange(200, dtype=np.int64) % 7
   rng = np.random.default_rng(0)
   indices = np.split(rng.permutation(200), [30, 31, 120])
-  clients = list(base.packed_clients(collections.OrderedDict(
-      x=(x, lambda rows: rows.astype(np.float32) / 255.0),
-      y=(y, lambda rows: rows.astype(np.int32))), indices, str).values())
+  clients = list(
+    base.packed_clients(
+      collections.OrderedDict(
+        x=(x, lambda rows: rows.astype(np.float32) / 255.0),
+        y=(y, lambda rows: rows.astype(np.int32)),
+      ),
+      indices,
+      str,
+    ).values()
+  )
   for client, idx in zip(clients, indices):  # Each its own rows, converted.
-    np.testing.assert_array_equal(client['x'],
-                                  x[idx].astype(np.float32) / 255.0)
+    np.testing.assert_array_equal(
+      client['x'], x[idx].astype(np.float32) / 255.0
+    )
     assert client['y'].dtype == np.int32
-  joined = evaluation._joined([c['x'] for c in clients])  # pylint: disable=protected-access
+  joined = evaluation._joined([c['x'] for c in clients])
   assert np.shares_memory(joined, clients[0]['x'])
-  np.testing.assert_array_equal(joined,
-                                np.concatenate([c['x'] for c in clients]))
+  np.testing.assert_array_equal(
+    joined, np.concatenate([c['x'] for c in clients])
+  )
   assert joined.ctypes.data % 64 == 0
-  with mock.patch.object(evaluation.tf, 'constant',
-                         side_effect=AssertionError('copied')):
-    tensor = evaluation._tensor(joined)  # pylint: disable=protected-access
+  with mock.patch.object(
+    evaluation.tf, 'constant', side_effect=AssertionError('copied')
+  ):
+    tensor = evaluation._tensor(joined)
   np.testing.assert_array_equal(tensor.numpy(), joined)
   # Not consecutive: a copy, aligned, with numpy's promoted dtype.
-  mixed = evaluation._joined([np.ones((2, 3), np.float32),  # pylint: disable=protected-access
-                              np.zeros((1, 3), np.float64)])
+  mixed = evaluation._joined(
+    [
+      np.ones((2, 3), np.float32),
+      np.zeros((1, 3), np.float64),
+    ]
+  )
   assert mixed.dtype == np.float64 and mixed.ctypes.data % 64 == 0
 
 
@@ -251,24 +288,28 @@ def test_per_client_accuracy_is_each_client_evaluated_alone(which):
   plain = evaluate(weights, clients)
   assert list(metrics) == list(plain)
   for key in plain:
-    assert np.asarray(metrics[key]).tobytes() == np.asarray(
-        plain[key]).tobytes(), key
+    assert (
+      np.asarray(metrics[key]).tobytes() == np.asarray(plain[key]).tobytes()
+    ), key
   assert len(per_client.accuracy) == len(clients)
   np.testing.assert_array_equal(
-      per_client.num_examples, [len(c['y']) for c in clients])
+    per_client.num_examples, [len(c['y']) for c in clients]
+  )
   alone = [evaluate(weights, [c])['accuracy'] for c in clients]
   np.testing.assert_allclose(per_client.accuracy, alone, rtol=1e-6)
   assert len(set(per_client.accuracy.tolist())) > 1  # Not one number.
   if which == 'mlr':  # And independently of TensorFlow: argmax(xW + b) = y.
     kernel, bias = weights.trainable
-    correct = [np.sum(np.argmax(c['x'] @ kernel + bias, axis=1) == c['y'])
-               for c in clients]
+    correct = [
+      np.sum(np.argmax(c['x'] @ kernel + bias, axis=1) == c['y'])
+      for c in clients
+    ]
     np.testing.assert_array_equal(per_client.correct, correct)
-    np.testing.assert_array_equal(per_client.counted,
-                                  per_client.num_examples)
+    np.testing.assert_array_equal(per_client.counted, per_client.num_examples)
   else:  # Accuracy over the non-pad target characters.
     np.testing.assert_array_equal(
-        per_client.counted, [np.sum(c['y'] != 0) for c in clients])
+      per_client.counted, [np.sum(c['y'] != 0) for c in clients]
+    )
 
 
 @pytest.mark.parametrize('which', ['mlr', 'char_lstm'])
@@ -276,27 +317,33 @@ def test_pooled_accuracy_is_the_weighted_mean_of_client_accuracies(which):
   model_fn, arrays = _mlr_task() if which == 'mlr' else _char_lstm_task()
   weights = _perturbed_weights(model_fn)
   metrics, per_client = evaluation.build_evaluation(model_fn).with_clients(
-      weights, arrays)
+    weights, arrays
+  )
   # Weighted by what each accuracy counts: n_k for the MLR (examples), the
   # non-pad characters for the char-LSTM.
   np.testing.assert_allclose(
-      metrics['accuracy'],
-      np.average(per_client.accuracy, weights=per_client.counted), rtol=1e-6)
+    metrics['accuracy'],
+    np.average(per_client.accuracy, weights=per_client.counted),
+    rtol=1e-6,
+  )
   if which == 'mlr':
     np.testing.assert_allclose(
-        metrics['accuracy'],
-        np.average(per_client.accuracy, weights=per_client.num_examples),
-        rtol=1e-6)
+      metrics['accuracy'],
+      np.average(per_client.accuracy, weights=per_client.num_examples),
+      rtol=1e-6,
+    )
     assert per_client.counted.sum() == metrics['num_examples']
   # The counts are whole numbers, exactly those behind the global accuracy.
   assert np.all(per_client.correct == np.round(per_client.correct))
   assert per_client.correct.sum() == round(
-      float(metrics['accuracy']) * per_client.counted.sum())
+    float(metrics['accuracy']) * per_client.counted.sum()
+  )
 
 
 def _no_examples(client):
   return collections.OrderedDict(
-      (name, value[:0]) for name, value in client.items())
+    (name, value[:0]) for name, value in client.items()
+  )
 
 
 def test_clients_without_test_data_are_excluded():
@@ -304,13 +351,19 @@ def test_clients_without_test_data_are_excluded():
   weights = _perturbed_weights(model_fn)
   evaluate = evaluation.build_evaluation(model_fn)
   with_data = arrays[:5]
-  clients = [_no_examples(arrays[5])] + with_data[:3] + [
-      _no_examples(arrays[6])] + with_data[3:]
+  clients = (
+    [_no_examples(arrays[5])]
+    + with_data[:3]
+    + [_no_examples(arrays[6])]
+    + with_data[3:]
+  )
   metrics, per_client = evaluate.with_clients(weights, clients)
   want_metrics, want = evaluate.with_clients(weights, with_data)
   for key in want_metrics:  # The empty clients change nothing...
-    assert np.asarray(metrics[key]).tobytes() == np.asarray(
-        want_metrics[key]).tobytes(), key
+    assert (
+      np.asarray(metrics[key]).tobytes()
+      == np.asarray(want_metrics[key]).tobytes()
+    ), key
   empty = np.array([True, False, False, False, True, False, False])
   np.testing.assert_array_equal(per_client.num_examples == 0, empty)
   np.testing.assert_array_equal(per_client.counted == 0, empty)
@@ -318,8 +371,8 @@ def test_clients_without_test_data_are_excluded():
   np.testing.assert_array_equal(per_client.accuracy[~empty], want.accuracy)
   # ...and are left out of the spread across clients.
   assert evaluation.client_accuracy_summary(
-      per_client.accuracy, per_client.counted) == (
-          evaluation.client_accuracy_summary(want.accuracy, want.counted))
+    per_client.accuracy, per_client.counted
+  ) == (evaluation.client_accuracy_summary(want.accuracy, want.counted))
 
 
 def _percentile_type7(values, q):
@@ -339,27 +392,33 @@ def test_client_accuracy_summary():
     counted = rng.integers(1, 50, n)
     accuracy_with_empty = np.append(accuracy, np.nan)
     summary = evaluation.client_accuracy_summary(
-        accuracy_with_empty, np.append(counted, 0), prefix='client_acc')
+      accuracy_with_empty, np.append(counted, 0), prefix='client_acc'
+    )
     mean = sum(accuracy) / n
-    want = {'client_acc_p10': _percentile_type7(accuracy, 0.1),
-            'client_acc_p50': _percentile_type7(accuracy, 0.5),
-            'client_acc_p90': _percentile_type7(accuracy, 0.9),
-            'client_acc_min': min(accuracy),
-            'client_acc_std': np.sqrt(sum((a - mean) ** 2 for a in accuracy)
-                                      / n)}
+    want = {
+      'client_acc_p10': _percentile_type7(accuracy, 0.1),
+      'client_acc_p50': _percentile_type7(accuracy, 0.5),
+      'client_acc_p90': _percentile_type7(accuracy, 0.9),
+      'client_acc_min': min(accuracy),
+      'client_acc_std': np.sqrt(sum((a - mean) ** 2 for a in accuracy) / n),
+    }
     assert list(summary) == list(want)
     for key, value in want.items():
       assert summary[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
     # Unweighted: the clients' sizes do not matter.
     assert evaluation.client_accuracy_summary(
-        accuracy, np.ones(n)) == pytest.approx(
-            evaluation.client_accuracy_summary(accuracy, counted))
+      accuracy, np.ones(n)
+    ) == pytest.approx(evaluation.client_accuracy_summary(accuracy, counted))
   assert list(evaluation.client_accuracy_summary([0.5, 0.7], [3, 4])) == [
-      'client_test_accuracy_p10', 'client_test_accuracy_p50',
-      'client_test_accuracy_p90', 'client_test_accuracy_min',
-      'client_test_accuracy_std']
-  assert evaluation.client_accuracy_summary(
-      [0.5, 0.7], [3, 4])['client_test_accuracy_p50'] == pytest.approx(0.6)
+    'client_test_accuracy_p10',
+    'client_test_accuracy_p50',
+    'client_test_accuracy_p90',
+    'client_test_accuracy_min',
+    'client_test_accuracy_std',
+  ]
+  assert evaluation.client_accuracy_summary([0.5, 0.7], [3, 4])[
+    'client_test_accuracy_p50'
+  ] == pytest.approx(0.6)
   nothing = evaluation.client_accuracy_summary([np.nan, np.nan], [0, 0])
   assert all(np.isnan(v) for v in nothing.values())
   with pytest.raises(ValueError, match='one value per client'):
@@ -373,17 +432,18 @@ def test_client_accuracy_summary():
 def test_a_model_without_per_client_accuracy_says_so():
   """Matches averaged otherwise than one per target (here: masked), in
   forward passes across clients: the global metrics only."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
   task, arrays = helpers.task_and_arrays()
 
   def model_fn():
     return tff.learning.models.from_keras_model(
-        tf.keras.Sequential([tf.keras.layers.Dense(10, input_shape=(60,))]),
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        input_spec=task.model_fn().input_spec,
-        metrics=[text_models.MaskedSparseCategoricalAccuracy(
-            name='accuracy')])
+      tf.keras.Sequential([tf.keras.layers.Dense(10, input_shape=(60,))]),
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      input_spec=task.model_fn().input_spec,
+      metrics=[text_models.MaskedSparseCategoricalAccuracy(name='accuracy')],
+    )
 
   evaluate = evaluation.build_evaluation(model_fn)
   assert not evaluate.per_client_accuracy

@@ -13,20 +13,28 @@ import time
 import pytest
 import tensorflow as tf
 
+from conftest import cli
 from conftest import REPO
 from conftest import USER_ENV
-from conftest import cli
 import helpers
 from tff_algos.simulation import experiment
-from tff_algos.simulation import trainer
 from tff_algos.simulation import results
+from tff_algos.simulation import trainer
 
 # A short FedProx run with stragglers and adaptive μ: its checkpoints must
 # carry the process state, μ and the adaptive rule's counters.
-RUN_FLAGS = ('--task=synthetic_1_1', '--algo=fedprox', '--rounds=8',
-             '--clients_per_round=5', '--epochs=2', '--mu=0.5',
-             '--adaptive_mu', '--straggler_fraction=0.5',
-             '--checkpoint_every=1', '--progress=false')
+RUN_FLAGS = (
+  '--task=synthetic_1_1',
+  '--algo=fedprox',
+  '--rounds=8',
+  '--clients_per_round=5',
+  '--epochs=2',
+  '--mu=0.5',
+  '--adaptive_mu',
+  '--straggler_fraction=0.5',
+  '--checkpoint_every=1',
+  '--progress=false',
+)
 
 
 def _rows_written(path):
@@ -40,9 +48,12 @@ def _rows_written(path):
 def _kill_after_rows(out, rows):
   """Starts the run and SIGKILLs it once metrics.csv has `rows` rows."""
   process = subprocess.Popen(
-      [sys.executable, 'run_experiment.py', *RUN_FLAGS, f'--output_dir={out}'],
-      cwd=REPO, env=USER_ENV, stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL)
+    [sys.executable, 'run_experiment.py', *RUN_FLAGS, f'--output_dir={out}'],
+    cwd=REPO,
+    env=USER_ENV,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   deadline = time.monotonic() + 300
   while _rows_written(out / 'metrics.csv') < rows:
     assert process.poll() is None, 'the run ended before it was killed'
@@ -61,12 +72,15 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   resumed = cli(*RUN_FLAGS, f'--output_dir={killed}', '--resume')
   assert resumed.returncode == 0, resumed.stderr
   assert '(resuming)' in resumed.stderr
-  assert ((killed / 'metrics.csv').read_bytes() ==
-          (whole / 'metrics.csv').read_bytes())
+  assert (killed / 'metrics.csv').read_bytes() == (
+    whole / 'metrics.csv'
+  ).read_bytes()
   summary = json.loads((killed / 'summary.json').read_text())
   assert summary['resumed_from_round'] >= 5
-  assert summary['final_train_loss'] == json.loads(
-      (whole / 'summary.json').read_text())['final_train_loss']
+  assert (
+    summary['final_train_loss']
+    == json.loads((whole / 'summary.json').read_text())['final_train_loss']
+  )
   # Old checkpoints are pruned; none is left half-written.
   assert sorted(os.listdir(killed / 'checkpoints')) == ['round_7', 'round_8']
   # TensorBoard holds each round once, with the metrics.csv values, although
@@ -78,8 +92,10 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
         if value.tag == 'train_loss':
           losses[event.step].append(float(tf.make_ndarray(value.tensor)))
   rows = results.read_rows(killed)
-  assert dict(losses) == {int(r['round']): [pytest.approx(
-      float(r['train_loss']), rel=1e-6)] for r in rows}
+  assert dict(losses) == {
+    int(r['round']): [pytest.approx(float(r['train_loss']), rel=1e-6)]
+    for r in rows
+  }
 
   # A damaged newest checkpoint: the one before it is used, and
   # the run still ends as the uninterrupted one.
@@ -89,17 +105,24 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   again = cli(*RUN_FLAGS, f'--output_dir={killed}')
   assert again.returncode == 0, again.stderr
   assert 'round_8 is damaged' in again.stderr
-  assert ((killed / 'metrics.csv').read_bytes() ==
-          (whole / 'metrics.csv').read_bytes())
+  assert (killed / 'metrics.csv').read_bytes() == (
+    whole / 'metrics.csv'
+  ).read_bytes()
 
 
 @pytest.mark.slow
 def test_finished_and_different_runs_are_left_alone(tmp_path):
   """And the default folder of a command is found again."""
+
   def in_tmp(*args):
-    return subprocess.run([sys.executable, str(REPO / 'run_experiment.py'),
-                           *args], cwd=tmp_path, env=USER_ENV,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+      [sys.executable, str(REPO / 'run_experiment.py'), *args],
+      cwd=tmp_path,
+      env=USER_ENV,
+      capture_output=True,
+      text=True,
+      timeout=600,
+    )
 
   out = tmp_path / 'runs' / 'fedprox_synthetic_1_1_seed0'
   flags = ('--epochs=1', '--progress=false')
@@ -117,7 +140,8 @@ def test_finished_and_different_runs_are_left_alone(tmp_path):
   other = cli('--rounds=3', *given)  # Given explicitly, another config:
   assert other.returncode == 2, other.stderr  # refused.
   assert other.stderr.count('\n') == 1 and 'rounds=2 there, 3 here' in (
-      other.stderr)
+    other.stderr
+  )
   fresh = cli('--resume', f'--output_dir={tmp_path / "none"}')
   assert fresh.returncode == 2 and 'no run to resume' in fresh.stderr
   assert {p: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
@@ -127,8 +151,9 @@ def test_finished_and_different_runs_are_left_alone(tmp_path):
   assert results.summarize(out)['rounds'] == 3
 
 
-def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
-                                                           monkeypatch):
+def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(
+  tmp_path, monkeypatch
+):
   # TFF's apply-optimizer finalizer rejects non-finite updates, so a huge
   # learning rate leaves the model as it was: a divergence is simulated
   # instead, the global loss turning NaN from round 2 on.
@@ -143,28 +168,34 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(tmp_path,
       if len(calls) > 4:
         metrics['loss'] = math.nan
       return metrics
+
     patched.per_client_accuracy = False  # Only the pooled metrics patched.
     return patched
 
-  monkeypatch.setattr(trainer.evaluation, 'build_evaluation',
-                      diverging_at_round_2)
+  monkeypatch.setattr(
+    trainer.evaluation, 'build_evaluation', diverging_at_round_2
+  )
   task, _ = helpers.task_and_arrays()
   out = tmp_path / 'run'
   with pytest.raises(experiment.NonFiniteLoss, match='nan at round 2;'):
-    experiment.run(helpers.quick_config(rounds=5), task, str(out),
-                   show_progress=False)
+    experiment.run(
+      helpers.quick_config(rounds=5), task, str(out), show_progress=False
+    )
   rows = results.read_rows(str(out))
   assert [r['round'] for r in rows] == ['0', '1', '2']
   assert rows[-1]['train_loss'] == 'nan'
   assert not (out / 'summary.json').exists()
 
+
 @pytest.mark.slow
 def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
-    tmp_path, monkeypatch):
+  tmp_path, monkeypatch
+):
   # Python ignores an exception raised in a garbage-collector callback: a
   # SIGTERM handler's KeyboardInterrupt can vanish. The request it recorded
   # still stops the loop at the end of that round, resumably.
-  from tff_algos.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import loop as loop_lib
+
   build_evaluation = trainer.evaluation.build_evaluation
   calls = []  # Over both runs below: the request comes once.
 
@@ -176,20 +207,26 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
       if len(calls) == 5:
         loop_lib.request_stop(signal.SIGTERM)  # Its raise "swallowed".
       return evaluate(weights, arrays)
+
     patched.per_client_accuracy = False  # Only the pooled metrics patched.
     return patched
 
-  monkeypatch.setattr(trainer.evaluation, 'build_evaluation',
-                      swallowed_at_round_2)
+  monkeypatch.setattr(
+    trainer.evaluation, 'build_evaluation', swallowed_at_round_2
+  )
   task, _ = helpers.task_and_arrays()
   out = tmp_path / 'run'
   with pytest.raises(loop_lib.Interrupted) as interrupted:
-    experiment.run(helpers.quick_config(rounds=5), task, str(out),
-                   show_progress=False)
+    experiment.run(
+      helpers.quick_config(rounds=5), task, str(out), show_progress=False
+    )
   assert (interrupted.value.round_num, interrupted.value.signum) == (
-      2, signal.SIGTERM)
+    2,
+    signal.SIGTERM,
+  )
   assert [r['round'] for r in results.read_rows(str(out))] == ['0', '1', '2']
-  assert not loop_lib._STOP_REQUESTS  # pylint: disable=protected-access
-  experiment.run(helpers.quick_config(rounds=5), task, str(out),
-                 show_progress=False)  # Resumes; no stale request.
+  assert not loop_lib._STOP_REQUESTS
+  experiment.run(
+    helpers.quick_config(rounds=5), task, str(out), show_progress=False
+  )  # Resumes; no stale request.
   assert results.summarize(str(out))['rounds'] == 5

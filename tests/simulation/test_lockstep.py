@@ -17,39 +17,47 @@ from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 
-QUICK = dict(rounds=2, clients_per_round=5, epochs=2, batch_size=10,
-             client_lr=0.01)
+QUICK = dict(
+  rounds=2, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
+)
 # Each dimension of the equivalence: algorithm, aggregator, stragglers,
 # sampling (the README's example algorithm too, via --import).
 CASES = {
-    'fedavg': dict(algo='fedavg'),
-    'fedsgd': dict(algo='fedsgd', epochs=None, batch_size=None,
-                   client_lr=0.1),
-    'fedprox_adaptive_mu': dict(algo='fedprox', mu=0.5, adaptive_mu=True),
-    'fedisgd': dict(algo='fedisgd'),
-    'centralized': dict(algo='centralized', epochs=None,
-                        hparams={'updates_per_round': 7}),
-    'dp_fixed_poisson': dict(algo='fedavg', aggregator='dp',
-                             dp_noise_multiplier=0.5, dp_clip=0.5,
-                             client_sampling='poisson'),
-    'dp_adaptive': dict(algo='fedprox', aggregator='dp',
-                        dp_noise_multiplier=0.2, clients_per_round=10),
-    'compression': dict(algo='fedavg', aggregator='compression'),
-    'robust': dict(algo='fedavg', aggregator='robust'),
-    'stragglers_drop': dict(algo='fedavg', straggler_fraction=0.5,
-                            epochs=3),
-    'stragglers_partial': dict(algo='fedprox', straggler_fraction=0.5,
-                               epochs=3),
-    'proportional': dict(algo='fedprox', client_sampling='proportional'),
-    'adam_clients': dict(algo='fedavg', client_optimizer='adam',
-                         client_lr=0.001),
+  'fedavg': dict(algo='fedavg'),
+  'fedsgd': dict(algo='fedsgd', epochs=None, batch_size=None, client_lr=0.1),
+  'fedprox_adaptive_mu': dict(algo='fedprox', mu=0.5, adaptive_mu=True),
+  'fedisgd': dict(algo='fedisgd'),
+  'centralized': dict(
+    algo='centralized', epochs=None, hparams={'updates_per_round': 7}
+  ),
+  'dp_fixed_poisson': dict(
+    algo='fedavg',
+    aggregator='dp',
+    dp_noise_multiplier=0.5,
+    dp_clip=0.5,
+    client_sampling='poisson',
+  ),
+  'dp_adaptive': dict(
+    algo='fedprox',
+    aggregator='dp',
+    dp_noise_multiplier=0.2,
+    clients_per_round=10,
+  ),
+  'compression': dict(algo='fedavg', aggregator='compression'),
+  'robust': dict(algo='fedavg', aggregator='robust'),
+  'stragglers_drop': dict(algo='fedavg', straggler_fraction=0.5, epochs=3),
+  'stragglers_partial': dict(algo='fedprox', straggler_fraction=0.5, epochs=3),
+  'proportional': dict(algo='fedprox', client_sampling='proportional'),
+  'adam_clients': dict(algo='fedavg', client_optimizer='adam', client_lr=0.001),
 }
 
 
 def _final_weights(settings, model_fn, arrays):
   loop = trainer.loop_for(settings, model_fn, arrays)
-  state = loop.run(loop.initial_state(learning.initial_model_weights(
-      model_fn, settings.seed)), range(settings.rounds + 1))
+  state = loop.run(
+    loop.initial_state(learning.initial_model_weights(model_fn, settings.seed)),
+    range(settings.rounds + 1),
+  )
   return loop, loop.process.get_model_weights(state).trainable
 
 
@@ -58,19 +66,21 @@ def test_lockstep_trains_the_per_client_model(name):
   task, arrays = helpers.task_and_arrays()
   runs = {}
   for execution in ('lockstep', 'per_client'):
-    settings = resolve(Config(**dict(QUICK, **CASES[name]),
-                              client_execution=execution), num_clients=30)
+    settings = resolve(
+      Config(**dict(QUICK, **CASES[name]), client_execution=execution),
+      num_clients=30,
+    )
     runs[execution] = _final_weights(settings, task.model_fn, arrays)
   assert isinstance(runs['lockstep'][0].process, learning.LockstepProcess)
-  assert not isinstance(runs['per_client'][0].process,
-                        learning.LockstepProcess)
+  assert not isinstance(runs['per_client'][0].process, learning.LockstepProcess)
   for a, b in zip(runs['lockstep'][1], runs['per_client'][1]):
     scale = max(float(np.max(np.abs(b))), 1e-6)
     assert float(np.max(np.abs(a - b))) / scale < 1e-5, name
 
 
 def test_the_readme_example_algorithm_runs_in_lockstep():
-  from tff_algos import cli  # pylint: disable=g-import-not-at-top
+  from tff_algos import cli
+
   cli.import_modules(['tests/programs/user_modules/fedavgm_algorithm.py'])
   task, _ = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavgm', **QUICK), num_clients=30)
@@ -86,12 +96,13 @@ def test_a_round_sends_the_clients_results_not_their_data():
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
   process, _ = trainer.build_for_run(settings, task.model_fn)
   engine = lockstep.Engine(process, arrays, 10)
-  state = process.set_model_weights(process.initialize(),
-                                    learning.initial_model_weights(
-                                        task.model_fn, 0))
+  state = process.set_model_weights(
+    process.initialize(), learning.initial_model_weights(task.model_fn, 0)
+  )
   sampler = trainer.sampler(settings, arrays)
   plans = sampler.participants(1, settings.policy)
-  from tff_algos.simulation import client_inputs  # pylint: disable=g-import-not-at-top
+  from tff_algos.simulation import client_inputs
+
   schedules = client_inputs.schedules(sampler, plans, arrays, 1, 10)
   (one,) = engine.inputs(state, schedules, 1)
   assert one['participants'] == 5
@@ -101,8 +112,11 @@ def test_a_round_sends_the_clients_results_not_their_data():
 
 
 def test_pack_keeps_each_clients_minibatches_in_order_in_one_lane():
-  batches = [[np.array([1, 2]), np.array([3])], [np.array([4])],
-             [np.array([5]), np.array([6]), np.array([7])]]
+  batches = [
+    [np.array([1, 2]), np.array([3])],
+    [np.array([4])],
+    [np.array([5]), np.array([6]), np.array([7])],
+  ]
   plan = lockstep.pack(batches, 2, 2, [1.0, 2.0, 3.0])
   steps, lanes, _ = plan.indices.shape
   assert lanes == 2 and steps % lockstep.UNROLL == 0
@@ -112,40 +126,57 @@ def test_pack_keeps_each_clients_minibatches_in_order_in_one_lane():
     for step in range(steps):
       real = plan.indices[step, lane][plan.valid[step, lane] > 0]
       if plan.start[step, lane]:
-        client = next(c for c, b in enumerate(batches)
-                      if np.array_equal(b[0], real))
+        client = next(
+          c for c, b in enumerate(batches) if np.array_equal(b[0], real)
+        )
       if len(real):
         found[client].append(list(real))
       if plan.finish[step, lane] >= 0:
         assert plan.finish[step, lane] == client
   assert {c: v for c, v in found.items()} == {
-      c: [list(b) for b in bs] for c, bs in enumerate(batches)}
+    c: [list(b) for b in bs] for c, bs in enumerate(batches)
+  }
   assert list(plan.steps) == [2, 1, 3]
 
 
 def _keras_model_fn(layers):
-  spec = collections.OrderedDict(x=tf.TensorSpec([None, 60], tf.float32),
-                                 y=tf.TensorSpec([None], tf.int32))
+  spec = collections.OrderedDict(
+    x=tf.TensorSpec([None, 60], tf.float32), y=tf.TensorSpec([None], tf.int32)
+  )
   return model_ops.KerasModelFn(
-      lambda: tf.keras.Sequential([tf.keras.Input([60]), *layers()]),
-      lambda: tf.keras.losses.SparseCategoricalCrossentropy(
-          from_logits=True), spec)
+    lambda: tf.keras.Sequential([tf.keras.Input([60]), *layers()]),
+    lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    spec,
+  )
 
 
-@pytest.mark.parametrize('model, execution, reason', [
-    (lambda t: _keras_model_fn(lambda: [tf.keras.layers.Dropout(0.5),
-                                        tf.keras.layers.Dense(10)]),
-     'lockstep', 'draw randomness'),
-    (lambda t: _keras_model_fn(lambda: [tf.keras.layers.Dense(1000),
-                                        tf.keras.layers.Dense(10)]),
-     'auto', 'weights are faster per client'),
-    (lambda t: (lambda: t.model_fn()), 'lockstep', 'not a learning.'),
-])
+@pytest.mark.parametrize(
+  'model, execution, reason',
+  [
+    (
+      lambda t: _keras_model_fn(
+        lambda: [tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(10)]
+      ),
+      'lockstep',
+      'draw randomness',
+    ),
+    (
+      lambda t: _keras_model_fn(
+        lambda: [tf.keras.layers.Dense(1000), tf.keras.layers.Dense(10)]
+      ),
+      'auto',
+      'weights are faster per client',
+    ),
+    (lambda t: lambda: t.model_fn(), 'lockstep', 'not a learning.'),
+  ],
+)
 def test_a_run_that_cannot_or_should_not_runs_per_client_and_says_why(
-    model, execution, reason):
+  model, execution, reason
+):
   task, _ = helpers.task_and_arrays()
-  settings = resolve(Config(algo='fedavg', client_execution=execution,
-                            **QUICK), num_clients=30)
+  settings = resolve(
+    Config(algo='fedavg', client_execution=execution, **QUICK), num_clients=30
+  )
   process, how = trainer.build_for_run(settings, model(task))
   assert not isinstance(process, learning.LockstepProcess)
   assert how.startswith('per client (') and reason in how
@@ -154,16 +185,20 @@ def test_a_run_that_cannot_or_should_not_runs_per_client_and_says_why(
 def test_remote_workers_and_the_flag_take_the_per_client_path():
   task, _ = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
-  _, how = trainer.build_for_run(settings, task.model_fn,
-                                 workers='localhost:1')
+  _, how = trainer.build_for_run(settings, task.model_fn, workers='localhost:1')
   assert 'remote workers' in how
-  per_client = resolve(Config(algo='fedavg', client_execution='per_client',
-                              **QUICK), num_clients=30)
+  per_client = resolve(
+    Config(algo='fedavg', client_execution='per_client', **QUICK),
+    num_clients=30,
+  )
   _, how = trainer.build_for_run(per_client, task.model_fn)
   assert how == 'per client (--client_execution=per_client)'
 
 
 def test_a_run_recorded_before_lockstep_clients_reads_as_per_client():
-  old = {k: v for k, v in resolve(Config(**QUICK)).to_json().items()
-         if k != 'client_execution'}
+  old = {
+    k: v
+    for k, v in resolve(Config(**QUICK)).to_json().items()
+    if k != 'client_execution'
+  }
   assert Config.from_json(old).client_execution == 'per_client'

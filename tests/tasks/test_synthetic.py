@@ -10,10 +10,10 @@ from tasks import leaf
 from tasks import synthetic
 
 REFERENCE_FILES = {
-    'synthetic_0_0': 'synthetic_0_0_test.json',
-    'synthetic_0.5_0.5': 'synthetic_0.5_0.5_test.json',
-    'synthetic_1_1': 'synthetic_1_1_test.json',
-    'synthetic_iid': 'synthetic_iid_test.json',
+  'synthetic_0_0': 'synthetic_0_0_test.json',
+  'synthetic_0.5_0.5': 'synthetic_0.5_0.5_test.json',
+  'synthetic_1_1': 'synthetic_1_1_test.json',
+  'synthetic_iid': 'synthetic_iid_test.json',
 }
 
 
@@ -25,21 +25,23 @@ def _statistics(devices):
   j = np.arange(1, within.size + 1)
   slope = np.polyfit(np.log(j), np.log(within), 1)[0]
   return dict(
-      counts=np.array([len(y) for y in ys]),
-      sigma_slope=slope,  # Σ_jj = j^-1.2: slope -1.2 in log-log.
-      between=np.array([x.mean(axis=0) for x in xs]).var(axis=0).mean(),
-      majority=np.mean([np.bincount(y).max() / len(y) for y in ys]),
-      labels=np.mean([len(set(y.tolist())) for y in ys]))
+    counts=np.array([len(y) for y in ys]),
+    sigma_slope=slope,  # Σ_jj = j^-1.2: slope -1.2 in log-log.
+    between=np.array([x.mean(axis=0) for x in xs]).var(axis=0).mean(),
+    majority=np.mean([np.bincount(y).max() / len(y) for y in ys]),
+    labels=np.mean([len(set(y.tolist())) for y in ys]),
+  )
 
 
 @pytest.mark.parametrize('name', sorted(REFERENCE_FILES))
-def test_generator_statistics_match_the_fedprox_authors_data(
-    name, shared_data):
+def test_generator_statistics_match_the_fedprox_authors_data(name, shared_data):
   reference = leaf.read_leaf_file(
-      shared_data / 'synthetic_reference' / REFERENCE_FILES[name])
+    shared_data / 'synthetic_reference' / REFERENCE_FILES[name]
+  )
   ref = _statistics(list(reference.values()))
   _, test = synthetic.split_devices(
-      *synthetic.generate(*synthetic.parse_name(name)[:3], seed=0), seed=0)
+    *synthetic.generate(*synthetic.parse_name(name)[:3], seed=0), seed=0
+  )
   ours = _statistics([(d['x'], d['y']) for d in test.values()])
 
   assert len(reference) == len(test) == 30
@@ -75,27 +77,34 @@ def test_split_is_90_10_per_device_and_configurable():
     n = len(tr['y']) + len(te['y'])
     assert len(tr['y']) == int(0.9 * n)
   task = tasks.load_task('synthetic_1_1', train_fraction=0.8)
-  for tr, te in zip(tasks.client_arrays(task.train),
-                    tasks.client_arrays(task.test)):
+  for tr, te in zip(
+    tasks.client_arrays(task.train), tasks.client_arrays(task.test)
+  ):
     assert len(tr['y']) == int(0.8 * (len(tr['y']) + len(te['y'])))
 
 
 def _write_leaf(folder, users):
   for split, index in (('train', 0), ('test', 1)):
     (folder / split).mkdir(parents=True)
-    content = dict(users=list(users),
-                   num_samples=[len(u[index][1]) for u in users.values()],
-                   user_data={name: dict(x=u[index][0], y=u[index][1])
-                              for name, u in users.items()})
+    content = dict(
+      users=list(users),
+      num_samples=[len(u[index][1]) for u in users.values()],
+      user_data={
+        name: dict(x=u[index][0], y=u[index][1]) for name, u in users.items()
+      },
+    )
     (folder / split / 'data.json').write_text(json.dumps(content))
 
 
 def test_loads_leaf_json_written_by_the_test(tmp_path):
   rng = np.random.default_rng(0)
   users = {
-      f'f_{k:05d}': ((rng.normal(size=(n, 60)).tolist(), [float(k)] * n),
-                     (rng.normal(size=(2, 60)).tolist(), [1.0, 2.0]))
-      for k, n in ((0, 3), (1, 5))}
+    f'f_{k:05d}': (
+      (rng.normal(size=(n, 60)).tolist(), [float(k)] * n),
+      (rng.normal(size=(2, 60)).tolist(), [1.0, 2.0]),
+    )
+    for k, n in ((0, 3), (1, 5))
+  }
   _write_leaf(tmp_path, users)
   task = tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))
   assert task.client_ids == ['f_00000', 'f_00001']
@@ -127,30 +136,51 @@ def test_malformed_leaf_json_is_a_clear_error(tmp_path, damage):
 GOOD_X = [[0.5] * 60] * 2
 
 
-@pytest.mark.parametrize('x, y, message', [
-    (GOOD_X, [15, 1], 'sample 0 has label 15; labels are the whole numbers '
-                      '0..9'),
+@pytest.mark.parametrize(
+  'x, y, message',
+  [
+    (
+      GOOD_X,
+      [15, 1],
+      'sample 0 has label 15; labels are the whole numbers 0..9',
+    ),
     (GOOD_X, [-1, 1], 'sample 0 has label -1'),
     (GOOD_X, [3.7, 1], 'sample 0 has label 3.7'),
     (GOOD_X, ['a', 1], "y: sample 0 has label a string ('a')"),
     (GOOD_X, [True, 1], 'y: sample 0 has label true (a boolean)'),
-    ([[0.5] * 60, [0.5] * 59], [0, 1], 'x: sample 1 has 59 values, '
-                                       'expected 60'),
+    (
+      [[0.5] * 60, [0.5] * 59],
+      [0, 1],
+      'x: sample 1 has 59 values, expected 60',
+    ),
     ([[0.5] * 59] * 2, [0, 1], 'x: sample 0 has 59 values, expected 60'),
-    ([[0.5] * 60, ['0.5'] * 60], [0, 1],
-     "x: sample 1 holds a string ('0.5'), expected numbers"),
+    (
+      [[0.5] * 60, ['0.5'] * 60],
+      [0, 1],
+      "x: sample 1 holds a string ('0.5'), expected numbers",
+    ),
     ([], [], 'x: has no samples'),
-    ([[0.5] * 60, [float('nan')] * 60], [0, 1],
-     'x: sample 1 has nan, not a finite number'),
-    ([[0.5] * 60, [1e300] * 60], [0, 1],
-     "x: sample 1 has 1e+300, beyond float32's range"),
-])
+    (
+      [[0.5] * 60, [float('nan')] * 60],
+      [0, 1],
+      'x: sample 1 has nan, not a finite number',
+    ),
+    (
+      [[0.5] * 60, [1e300] * 60],
+      [0, 1],
+      "x: sample 1 has 1e+300, beyond float32's range",
+    ),
+  ],
+)
 def test_bad_leaf_values_are_refused_naming_file_user_and_problem(
-    tmp_path, x, y, message):
+  tmp_path, x, y, message
+):
   """Before anything reaches TensorFlow, which would answer a label of 15
   with a 77-line traceback and silently truncate 3.7 to 3."""
-  users = {'good': ((GOOD_X, [0, 1]), (GOOD_X, [1, 2])),
-           'bad_user': ((x, y), (GOOD_X, [1, 2]))}
+  users = {
+    'good': ((GOOD_X, [0, 1]), (GOOD_X, [1, 2])),
+    'bad_user': ((x, y), (GOOD_X, [1, 2])),
+  }
   _write_leaf(tmp_path, users)
   with pytest.raises(tasks.DataError) as error:
     tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))
@@ -159,14 +189,16 @@ def test_bad_leaf_values_are_refused_naming_file_user_and_problem(
 
 
 def test_missing_leaf_folder_is_a_clear_error(tmp_path):
-  with pytest.raises(tasks.DataError,
-                     match=r'leave --data_dir out .*/train has none'):
+  with pytest.raises(
+    tasks.DataError, match=r'leave --data_dir out .*/train has none'
+  ):
     tasks.load_task('synthetic_1_1', data_dir=str(tmp_path))
 
 
 def test_reads_the_fedprox_authors_files(shared_data):
   users = leaf.read_leaf_file(
-      shared_data / 'synthetic_reference' / 'synthetic_1_1_test.json')
+    shared_data / 'synthetic_reference' / 'synthetic_1_1_test.json'
+  )
   assert list(users)[:2] == ['f_00000', 'f_00001']
   assert sum(len(y) for _, y in users.values()) == 1084
 

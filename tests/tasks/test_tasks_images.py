@@ -18,30 +18,29 @@ import tarfile
 import numpy as np
 import pytest
 
+from conftest import SHARED_DATA
 import tasks
 from tasks import cifar10
 from tasks import femnist
 from tasks import image_models
 from tasks import mnist
-from tff_algos.simulation import evaluation
 from tff_algos.simulation import client_inputs
+from tff_algos.simulation import evaluation
 from tff_algos.simulation import experiment
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 from tff_algos.simulation.sampling import ClientSampler
 
-from conftest import SHARED_DATA  # pylint: disable=g-bad-import-order
-
 ALL_SPLITS = {**mnist.SPLITS, **cifar10.SPLITS, **femnist.SPLITS}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shared_splits(name):
   return ALL_SPLITS[name](str(SHARED_DATA), 0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shared_task(name):
   """The TASKS loader's task, built from the cached arrays."""
   return image_models.as_task(shared_splits(name))
@@ -63,7 +62,8 @@ def _num_labels(arrays):
 
 
 def _num_params(model_fn):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   with tf.Graph().as_default():
     model = model_fn()
     return sum(int(np.prod(v.shape)) for v in model.trainable_variables)
@@ -85,33 +85,44 @@ def test_model_parameter_counts():
 def test_scale_pixels_is_numpys_division_in_a_graph():
   # In a graph TensorFlow rewrites x / 255.0 as x * (1 / 255), which
   # differs from the division for some pixel values.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   pixels = np.arange(256, dtype=np.uint8)
   expected = pixels.astype(np.float32) / 255.0
-  scaled = tf.function(image_models.scale_pixels, input_signature=[
-      tf.TensorSpec([None], tf.uint8)])(pixels).numpy()
+  scaled = tf.function(
+    image_models.scale_pixels, input_signature=[tf.TensorSpec([None], tf.uint8)]
+  )(pixels).numpy()
   assert scaled.dtype == np.float32
-  np.testing.assert_array_equal(scaled.view(np.uint32),
-                                expected.view(np.uint32))
+  np.testing.assert_array_equal(
+    scaled.view(np.uint32), expected.view(np.uint32)
+  )
   divided = tf.function(lambda x: tf.cast(x, tf.float32) / 255.0)(pixels)
   assert (divided.numpy() != expected).any()  # Why not a plain division.
 
 
-@pytest.mark.parametrize('builder, shape', [
+@pytest.mark.parametrize(
+  'builder, shape',
+  [
     (lambda pixels: image_models.mlr(784, 10, pixels=pixels), (784,)),
     (lambda pixels: image_models.mnist_2nn(pixels=pixels), (784,)),
     (lambda pixels: image_models.mnist_cnn(62, pixels=pixels), (28, 28, 1)),
-])
+  ],
+)
 def test_pixel_models_match_float_models(builder, shape):
   """A model on uint8 pixels gives bit for bit the logits and gradients
   of the float model on NumPy's pixels / 255, with the same initial
   weights for a seed."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_algos.learning import composition  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from tff_algos.learning import composition
+
   pixels = np.random.default_rng(0).integers(0, 256, (5,) + shape, np.uint8)
-  batch = {True: dict(x=pixels, y=np.arange(5, dtype=np.int32)),
-           False: dict(x=pixels.astype(np.float32) / 255.0,
-                       y=np.arange(5, dtype=np.int32))}
+  batch = {
+    True: dict(x=pixels, y=np.arange(5, dtype=np.int32)),
+    False: dict(
+      x=pixels.astype(np.float32) / 255.0, y=np.arange(5, dtype=np.int32)
+    ),
+  }
   results = {}
   for raw in (True, False):
     model_fn = builder(raw)
@@ -123,9 +134,11 @@ def test_pixel_models_match_float_models(builder, shape):
     with tf.GradientTape() as tape:
       output = model.forward_pass(batch[raw], training=True)
     gradients = tape.gradient(output.loss, model.trainable_variables)
-    results[raw] = [w for w in weights.trainable] + [
-        output.predictions.numpy(), output.loss.numpy()] + [
-            g.numpy() for g in gradients]
+    results[raw] = (
+      [w for w in weights.trainable]
+      + [output.predictions.numpy(), output.loss.numpy()]
+      + [g.numpy() for g in gradients]
+    )
   for a, b in zip(results[True], results[False]):
     np.testing.assert_array_equal(a, b)
 
@@ -146,8 +159,10 @@ def test_cifar_preprocessing_random_in_training_centre_crop_in_eval():
 
 def test_mnist_iid_statistics(shared_data):
   del shared_data
-  train, test = shared_arrays('mnist_iid_2nn'), shared_arrays(
-      'mnist_iid_2nn', 'test')
+  train, test = (
+    shared_arrays('mnist_iid_2nn'),
+    shared_arrays('mnist_iid_2nn', 'test'),
+  )
   assert len(train) == len(test) == 100
   assert set(_sizes(train)) == {600} and set(_sizes(test)) == {100}
   counts = np.array([np.bincount(a['y'], minlength=10) for a in train])
@@ -209,10 +224,11 @@ def test_femnist_fedprox_statistics(shared_data):
   train = shared_arrays('femnist_fedprox')
   test = shared_arrays('femnist_fedprox', 'test')
   assert len(train) == len(test) == 200
-  labels = [np.unique(np.concatenate([a['y'], b['y']]))
-            for a, b in zip(train, test)]
-  assert max(len(l) for l in labels) <= 5
-  assert all(l.min() >= 0 and l.max() <= 9 for l in labels)
+  labels = [
+    np.unique(np.concatenate([a['y'], b['y']])) for a, b in zip(train, test)
+  ]
+  assert max(len(y) for y in labels) <= 5
+  assert all(y.min() >= 0 and y.max() <= 9 for y in labels)
   total = (_sizes(train) + _sizes(test)).sum()
   assert 2_000 <= total <= 3_250  # All 3,250 a-j images of the sample.
   assert train[0]['x'].shape[1:] == (784,)
@@ -223,8 +239,9 @@ def test_leaf_sample_json_matches_the_npz(shared_data, tmp_path):
   for split in ('train', 'test'):
     (folder / split).mkdir(parents=True)
     name = f'all_data_35_niid_05_keep_0_{split}_9.json'
-    os.symlink(shared_data / 'femnist' / 'leaf_sample' / name,
-               folder / split / name)
+    os.symlink(
+      shared_data / 'femnist' / 'leaf_sample' / name, folder / split / name
+    )
   from_json, source = femnist.load_writers(str(tmp_path))
   assert 'LEAF JSON' in source and len(from_json) == 5
   from_npz, _ = femnist.load_writers(str(shared_data))
@@ -244,8 +261,13 @@ def test_client_data_matches_arrays(name, shared_data):
     client_data = getattr(task, split)
     assert list(client_data.client_ids) == list(arrays)
     for client in list(arrays)[::97]:
-      got = next(iter(client_data.create_tf_dataset_for_client(client).batch(
-          10_000).as_numpy_iterator()))
+      got = next(
+        iter(
+          client_data.create_tf_dataset_for_client(client)
+          .batch(10_000)
+          .as_numpy_iterator()
+        )
+      )
       np.testing.assert_array_equal(got['x'], arrays[client]['x'])
       np.testing.assert_array_equal(got['y'], arrays[client]['y'])
 
@@ -257,8 +279,14 @@ def _one_round(name):
   """One FedAvg round on 2 clients; (loss before, loss after) on them."""
   task = shared_task(name)
   arrays = shared_arrays(name)
-  config = Config(algo='fedavg', rounds=1, clients_per_round=2, epochs=1,
-                  batch_size=50, client_lr=LEARNING_RATES.get(name, 0.05))
+  config = Config(
+    algo='fedavg',
+    rounds=1,
+    clients_per_round=2,
+    epochs=1,
+    batch_size=50,
+    client_lr=LEARNING_RATES.get(name, 0.05),
+  )
   settings = resolve(config)
   process = trainer.build_process(settings, task.model_fn)
   sampler = ClientSampler(len(arrays), 2, 1, 0, 0.0)
@@ -267,15 +295,24 @@ def _one_round(name):
   chosen = [arrays[p.client] for p in plans]
   state = process.initialize()
   before = evaluate(process.get_model_weights(state), chosen)['loss']
-  state = process.next(state, client_inputs.round_inputs(
-      sampler, plans, arrays, 1, 50)).state
+  state = process.next(
+    state, client_inputs.round_inputs(sampler, plans, arrays, 1, 50)
+  ).state
   after = evaluate(process.get_model_weights(state), chosen)['loss']
   return before, after
 
 
-@pytest.mark.parametrize('name', ['mnist_iid_2nn', 'mnist_pathological_cnn',
-                                  'mnist_powerlaw', 'cifar10', 'femnist',
-                                  'femnist_fedprox'])
+@pytest.mark.parametrize(
+  'name',
+  [
+    'mnist_iid_2nn',
+    'mnist_pathological_cnn',
+    'mnist_powerlaw',
+    'cifar10',
+    'femnist',
+    'femnist_fedprox',
+  ],
+)
 def test_one_round_trains(name, shared_data):
   del shared_data
   before, after = _one_round(name)
@@ -296,10 +333,10 @@ def _write_idx(path, array, magic):
 def _tiny_mnist(root, n_train=11_000, n_test=1_000):
   folder = root / 'mnist'
   folder.mkdir(parents=True, exist_ok=True)
-  for n, images, labels in ((n_train, 'train-images-idx3-ubyte.gz',
-                             'train-labels-idx1-ubyte.gz'),
-                            (n_test, 't10k-images-idx3-ubyte.gz',
-                             't10k-labels-idx1-ubyte.gz')):
+  for n, images, labels in (
+    (n_train, 'train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
+    (n_test, 't10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz'),
+  ):
     y = np.arange(n) % 10
     x = np.broadcast_to((y * 25)[:, None, None], (n, 28, 28))
     _write_idx(folder / images, x, mnist.IMAGE_MAGIC)
@@ -307,9 +344,10 @@ def _tiny_mnist(root, n_train=11_000, n_test=1_000):
   return folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tiny_mnist_dir(tmp_root):
-  import pathlib  # pylint: disable=g-import-not-at-top
+  import pathlib
+
   _tiny_mnist(pathlib.Path(tmp_root))
   return tmp_root
 
@@ -338,9 +376,19 @@ def test_tiny_mnist_fedavg_tasks_and_one_run(tmp_path):
   assert _num_labels(arrays).max() <= 2  # 200 per label: shards of 10.
 
   out = tmp_path / 'run'
-  experiment.run(Config(algo='fedavg', rounds=1, clients_per_round=2,
-                        epochs=1, batch_size=50, client_lr=0.1),
-                 task, str(out), show_progress=False)
+  experiment.run(
+    Config(
+      algo='fedavg',
+      rounds=1,
+      clients_per_round=2,
+      epochs=1,
+      batch_size=50,
+      client_lr=0.1,
+    ),
+    task,
+    str(out),
+    show_progress=False,
+  )
   with open(out / 'metrics.csv', newline='') as f:
     rows = list(csv.DictReader(f))
   assert [r['round'] for r in rows] == ['0', '1']
@@ -356,8 +404,11 @@ def test_tiny_mnist_powerlaw(tiny_mnist):
     assert set(labels[devices[u]]) == {u % 10, (u + 1) % 10}
   used = np.concatenate(devices)
   assert len(np.unique(used)) == len(used) <= 12_000
-  x = tasks.client_arrays(task.train.from_clients_and_tf_fn(
-      task.train.client_ids[:1], task.train.serializable_dataset_fn))[0]['x']
+  x = tasks.client_arrays(
+    task.train.from_clients_and_tf_fn(
+      task.train.client_ids[:1], task.train.serializable_dataset_fn
+    )
+  )[0]['x']
   assert x.shape[1:] == (784,)
 
 
@@ -368,8 +419,7 @@ def test_mnist_missing_files_name_them(tmp_path):
     assert name in str(e.value)
 
 
-@pytest.mark.parametrize('damage', ['truncate', 'magic', 'not_gzip',
-                                    'count'])
+@pytest.mark.parametrize('damage', ['truncate', 'magic', 'not_gzip', 'count'])
 def test_mnist_corrupt_files_raise(tmp_path, damage):
   folder = _tiny_mnist(tmp_path, n_train=200, n_test=100)
   path = folder / 't10k-images-idx3-ubyte.gz'
@@ -381,8 +431,10 @@ def test_mnist_corrupt_files_raise(tmp_path, damage):
     _write_idx(path, np.zeros((100, 28, 28)), mnist.LABEL_MAGIC)
   else:  # Header count larger than the data (truncated before gzip).
     with gzip.open(path, 'wb') as f:
-      f.write(np.array([mnist.IMAGE_MAGIC, 100, 28, 28], '>u4').tobytes() +
-              bytes(99 * 784))
+      f.write(
+        np.array([mnist.IMAGE_MAGIC, 100, 28, 28], '>u4').tobytes()
+        + bytes(99 * 784)
+      )
   with pytest.raises(tasks.DataError, match='t10k-images'):
     mnist.load_arrays(str(tmp_path))
 
@@ -398,7 +450,8 @@ def _tiny_cifar_images(n, seed=0):
 
 
 def _write_jpeg_tar(path, x, y, corrupt=False):
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
+
   counters = collections.Counter()
   with tarfile.open(path, 'w') as tar:
     for image, label in zip(x, y):
@@ -408,7 +461,8 @@ def _write_jpeg_tar(path, x, y, corrupt=False):
       if corrupt and counters[label] == 1:
         data = b'garbage' * 10
       info = tarfile.TarInfo(
-          f'{cifar10.CLASSES[label]}/{counters[label]:04d}.jpg')
+        f'{cifar10.CLASSES[label]}/{counters[label]:04d}.jpg'
+      )
       counters[label] += 1
       info.size = len(data)
       tar.addfile(info, io.BytesIO(data))
@@ -424,8 +478,13 @@ def _write_pickles(folder, x, y, x_test, y_test):
 
 def _dump(path, x, y):
   with open(path, 'wb') as f:
-    pickle.dump({b'data': x.transpose(0, 3, 1, 2).reshape(len(y), -1),
-                 b'labels': [int(v) for v in y]}, f)
+    pickle.dump(
+      {
+        b'data': x.transpose(0, 3, 1, 2).reshape(len(y), -1),
+        b'labels': [int(v) for v in y],
+      },
+      f,
+    )
 
 
 def test_tiny_cifar_jpeg_tars_and_cache(tmp_path, monkeypatch):
@@ -452,16 +511,25 @@ def test_tiny_cifar_pickle_batches_and_one_round(tmp_path):
   x, y = _tiny_cifar_images(100)
   xt, yt = _tiny_cifar_images(100, seed=1)
   _write_pickles(tmp_path / 'cifar10' / cifar10.BATCH_DIR, x, y, xt, yt)
-  train_x, train_y, test_x, test_y, source = cifar10.load_arrays(
-      str(tmp_path))
+  train_x, train_y, test_x, test_y, source = cifar10.load_arrays(str(tmp_path))
   np.testing.assert_array_equal(train_x, x)  # Lossless, official order.
   np.testing.assert_array_equal(test_y, yt)
   assert 'official' in source
   task = cifar10.load(str(tmp_path), 0, num_clients=10)
   out = tmp_path / 'run'
-  experiment.run(Config(algo='fedavg', rounds=1, clients_per_round=2,
-                        epochs=1, batch_size=5, client_lr=0.05),
-                 task, str(out), show_progress=False)
+  experiment.run(
+    Config(
+      algo='fedavg',
+      rounds=1,
+      clients_per_round=2,
+      epochs=1,
+      batch_size=5,
+      client_lr=0.05,
+    ),
+    task,
+    str(out),
+    show_progress=False,
+  )
   assert (out / 'summary.json').exists()
   del train_x, train_y, test_x
 
@@ -469,25 +537,30 @@ def test_tiny_cifar_pickle_batches_and_one_round(tmp_path):
 def test_cifar_missing_files_name_them(tmp_path):
   with pytest.raises(tasks.DataError) as e:
     cifar10.TASKS['cifar10'](str(tmp_path), 0)
-  for name in ('train.tar', 'test.tar', 'data_batch_1', 'test_batch',
-               'cifar-10-batches-py'):
+  for name in (
+    'train.tar',
+    'test.tar',
+    'data_batch_1',
+    'test_batch',
+    'cifar-10-batches-py',
+  ):
     assert name in str(e.value)
 
 
-@pytest.mark.parametrize('damage', ['bad_member', 'truncated_tar',
-                                    'bad_pickle', 'missing_batch'])
+@pytest.mark.parametrize(
+  'damage', ['bad_member', 'truncated_tar', 'bad_pickle', 'missing_batch']
+)
 def test_cifar_corrupt_files_raise(tmp_path, monkeypatch, damage):
   monkeypatch.setenv('TFF_ALGOS_CACHE', str(tmp_path / 'cache'))
   x, y = _tiny_cifar_images(20)
   folder = tmp_path / 'cifar10'
   if damage in ('bad_member', 'truncated_tar'):
     folder.mkdir()
-    _write_jpeg_tar(folder / 'train.tar', x, y,
-                    corrupt=damage == 'bad_member')
+    _write_jpeg_tar(folder / 'train.tar', x, y, corrupt=damage == 'bad_member')
     _write_jpeg_tar(folder / 'test.tar', x, y)
     if damage == 'truncated_tar':
       data = (folder / 'train.tar').read_bytes()
-      (folder / 'train.tar').write_bytes(data[:len(data) // 2])
+      (folder / 'train.tar').write_bytes(data[: len(data) // 2])
   else:
     _write_pickles(folder / cifar10.BATCH_DIR, x, y, x, y)
     if damage == 'bad_pickle':
@@ -497,21 +570,23 @@ def test_cifar_corrupt_files_raise(tmp_path, monkeypatch, damage):
       os.remove(folder / cifar10.BATCH_DIR / 'test_batch')
   with pytest.raises(tasks.DataError):
     cifar10.load_arrays(str(tmp_path))
-  assert not (tmp_path / 'cache').exists() or not os.listdir(
-      tmp_path / 'cache')
+  assert not (tmp_path / 'cache').exists() or not os.listdir(tmp_path / 'cache')
 
 
 # ------------------------------------------------------ tiny FEMNIST files
 
 
-def _tiny_femnist_arrays(writers=('f0001_01', 'f0002_02', 'f0003_03'),
-                         per_writer=40, labels=None, seed=0):
+def _tiny_femnist_arrays(
+  writers=('f0001_01', 'f0002_02', 'f0003_03'),
+  per_writer=40,
+  labels=None,
+  seed=0,
+):
   rng = np.random.default_rng(seed)
   z = collections.defaultdict(list)
   for i, _ in enumerate(writers):
     for split, n in (('train', per_writer), ('test', per_writer // 4)):
-      y = (rng.integers(0, 62, n) if labels is None
-           else rng.choice(labels, n))
+      y = rng.integers(0, 62, n) if labels is None else rng.choice(labels, n)
       z[f'{split}_x'].append(rng.integers(0, 256, (n, 28, 28)))
       z[f'{split}_y'].append(y)
       z[f'{split}_writer'].append(np.full(n, i))
@@ -539,8 +614,7 @@ def test_tiny_femnist_npz(tmp_path):
   test = tasks.client_arrays(task.test)
   assert list(task.train.client_ids) == ['f0001_01', 'f0002_02', 'f0003_03']
   assert set(_sizes(train)) == {40} and set(_sizes(test)) == {10}
-  np.testing.assert_array_equal(train[1]['x'][..., 0],
-                                arrays['train_x'][40:80])
+  np.testing.assert_array_equal(train[1]['x'][..., 0], arrays['train_x'][40:80])
   np.testing.assert_array_equal(train[1]['y'], arrays['train_y'][40:80])
 
 
@@ -556,29 +630,43 @@ def test_tiny_femnist_leaf_json_and_one_round(tmp_path):
       idx = owner == i
       content['num_samples'].append(int(idx.sum()))
       content['user_data'][user] = dict(
-          x=(arrays[f'{split}_x'][idx].reshape(-1, 784) / 255).tolist(),
-          y=arrays[f'{split}_y'][idx].tolist())
+        x=(arrays[f'{split}_x'][idx].reshape(-1, 784) / 255).tolist(),
+        y=arrays[f'{split}_y'][idx].tolist(),
+      )
     (folder / f'all_data_0_{split}.json').write_text(json.dumps(content))
   from_json, source = femnist.load_writers(str(tmp_path))
   assert 'LEAF JSON' in source
   for i, pairs in enumerate(from_json.values()):
     np.testing.assert_array_equal(
-        pairs[0][0], arrays['train_x'][arrays['train_writer'] == i])
+      pairs[0][0], arrays['train_x'][arrays['train_writer'] == i]
+    )
   task = femnist.TASKS['femnist'](str(tmp_path), 0)
   out = tmp_path / 'run'
-  experiment.run(Config(algo='fedavg', rounds=1, clients_per_round=2,
-                        epochs=1, batch_size=20, client_lr=0.05),
-                 task, str(out), show_progress=False)
+  experiment.run(
+    Config(
+      algo='fedavg',
+      rounds=1,
+      clients_per_round=2,
+      epochs=1,
+      batch_size=20,
+      client_lr=0.05,
+    ),
+    task,
+    str(out),
+    show_progress=False,
+  )
   assert (out / 'summary.json').exists()
 
 
 def test_tiny_femnist_fedprox(tmp_path):
   letters = np.arange(36, 46)
-  arrays = _tiny_femnist_arrays(per_writer=160, labels=np.concatenate(
-      [letters, [0, 10]]))  # Digits and uppercase are dropped.
+  arrays = _tiny_femnist_arrays(
+    per_writer=160, labels=np.concatenate([letters, [0, 10]])
+  )  # Digits and uppercase are dropped.
   _write_npz(tmp_path, arrays)
   task = image_models.as_task(
-      femnist.load_fedprox(str(tmp_path), 0, num_devices=20))
+    femnist.load_fedprox(str(tmp_path), 0, num_devices=20)
+  )
   train = tasks.client_arrays(task.train)
   test = tasks.client_arrays(task.test)
   assert len(train) == 20
@@ -586,7 +674,8 @@ def test_tiny_femnist_fedprox(tmp_path):
     labels = set(np.concatenate([a['y'], b['y']]).tolist())
     assert labels <= {(u + j) % 10 for j in range(5)}
     assert len(b['y']) == len(a['y']) + len(b['y']) - int(
-        0.9 * (len(a['y']) + len(b['y'])))
+      0.9 * (len(a['y']) + len(b['y']))
+    )
   assert train[0]['x'].shape[1:] == (784,)
   with pytest.raises(tasks.DataError, match='device slots'):
     femnist.load_fedprox(str(tmp_path), 0, num_devices=2000)
@@ -608,7 +697,7 @@ def test_femnist_corrupt_npz_raises(tmp_path, damage):
     arrays['train_writer'][0] = 7
   path = _write_npz(tmp_path, arrays)
   if damage == 'truncated':
-    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
   with pytest.raises(tasks.DataError, match=femnist.NPZ):
     femnist.TASKS['femnist'](str(tmp_path), 0)
 
@@ -617,27 +706,43 @@ def test_femnist_corrupt_npz_raises(tmp_path, damage):
 
 
 def _write_emnist_sqlite(path, clients=('w0', 'w1'), per_client=6):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   connection = sqlite3.connect(path)
-  connection.execute('CREATE TABLE examples (split_name TEXT NOT NULL, '
-                     'client_id TEXT NOT NULL, '
-                     'serialized_example_proto BLOB NOT NULL)')
-  connection.execute('CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
-                     'split_name TEXT NOT NULL, num_examples INTEGER NOT '
-                     'NULL)')
+  connection.execute(
+    'CREATE TABLE examples (split_name TEXT NOT NULL, '
+    'client_id TEXT NOT NULL, '
+    'serialized_example_proto BLOB NOT NULL)'
+  )
+  connection.execute(
+    'CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
+    'split_name TEXT NOT NULL, num_examples INTEGER NOT '
+    'NULL)'
+  )
   rng = np.random.default_rng(0)
   for split in ('all_train', 'all_test'):
     for client in clients:
       for _ in range(per_client):
-        example = tf.train.Example(features=tf.train.Features(feature=dict(
-            pixels=tf.train.Feature(float_list=tf.train.FloatList(
-                value=rng.random(784).tolist())),
-            label=tf.train.Feature(int64_list=tf.train.Int64List(
-                value=[int(rng.integers(62))])))))
-        connection.execute('INSERT INTO examples VALUES (?, ?, ?)',
-                           (split, client, example.SerializeToString()))
-      connection.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
-                         (client, split, per_client))
+        example = tf.train.Example(
+          features=tf.train.Features(
+            feature=dict(
+              pixels=tf.train.Feature(
+                float_list=tf.train.FloatList(value=rng.random(784).tolist())
+              ),
+              label=tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[int(rng.integers(62))])
+              ),
+            )
+          )
+        )
+        connection.execute(
+          'INSERT INTO examples VALUES (?, ?, ?)',
+          (split, client, example.SerializeToString()),
+        )
+      connection.execute(
+        'INSERT INTO client_metadata VALUES (?, ?, ?)',
+        (client, split, per_client),
+      )
   connection.commit()
   connection.close()
 

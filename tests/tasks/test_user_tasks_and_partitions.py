@@ -15,7 +15,7 @@ from tff_algos import cli
 def test_the_adding_a_task_example_of_the_docs_registers_a_task(tmp_path):
   page = (REPO / 'docs' / 'TASKS.md').read_text()
   section = page.split('## Adding a task', 1)[1].split('\n## ', 1)[0]
-  code, = [c for c in re.findall(r'```python\n(.*?)```', section, re.S)]
+  (code,) = [c for c in re.findall(r'```python\n(.*?)```', section, re.S)]
   (tmp_path / 'my_task.py').write_text(code)
   try:
     cli.import_modules([str(tmp_path / 'my_task.py')])
@@ -34,9 +34,19 @@ def test_the_adding_a_task_example_of_the_docs_registers_a_task(tmp_path):
     tasks.register('synthetic_1_1', None)
 
 
-@pytest.mark.parametrize('spec', ['dirichlet', 'dirichlet:0', 'dirichlet:-1',
-                                  'dirichlet:nan', 'dirichlet:inf',
-                                  'dirichlet:x', 'iid:1', ''])
+@pytest.mark.parametrize(
+  'spec',
+  [
+    'dirichlet',
+    'dirichlet:0',
+    'dirichlet:-1',
+    'dirichlet:nan',
+    'dirichlet:inf',
+    'dirichlet:x',
+    'iid:1',
+    '',
+  ],
+)
 def test_a_bad_partition_is_a_clear_error(spec):
   with pytest.raises(ValueError, match='expected dirichlet:α'):
     partitions.parse(spec)
@@ -47,18 +57,24 @@ def test_dirichlet_keeps_every_example_and_skews_labels_with_small_alpha():
   labels = np.repeat(np.arange(10), 200)
   shares = {}
   for alpha in (0.05, 1000.0):
-    clients = partitions.dirichlet(labels, 20, alpha,
-                                   np.random.default_rng([0, 4]))
+    clients = partitions.dirichlet(
+      labels, 20, alpha, np.random.default_rng([0, 4])
+    )
     assert sorted(np.concatenate(clients).tolist()) == list(range(2000))
     assert min(len(c) for c in clients) >= 1
     # The share of each client's examples in its most common class.
-    shares[alpha] = np.mean([np.bincount(labels[c]).max() / len(c)
-                             for c in clients])
+    shares[alpha] = np.mean(
+      [np.bincount(labels[c]).max() / len(c) for c in clients]
+    )
   assert shares[0.05] > 0.7 and shares[1000.0] < 0.2
   again = partitions.dirichlet(labels, 20, 0.05, np.random.default_rng([0, 4]))
-  assert all(np.array_equal(a, b) for a, b in zip(
-      again, partitions.dirichlet(labels, 20, 0.05,
-                                  np.random.default_rng([0, 4]))))
+  assert all(
+    np.array_equal(a, b)
+    for a, b in zip(
+      again,
+      partitions.dirichlet(labels, 20, 0.05, np.random.default_rng([0, 4])),
+    )
+  )
   del rng
 
 
@@ -69,19 +85,25 @@ def test_a_partitioned_task_has_the_same_clients_examples_and_histogram():
   after = tasks.client_arrays(skewed.train)
   assert len(after) == len(before) == 30
   assert collections.Counter(np.concatenate([a['y'] for a in after])) == (
-      collections.Counter(np.concatenate([a['y'] for a in before])))
+    collections.Counter(np.concatenate([a['y'] for a in before]))
+  )
   assert sorted(np.concatenate([a['x'][:, 0] for a in after]).tolist()) == (
-      sorted(np.concatenate([a['x'][:, 0] for a in before]).tolist()))
+    sorted(np.concatenate([a['x'][:, 0] for a in before]).tolist())
+  )
   histogram = partitions.label_histogram(after, skewed.client_ids)
   assert len(histogram) == 30 and histogram[0]['client'] == 'client_0000'
-  assert [sum(v for k, v in row.items() if k != 'client')
-          for row in histogram] == [len(a['y']) for a in after]
+  assert [
+    sum(v for k, v in row.items() if k != 'client') for row in histogram
+  ] == [len(a['y']) for a in after]
   assert skewed.test is task.test or len(skewed.test.client_ids) == 30
 
 
 def test_a_task_without_class_labels_cannot_be_partitioned():
-  train = collections.OrderedDict(c=collections.OrderedDict(
-      x=np.zeros((3, 2), np.float32), y=np.zeros((3, 5), np.int32)))
+  train = collections.OrderedDict(
+    c=collections.OrderedDict(
+      x=np.zeros((3, 2), np.float32), y=np.zeros((3, 5), np.int32)
+    )
+  )
   task = tasks.from_arrays('sequences', train, train, model_fn=None)
   with pytest.raises(tasks.DataError, match='one integer class label'):
     partitions.apply(task, 'dirichlet:1', seed=0)

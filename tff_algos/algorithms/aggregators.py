@@ -49,6 +49,7 @@ class AggregatorSettings:
     initial_clip: adaptive clipping's clip before the first round, or None
       (TFF's 0.1) (DP).
   """
+
   kind: str = 'mean'
   clients_per_round: int = 1
   seed: int = 0
@@ -79,11 +80,22 @@ def build(settings: AggregatorSettings | None, seeded: bool = True):
     return tff.learning.robust_aggregator()
   if settings.clip is not None:
     return privacy.gaussian_fixed(
-        settings.noise_multiplier, settings.clients_per_round, settings.clip,
-        seed=seed, noise_cohort_size=settings.noise_cohort)
-  initial_clip = {} if settings.initial_clip is None else dict(
-      initial_l2_norm_clip=settings.initial_clip)
+      settings.noise_multiplier,
+      settings.clients_per_round,
+      settings.clip,
+      seed=seed,
+      noise_cohort_size=settings.noise_cohort,
+    )
+  initial_clip = (
+    {}
+    if settings.initial_clip is None
+    else dict(initial_l2_norm_clip=settings.initial_clip)
+  )
   return privacy.gaussian_adaptive(
-      settings.noise_multiplier, settings.clients_per_round,
-      seed=seed, target_unclipped_quantile=settings.target_quantile,
-      noise_cohort_size=settings.noise_cohort, **initial_clip)
+    settings.noise_multiplier,
+    settings.clients_per_round,
+    seed=seed,
+    target_unclipped_quantile=settings.target_quantile,
+    noise_cohort_size=settings.noise_cohort,
+    **initial_clip,
+  )

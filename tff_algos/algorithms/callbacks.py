@@ -17,8 +17,9 @@ Imports no TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclasses.dataclass
@@ -41,6 +42,7 @@ class RoundEnd:
       over all clients, or over a fixed sample of them (--eval_clients).
     test_accuracy: its test accuracy, on the same rounds.
   """
+
   round_num: int
   row: dict
   process: Any
@@ -75,6 +77,7 @@ class RoundCallback:
     columns: the metrics.csv columns it adds, name → what it holds (their
       descriptions label plots).
   """
+
   name: str = ''
   needs_evaluation: bool = False
   columns: Mapping[str, str] = {}

@@ -29,8 +29,7 @@ def _is_number(value) -> bool:
 def positive(name: str, value) -> float:
   """`value` as a float; ValueError unless it is a finite number > 0."""
   if not _is_number(value) or not 0 < value < math.inf:
-    raise ValueError(f'{name} must be a positive finite number, got '
-                     f'{value!r}')
+    raise ValueError(f'{name} must be a positive finite number, got {value!r}')
   return float(value)
 
 
@@ -41,8 +40,9 @@ def non_negative(name: str, value) -> float:
   return float(value)
 
 
-def optimizer(role: str, learning_rate, optimizer_fn, default_rate=None,
-              rate_name=None):
+def optimizer(
+  role: str, learning_rate, optimizer_fn, default_rate=None, rate_name=None
+):
   """The `role` ('client' or 'server') optimizer: TFF's
   `{role}_optimizer_fn`, or SGD at `{role}_learning_rate` (`rate_name`;
   else at `default_rate`); ValueError for both or neither, TypeError for an
@@ -53,16 +53,17 @@ def optimizer(role: str, learning_rate, optimizer_fn, default_rate=None,
     if learning_rate is not None:
       raise ValueError(f'give {rate_name} (plain SGD) or {fn_name}, not both')
     if not isinstance(optimizer_fn, tff.learning.optimizers.Optimizer):
-      raise TypeError(f'{fn_name} must be a tff.learning.optimizers.Optimizer '
-                      f'(e.g. tff.learning.optimizers.build_adam(0.01)), got '
-                      f'{type(optimizer_fn).__name__}')
+      raise TypeError(
+        f'{fn_name} must be a tff.learning.optimizers.Optimizer '
+        f'(e.g. tff.learning.optimizers.build_adam(0.01)), got '
+        f'{type(optimizer_fn).__name__}'
+      )
     return optimizer_fn
   if learning_rate is None:
     if default_rate is None:
       raise ValueError(f'give {rate_name} (plain SGD) or {fn_name}')
     learning_rate = default_rate
-  return tff.learning.optimizers.build_sgdm(positive(rate_name,
-                                                     learning_rate))
+  return tff.learning.optimizers.build_sgdm(positive(rate_name, learning_rate))
 
 
 def proximal_weight(name: str, value, proximal_strength) -> float:
@@ -71,8 +72,9 @@ def proximal_weight(name: str, value, proximal_strength) -> float:
   gradient is ∇F_k(w) + μ(w − w_t))."""
   if proximal_strength is not None:
     if value is not None:
-      raise ValueError(f'give {name} or proximal_strength (TFF\'s name for '
-                       'it), not both')
+      raise ValueError(
+        f"give {name} or proximal_strength (TFF's name for it), not both"
+      )
     value = proximal_strength
   if value is None:
     raise ValueError(f'give {name} (or proximal_strength)')
@@ -83,25 +85,38 @@ def check_loop_implementation(loop_implementation) -> None:
   """TFF's `loop_implementation`, accepted so that a TFF builder call works
   unchanged: our local loop is the same sequence of steps either way."""
   if loop_implementation is not None and not isinstance(
-      loop_implementation, tff.learning.LoopImplementation):
-    raise TypeError('loop_implementation must be a tff.learning.'
-                    f'LoopImplementation, got {loop_implementation!r}')
+    loop_implementation, tff.learning.LoopImplementation
+  ):
+    raise TypeError(
+      'loop_implementation must be a tff.learning.'
+      f'LoopImplementation, got {loop_implementation!r}'
+    )
 
 
-def local_sgd_process(model_fn, *, mu: float, client_learning_rate,
-                      client_optimizer_fn, server_optimizer,
-                      loop_implementation, **production):
+def local_sgd_process(
+  model_fn,
+  *,
+  mu: float,
+  client_learning_rate,
+  client_optimizer_fn,
+  server_optimizer,
+  loop_implementation,
+  **production,
+):
   """FedProx's client work (proximal local SGD, μ >= 0; FedAvg: μ = 0)
   with `server_optimizer`, through `learning.build_process` (`production`:
   its keyword arguments)."""
   check_loop_implementation(loop_implementation)
   return learning.build_process(
-      model_fn,
-      functools.partial(
-          learning.build_proximal_sgd_client_work, mu=mu,
-          optimizer=optimizer('client', client_learning_rate,
-                              client_optimizer_fn)),
-      server_optimizer, **production)
+    model_fn,
+    functools.partial(
+      learning.build_proximal_sgd_client_work,
+      mu=mu,
+      optimizer=optimizer('client', client_learning_rate, client_optimizer_fn),
+    ),
+    server_optimizer,
+    **production,
+  )
 
 
 def model_aggregator(settings, client_input):
@@ -122,11 +137,14 @@ def arguments(settings, client_input, server_scale: float = 1.0) -> dict:
   unseeded: `aggregators.build`), the client input and whether to report
   the update spread."""
   built = dict(
-      server_optimizer_fn=optimizers.build(settings.server_optimizer,
-                                           scale=server_scale, server=True),
-      client_weighting=settings.client_weighting, client_input=client_input,
-      model_aggregator=model_aggregator(settings, client_input),
-      report_update_spread=settings.report_update_spread)
+    server_optimizer_fn=optimizers.build(
+      settings.server_optimizer, scale=server_scale, server=True
+    ),
+    client_weighting=settings.client_weighting,
+    client_input=client_input,
+    model_aggregator=model_aggregator(settings, client_input),
+    report_update_spread=settings.report_update_spread,
+  )
   if settings.client_optimizer is not None:
     built['client_optimizer_fn'] = optimizers.build(settings.client_optimizer)
   return built

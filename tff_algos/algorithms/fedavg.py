@@ -18,19 +18,19 @@ tff = lazy.module('tensorflow_federated')
 
 
 def build_fed_avg(
-    model_fn: learning.ModelFn,
-    client_learning_rate: float | None = None,
-    *,
-    client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    server_learning_rate: float | None = None,
-    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    client_weighting: str | tff.learning.ClientWeighting | None = None,
-    model_distributor: tff.learning.templates.DistributionProcess | None = None,
-    model_aggregator: learning.ModelAggregator | None = None,
-    metrics_aggregator: learning.MetricsAggregator | None = None,
-    loop_implementation: tff.learning.LoopImplementation | None = None,
-    client_input: learning.ClientInput | None = None,
-    report_update_spread: bool = False,
+  model_fn: learning.ModelFn,
+  client_learning_rate: float | None = None,
+  *,
+  client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  server_learning_rate: float | None = None,
+  server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  client_weighting: str | tff.learning.ClientWeighting | None = None,
+  model_distributor: tff.learning.templates.DistributionProcess | None = None,
+  model_aggregator: learning.ModelAggregator | None = None,
+  metrics_aggregator: learning.MetricsAggregator | None = None,
+  loop_implementation: tff.learning.LoopImplementation | None = None,
+  client_input: learning.ClientInput | None = None,
+  report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """FedAvg as a TFF learning process: FedProx's client work at μ = 0.
 
@@ -60,30 +60,44 @@ def build_fed_avg(
     A LearningProcess; `next(state, client_data)`.
   """
   return core.local_sgd_process(
-      model_fn, mu=0.0,
-      client_learning_rate=client_learning_rate,
-      client_optimizer_fn=client_optimizer_fn,
-      server_optimizer=core.optimizer('server', server_learning_rate,
-                                      server_optimizer_fn, default_rate=1.0),
-      loop_implementation=loop_implementation,
-      client_weighting=client_weighting, client_input=client_input,
-      model_distributor=model_distributor, model_aggregator=model_aggregator,
-      metrics_aggregator=metrics_aggregator,
-      report_update_spread=report_update_spread)
+    model_fn,
+    mu=0.0,
+    client_learning_rate=client_learning_rate,
+    client_optimizer_fn=client_optimizer_fn,
+    server_optimizer=core.optimizer(
+      'server', server_learning_rate, server_optimizer_fn, default_rate=1.0
+    ),
+    loop_implementation=loop_implementation,
+    client_weighting=client_weighting,
+    client_input=client_input,
+    model_distributor=model_distributor,
+    model_aggregator=model_aggregator,
+    metrics_aggregator=metrics_aggregator,
+    report_update_spread=report_update_spread,
+  )
 
 
 def _build(model_fn, settings, client_input):
   return build_fed_avg(model_fn, **core.arguments(settings, client_input))
 
 
-ALGORITHM = registry.register(registry.Algorithm(
+ALGORITHM = registry.register(
+  registry.Algorithm(
     name='fedavg',
     label='FedAvg',
     summary='local SGD for E epochs, n_k-weighted model average; stragglers '
-            'dropped',
+    'dropped',
     paper='McMahan et al., AISTATS 2017, Algorithm 1',
     build=_build,
-    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
-          'client_weighting', 'straggler_policy'),
+    uses=(
+      'epochs',
+      'batch_size',
+      'client_lr',
+      'server_lr',
+      'client_weighting',
+      'straggler_policy',
+    ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
-    fixed=dict(mu=0.0)))
+    fixed=dict(mu=0.0),
+  )
+)

@@ -31,61 +31,76 @@ tff = lazy.module('tensorflow_federated')
 
 
 def build_server_optimizer(
-    lam: float,
-    server_learning_rate: float,
-    server_lr_decay: float = 1.0,
-    server_lr_decay_every: int = 1,
+  lam: float,
+  server_learning_rate: float,
+  server_lr_decay: float = 1.0,
+  server_lr_decay_every: int = 1,
 ) -> tff.learning.optimizers.Optimizer:
   """FedISGD's server step (eq. 6) as a TFF optimizer: SGD at η_g(t)·λ on
   the mean update w_t − w̄, η_g(t) = η_gi · decay^⌊t / decay_every⌋ (the
   `step` schedule of `algorithms.optimizers`)."""
   try:
     settings = optimizers.OptimizerSettings(
-        'sgd', core.positive('server_learning_rate', server_learning_rate),
-        schedule=optimizers.Schedule('step', server_lr_decay,
-                                     server_lr_decay_every))
+      'sgd',
+      core.positive('server_learning_rate', server_learning_rate),
+      schedule=optimizers.Schedule(
+        'step', server_lr_decay, server_lr_decay_every
+      ),
+    )
   except optimizers.SettingsError as e:
     raise ValueError(str(e).replace('--lr_', 'server_lr_')) from None
-  return optimizers.build(settings, scale=core.non_negative('lam', lam),
-                          server=True)
+  return optimizers.build(
+    settings, scale=core.non_negative('lam', lam), server=True
+  )
 
 
 def _server_optimizer(lam, learning_rate, decay, decay_every, optimizer_fn):
   """`optimizer_fn` as given (checked by `learning.build_process`), or
   FedISGD's scheduled step; ValueError for both or neither."""
   if optimizer_fn is not None:
-    given = [name for name, value in (
-        ('server_learning_rate', learning_rate), ('server_lr_decay', decay),
-        ('server_lr_decay_every', decay_every)) if value is not None]
+    given = [
+      name
+      for name, value in (
+        ('server_learning_rate', learning_rate),
+        ('server_lr_decay', decay),
+        ('server_lr_decay_every', decay_every),
+      )
+      if value is not None
+    ]
     if given:
-      raise ValueError(f'give server_optimizer_fn or {", ".join(given)} '
-                       '(FedISGD\'s scheduled step), not both')
+      raise ValueError(
+        f'give server_optimizer_fn or {", ".join(given)} '
+        "(FedISGD's scheduled step), not both"
+      )
     return optimizer_fn
   if learning_rate is None:
     raise ValueError('give server_learning_rate (η_gi) or server_optimizer_fn')
   return build_server_optimizer(
-      lam, learning_rate, 1.0 if decay is None else decay,
-      1 if decay_every is None else decay_every)
+    lam,
+    learning_rate,
+    1.0 if decay is None else decay,
+    1 if decay_every is None else decay_every,
+  )
 
 
 def build_fed_isgd(
-    model_fn: learning.ModelFn,
-    client_learning_rate: float | None = None,
-    lam: float | None = None,
-    server_learning_rate: float | None = None,
-    *,
-    server_lr_decay: float | None = None,
-    server_lr_decay_every: int | None = None,
-    proximal_strength: float | None = None,
-    client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    client_weighting: str | tff.learning.ClientWeighting | None = None,
-    model_distributor: tff.learning.templates.DistributionProcess | None = None,
-    model_aggregator: learning.ModelAggregator | None = None,
-    metrics_aggregator: learning.MetricsAggregator | None = None,
-    loop_implementation: tff.learning.LoopImplementation | None = None,
-    client_input: learning.ClientInput | None = None,
-    report_update_spread: bool = False,
+  model_fn: learning.ModelFn,
+  client_learning_rate: float | None = None,
+  lam: float | None = None,
+  server_learning_rate: float | None = None,
+  *,
+  server_lr_decay: float | None = None,
+  server_lr_decay_every: int | None = None,
+  proximal_strength: float | None = None,
+  client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  client_weighting: str | tff.learning.ClientWeighting | None = None,
+  model_distributor: tff.learning.templates.DistributionProcess | None = None,
+  model_aggregator: learning.ModelAggregator | None = None,
+  metrics_aggregator: learning.MetricsAggregator | None = None,
+  loop_implementation: tff.learning.LoopImplementation | None = None,
+  client_input: learning.ClientInput | None = None,
+  report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """FedISGD as a TFF learning process: FedProx's client work at μ = λ, a
   uniform mean and the scheduled server step of eq. 6.
@@ -117,17 +132,26 @@ def build_fed_isgd(
   """
   lam = core.proximal_weight('lam', lam, proximal_strength)
   return core.local_sgd_process(
-      model_fn, mu=lam, client_learning_rate=client_learning_rate,
-      client_optimizer_fn=client_optimizer_fn,
-      server_optimizer=_server_optimizer(
-          lam, server_learning_rate, server_lr_decay, server_lr_decay_every,
-          server_optimizer_fn),
-      loop_implementation=loop_implementation,
-      client_weighting=client_weighting, default_weighting='uniform',
-      client_input=client_input, model_distributor=model_distributor,
-      model_aggregator=model_aggregator,
-      metrics_aggregator=metrics_aggregator,
-      report_update_spread=report_update_spread)
+    model_fn,
+    mu=lam,
+    client_learning_rate=client_learning_rate,
+    client_optimizer_fn=client_optimizer_fn,
+    server_optimizer=_server_optimizer(
+      lam,
+      server_learning_rate,
+      server_lr_decay,
+      server_lr_decay_every,
+      server_optimizer_fn,
+    ),
+    loop_implementation=loop_implementation,
+    client_weighting=client_weighting,
+    default_weighting='uniform',
+    client_input=client_input,
+    model_distributor=model_distributor,
+    model_aggregator=model_aggregator,
+    metrics_aggregator=metrics_aggregator,
+    report_update_spread=report_update_spread,
+  )
 
 
 def _build(model_fn, settings, client_input):
@@ -135,14 +159,16 @@ def _build(model_fn, settings, client_input):
   # only when asked (--update_spread).
   lam = settings.hparams['lam']
   arguments = core.arguments(settings, client_input, server_scale=lam)
-  arguments['report_update_spread'] |= not isinstance(client_input,
-                                                      learning.DatasetInput)
+  arguments['report_update_spread'] |= not isinstance(
+    client_input, learning.DatasetInput
+  )
   return build_fed_isgd(model_fn, lam=lam, **arguments)
 
 
 class VarianceOfLocalGradients(callbacks.RoundCallback):
   """VLG = (1/K)Σ_k‖∇G(w_t) − ∇G_k‖² (eq. 8) with ∇G_k = λ(w_t − w_k):
   λ² times the spread of the updates, on every round that trained."""
+
   columns = {'vlg': 'VLG = λ²·update spread (FedISGD eq. 8)'}
 
   def __init__(self, lam: float):
@@ -153,20 +179,33 @@ class VarianceOfLocalGradients(callbacks.RoundCallback):
       end.row['vlg'] = self._lam**2 * end.row['update_spread']
 
 
-ALGORITHM = registry.register(registry.Algorithm(
+ALGORITHM = registry.register(
+  registry.Algorithm(
     name='fedisgd',
     label='FedISGD',
-    summary='FedProx\'s local solver (λ) and a server implicit-SGD step '
-            'w − η_g·λ·(w − mean of client models), η_g decaying',
+    summary="FedProx's local solver (λ) and a server implicit-SGD step "
+    'w − η_g·λ·(w − mean of client models), η_g decaying',
     paper='Dou & Yuan, CAAI TIS 2022, eq. 6',
     build=_build,
-    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
-          'client_weighting', 'straggler_policy'),
-    defaults=dict(registry.LOCAL_SGD_DEFAULTS, client_weighting='uniform',
-                  straggler_policy='partial'),
+    uses=(
+      'epochs',
+      'batch_size',
+      'client_lr',
+      'server_lr',
+      'client_weighting',
+      'straggler_policy',
+    ),
+    defaults=dict(
+      registry.LOCAL_SGD_DEFAULTS,
+      client_weighting='uniform',
+      straggler_policy='partial',
+    ),
     hparams=dict(lam=1.0),
     hparam_column='lam',
     describe=lambda settings: f'FedISGD λ={settings.hparams["lam"]:g}',
-    callbacks=lambda settings: [VarianceOfLocalGradients(
-        settings.hparams['lam'])],
-    server_lr_schedule='step'))
+    callbacks=lambda settings: [
+      VarianceOfLocalGradients(settings.hparams['lam'])
+    ],
+    server_lr_schedule='step',
+  )
+)

@@ -25,21 +25,21 @@ tff = lazy.module('tensorflow_federated')
 
 
 def build_fed_prox(
-    model_fn: learning.ModelFn,
-    client_learning_rate: float | None = None,
-    mu: float | None = None,
-    *,
-    proximal_strength: float | None = None,
-    client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    server_learning_rate: float | None = None,
-    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    client_weighting: str | tff.learning.ClientWeighting | None = None,
-    model_distributor: tff.learning.templates.DistributionProcess | None = None,
-    model_aggregator: learning.ModelAggregator | None = None,
-    metrics_aggregator: learning.MetricsAggregator | None = None,
-    loop_implementation: tff.learning.LoopImplementation | None = None,
-    client_input: learning.ClientInput | None = None,
-    report_update_spread: bool = False,
+  model_fn: learning.ModelFn,
+  client_learning_rate: float | None = None,
+  mu: float | None = None,
+  *,
+  proximal_strength: float | None = None,
+  client_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  server_learning_rate: float | None = None,
+  server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  client_weighting: str | tff.learning.ClientWeighting | None = None,
+  model_distributor: tff.learning.templates.DistributionProcess | None = None,
+  model_aggregator: learning.ModelAggregator | None = None,
+  metrics_aggregator: learning.MetricsAggregator | None = None,
+  loop_implementation: tff.learning.LoopImplementation | None = None,
+  client_input: learning.ClientInput | None = None,
+  report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """FedProx as a TFF learning process: each client minimizes h_k(w; w_t)
   = F_k(w) + μ/2‖w − w_t‖² (eq. 2) from w_t, stepping with ∇F_k(w) +
@@ -74,16 +74,21 @@ def build_fed_prox(
     optimizer's hyper-parameters are `get_hparams(state)['client_work']`.
   """
   return core.local_sgd_process(
-      model_fn, mu=core.proximal_weight('mu', mu, proximal_strength),
-      client_learning_rate=client_learning_rate,
-      client_optimizer_fn=client_optimizer_fn,
-      server_optimizer=core.optimizer('server', server_learning_rate,
-                                      server_optimizer_fn, default_rate=1.0),
-      loop_implementation=loop_implementation,
-      client_weighting=client_weighting, client_input=client_input,
-      model_distributor=model_distributor, model_aggregator=model_aggregator,
-      metrics_aggregator=metrics_aggregator,
-      report_update_spread=report_update_spread)
+    model_fn,
+    mu=core.proximal_weight('mu', mu, proximal_strength),
+    client_learning_rate=client_learning_rate,
+    client_optimizer_fn=client_optimizer_fn,
+    server_optimizer=core.optimizer(
+      'server', server_learning_rate, server_optimizer_fn, default_rate=1.0
+    ),
+    loop_implementation=loop_implementation,
+    client_weighting=client_weighting,
+    client_input=client_input,
+    model_distributor=model_distributor,
+    model_aggregator=model_aggregator,
+    metrics_aggregator=metrics_aggregator,
+    report_update_spread=report_update_spread,
+  )
 
 
 @dataclasses.dataclass
@@ -95,6 +100,7 @@ class AdaptiveMu:
   consecutive rounds (the count then restarts). Its fields are its whole
   state (checkpointed with a run).
   """
+
   mu: float
   step: float = 0.1
   patience: int = 5
@@ -121,6 +127,7 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
   """Sets the client work's μ after each round from the global training
   loss, by `rule` (`AdaptiveMu`); it reads that loss every round. The
   row's `mu` is the μ the round used."""
+
   name = 'adaptive_mu'
   needs_evaluation = True
 
@@ -129,22 +136,28 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
 
   def state(self):
     return collections.OrderedDict(
-        (k, np.asarray(v, np.float64))
-        for k, v in dataclasses.asdict(self.rule).items())
+      (k, np.asarray(v, np.float64))
+      for k, v in dataclasses.asdict(self.rule).items()
+    )
 
   def restore(self, state):
     for field in dataclasses.fields(self.rule):
-      setattr(self.rule, field.name,
-              type(getattr(self.rule, field.name))(state[field.name]))
+      setattr(
+        self.rule,
+        field.name,
+        type(getattr(self.rule, field.name))(state[field.name]),
+      )
 
   def after_round(self, end):
     end.row['mu'] = self.rule.mu
     if end.round_num == 0:
       return
     if end.training_loss is None:
-      raise RuntimeError(f'adaptive μ has no training loss at round '
-                         f'{end.round_num}: the evaluation must run every '
-                         'round (needs_evaluation)')
+      raise RuntimeError(
+        f'adaptive μ has no training loss at round '
+        f'{end.round_num}: the evaluation must run every '
+        'round (needs_evaluation)'
+      )
     mu = self.rule.update(end.training_loss)
     hparams = end.process.get_hparams(end.state)
     hparams['client_work']['mu'] = np.float32(mu)
@@ -152,8 +165,11 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
 
 
 def _build(model_fn, settings, client_input):
-  return build_fed_prox(model_fn, mu=settings.hparams['mu'],
-                        **core.arguments(settings, client_input))
+  return build_fed_prox(
+    model_fn,
+    mu=settings.hparams['mu'],
+    **core.arguments(settings, client_input),
+  )
 
 
 def _callbacks(settings):
@@ -165,19 +181,29 @@ def _callbacks(settings):
 
 def _describe(settings):
   return f'FedProx μ={settings.hparams["mu"]:g}' + (
-      ' adaptive' if settings.hparams['adaptive_mu'] else '')
+    ' adaptive' if settings.hparams['adaptive_mu'] else ''
+  )
 
 
-ALGORITHM = registry.register(registry.Algorithm(
+ALGORITHM = registry.register(
+  registry.Algorithm(
     name='fedprox',
     label='FedProx',
     summary='FedAvg with a proximal term μ/2‖w − w_t‖² in the local '
-            'objective; stragglers\' partial work kept',
+    "objective; stragglers' partial work kept",
     paper='Li et al., MLSys 2020, Algorithm 2',
     build=_build,
-    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
-          'client_weighting', 'straggler_policy'),
+    uses=(
+      'epochs',
+      'batch_size',
+      'client_lr',
+      'server_lr',
+      'client_weighting',
+      'straggler_policy',
+    ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
     hparams=dict(mu=1.0, adaptive_mu=False),
     describe=_describe,
-    callbacks=_callbacks))
+    callbacks=_callbacks,
+  )
+)

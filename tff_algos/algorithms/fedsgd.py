@@ -15,17 +15,17 @@ tff = lazy.module('tensorflow_federated')
 
 
 def build_fed_sgd(
-    model_fn: learning.ModelFn,
-    learning_rate: float | None = None,
-    *,
-    server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
-    client_weighting: str | tff.learning.ClientWeighting | None = None,
-    model_distributor: tff.learning.templates.DistributionProcess | None = None,
-    model_aggregator: learning.ModelAggregator | None = None,
-    metrics_aggregator: learning.MetricsAggregator | None = None,
-    loop_implementation: tff.learning.LoopImplementation | None = None,
-    client_input: learning.ClientInput | None = None,
-    report_update_spread: bool = False,
+  model_fn: learning.ModelFn,
+  learning_rate: float | None = None,
+  *,
+  server_optimizer_fn: tff.learning.optimizers.Optimizer | None = None,
+  client_weighting: str | tff.learning.ClientWeighting | None = None,
+  model_distributor: tff.learning.templates.DistributionProcess | None = None,
+  model_aggregator: learning.ModelAggregator | None = None,
+  metrics_aggregator: learning.MetricsAggregator | None = None,
+  loop_implementation: tff.learning.LoopImplementation | None = None,
+  client_input: learning.ClientInput | None = None,
+  report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """FedSGD as a TFF learning process.
 
@@ -52,30 +52,40 @@ def build_fed_sgd(
   """
   core.check_loop_implementation(loop_implementation)
   return learning.build_process(
-      model_fn, learning.build_gradient_client_work,
-      core.optimizer('server', learning_rate, server_optimizer_fn,
-                     rate_name='learning_rate'),
-      client_weighting=client_weighting, client_input=client_input,
-      model_distributor=model_distributor, model_aggregator=model_aggregator,
-      metrics_aggregator=metrics_aggregator,
-      report_update_spread=report_update_spread)
+    model_fn,
+    learning.build_gradient_client_work,
+    core.optimizer(
+      'server', learning_rate, server_optimizer_fn, rate_name='learning_rate'
+    ),
+    client_weighting=client_weighting,
+    client_input=client_input,
+    model_distributor=model_distributor,
+    model_aggregator=model_aggregator,
+    metrics_aggregator=metrics_aggregator,
+    report_update_spread=report_update_spread,
+  )
 
 
 def _build(model_fn, settings, client_input):
   return build_fed_sgd(model_fn, **core.arguments(settings, client_input))
 
 
-ALGORITHM = registry.register(registry.Algorithm(
+ALGORITHM = registry.register(
+  registry.Algorithm(
     name='fedsgd',
     label='FedSGD',
     summary='one full-batch gradient per client (E = 1, B = ∞), server SGD '
-            'step with η',
+    'step with η',
     paper='McMahan et al., AISTATS 2017, §2',
     build=_build,
     uses=('client_lr', 'server_lr', 'client_weighting'),
     # η: --server_lr, else --client_lr (the paper calls both η).
-    defaults=dict(client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr'],
-                  server_lr=lambda settings: settings['client_lr'],
-                  client_weighting='num_examples'),
+    defaults=dict(
+      client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr'],
+      server_lr=lambda settings: settings['client_lr'],
+      client_weighting='num_examples',
+    ),
     fixed=dict(epochs=1, batch_size=-1, mu=0.0, straggler_policy='drop'),
-    client_optimizer=False))
+    client_optimizer=False,
+  )
+)

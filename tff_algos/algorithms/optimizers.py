@@ -24,8 +24,9 @@ TensorFlow (`resolve`); `build` makes the TFF optimizer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
 from tasks.validate import FLOAT32_MAX  # The optimizers run in float32.
 from tff_algos import lazy
@@ -36,8 +37,12 @@ tf = lazy.module('tensorflow')
 tff = lazy.module('tensorflow_federated')
 
 # Config field suffix → the TFF builder's argument.
-PARAMETERS = {'momentum': 'momentum', 'beta1': 'beta_1', 'beta2': 'beta_2',
-              'epsilon': 'epsilon'}
+PARAMETERS = {
+  'momentum': 'momentum',
+  'beta1': 'beta_1',
+  'beta2': 'beta_2',
+  'epsilon': 'epsilon',
+}
 SCHEDULES = ('constant', 'step', 'inverse_time')
 
 
@@ -46,6 +51,7 @@ class Spec:
   """An optimizer: its `tff.learning.optimizers` builder, the defaults of
   the parameters a run may set, fixed extra arguments, and the learning
   rate it takes when a run gives none (None: the algorithm's)."""
+
   builder: str
   defaults: Mapping[str, float] = dataclasses.field(default_factory=dict)
   fixed: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -54,22 +60,28 @@ class Spec:
 
 _TAU = 1e-3  # Reddi et al.'s adaptivity τ (ε), a value of their grid.
 OPTIMIZERS = {
-    'sgd': Spec('build_sgdm'),
-    'sgdm': Spec('build_sgdm', {'momentum': 0.9}),
-    'adam': Spec('build_adam', {'beta1': 0.9, 'beta2': 0.999,
-                                'epsilon': 1e-7}),
-    'adagrad': Spec('build_adagrad', {'epsilon': 1e-7}),
-    'yogi': Spec('build_yogi', {'beta1': 0.9, 'beta2': 0.999,
-                                'epsilon': 1e-3}),
-    'fedadam': Spec('build_adam', {'beta1': 0.9, 'beta2': 0.99,
-                                   'epsilon': _TAU}, learning_rate=1e-2),
-    'fedyogi': Spec('build_yogi', {'beta1': 0.9, 'beta2': 0.99,
-                                   'epsilon': _TAU},
-                    fixed={'initial_preconditioner_value': _TAU**2},
-                    learning_rate=1e-2),
-    'fedadagrad': Spec('build_adagrad', {'epsilon': _TAU},
-                       fixed={'initial_preconditioner_value': _TAU**2},
-                       learning_rate=1e-2),
+  'sgd': Spec('build_sgdm'),
+  'sgdm': Spec('build_sgdm', {'momentum': 0.9}),
+  'adam': Spec('build_adam', {'beta1': 0.9, 'beta2': 0.999, 'epsilon': 1e-7}),
+  'adagrad': Spec('build_adagrad', {'epsilon': 1e-7}),
+  'yogi': Spec('build_yogi', {'beta1': 0.9, 'beta2': 0.999, 'epsilon': 1e-3}),
+  'fedadam': Spec(
+    'build_adam',
+    {'beta1': 0.9, 'beta2': 0.99, 'epsilon': _TAU},
+    learning_rate=1e-2,
+  ),
+  'fedyogi': Spec(
+    'build_yogi',
+    {'beta1': 0.9, 'beta2': 0.99, 'epsilon': _TAU},
+    fixed={'initial_preconditioner_value': _TAU**2},
+    learning_rate=1e-2,
+  ),
+  'fedadagrad': Spec(
+    'build_adagrad',
+    {'epsilon': _TAU},
+    fixed={'initial_preconditioner_value': _TAU**2},
+    learning_rate=1e-2,
+  ),
 }
 CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad', 'yogi')
 SERVER_OPTIMIZERS = tuple(OPTIMIZERS)
@@ -78,8 +90,9 @@ SERVER_OPTIMIZERS = tuple(OPTIMIZERS)
 @dataclasses.dataclass(frozen=True)
 class Schedule:
   """A learning-rate schedule (see the module docstring)."""
+
   kind: str = 'constant'
-  decay: float | None = None         # None for a constant rate
+  decay: float | None = None  # None for a constant rate
   decay_every: int | None = None
 
   def rate(self, initial: float, t: int) -> float:
@@ -94,6 +107,7 @@ class OptimizerSettings:
   """One optimizer, fully resolved: its kind (a key of OPTIMIZERS), its
   learning rate, the parameters its kind takes (None for those it does
   not) and its learning-rate schedule."""
+
   kind: str
   learning_rate: float
   momentum: float | None = None
@@ -109,16 +123,25 @@ class OptimizerSettings:
 def flag_names(role: str) -> tuple[str, ...]:
   """The flags (and flat config.json keys) of `role`'s ('client' or
   'server') optimizer and schedule, its learning rate aside."""
-  return (f'{role}_optimizer', *(f'{role}_{p}' for p in PARAMETERS),
-          f'{role}_lr_schedule', f'{role}_lr_decay', f'{role}_lr_decay_every')
+  return (
+    f'{role}_optimizer',
+    *(f'{role}_{p}' for p in PARAMETERS),
+    f'{role}_lr_schedule',
+    f'{role}_lr_decay',
+    f'{role}_lr_decay_every',
+  )
 
 
 class SettingsError(ValueError):
   """Optimizer settings that do not fit together."""
 
 
-def resolve(values: Mapping[str, Any], role: str, learning_rate,
-            default_schedule: str = 'constant') -> OptimizerSettings:
+def resolve(
+  values: Mapping[str, Any],
+  role: str,
+  learning_rate,
+  default_schedule: str = 'constant',
+) -> OptimizerSettings:
   """`role`'s optimizer from flat flag values (`flag_names(role)`; None:
   not given) at `learning_rate` (None: the optimizer's preset rate, which
   only the Fed* presets have): the kind's parameters with their defaults
@@ -127,38 +150,51 @@ def resolve(values: Mapping[str, Any], role: str, learning_rate,
   kind = values.get(f'{role}_optimizer') or 'sgd'
   choices = CLIENT_OPTIMIZERS if role == 'client' else SERVER_OPTIMIZERS
   if kind not in choices:
-    raise SettingsError(f'--{role}_optimizer must be one of '
-                        f'{", ".join(choices)}, got {kind!r}')
+    raise SettingsError(
+      f'--{role}_optimizer must be one of {", ".join(choices)}, got {kind!r}'
+    )
   spec = OPTIMIZERS[kind]
   parameters = {}
   for parameter in PARAMETERS:
     name, given = f'{role}_{parameter}', values.get(f'{role}_{parameter}')
     if given is not None and parameter not in spec.defaults:
-      raise SettingsError(f'--{name}: {kind} has no {parameter} (it takes '
-                          f'{", ".join(spec.defaults) or "no parameters"})')
-    parameters[parameter] = (given if given is not None else
-                             spec.defaults.get(parameter))
+      raise SettingsError(
+        f'--{name}: {kind} has no {parameter} (it takes '
+        f'{", ".join(spec.defaults) or "no parameters"})'
+      )
+    parameters[parameter] = (
+      given if given is not None else spec.defaults.get(parameter)
+    )
   kind_of_schedule = values.get(f'{role}_lr_schedule') or default_schedule
   if kind_of_schedule not in SCHEDULES:
-    raise SettingsError(f'--{role}_lr_schedule must be one of '
-                        f'{", ".join(SCHEDULES)}, got {kind_of_schedule!r}')
+    raise SettingsError(
+      f'--{role}_lr_schedule must be one of '
+      f'{", ".join(SCHEDULES)}, got {kind_of_schedule!r}'
+    )
   decay = values.get(f'{role}_lr_decay')
   every = values.get(f'{role}_lr_decay_every')
   if kind_of_schedule == 'constant':
-    for name, given in ((f'{role}_lr_decay', decay),
-                        (f'{role}_lr_decay_every', every)):
+    for name, given in (
+      (f'{role}_lr_decay', decay),
+      (f'{role}_lr_decay_every', every),
+    ):
       if given is not None:
-        raise SettingsError(f'--{name} needs --{role}_lr_schedule=step or '
-                            'inverse_time')
+        raise SettingsError(
+          f'--{name} needs --{role}_lr_schedule=step or inverse_time'
+        )
     schedule = Schedule()
   else:
-    schedule = Schedule(kind_of_schedule, 1.0 if decay is None else decay,
-                        1 if every is None else every)
+    schedule = Schedule(
+      kind_of_schedule,
+      1.0 if decay is None else decay,
+      1 if every is None else every,
+    )
   if learning_rate is None:
     learning_rate = spec.learning_rate
   try:
-    return OptimizerSettings(kind, learning_rate, schedule=schedule,
-                             **parameters)
+    return OptimizerSettings(
+      kind, learning_rate, schedule=schedule, **parameters
+    )
   except SettingsError as e:
     raise SettingsError(str(e).replace('--', f'--{role}_')) from None
 
@@ -168,42 +204,57 @@ def flags_of(settings: OptimizerSettings | None, role: str) -> dict:
   algorithm without that optimizer)."""
   if settings is None:
     return dict.fromkeys(flag_names(role))
-  return {f'{role}_optimizer': settings.kind,
-          **{f'{role}_{p}': getattr(settings, p) for p in PARAMETERS},
-          f'{role}_lr_schedule': settings.schedule.kind,
-          f'{role}_lr_decay': settings.schedule.decay,
-          f'{role}_lr_decay_every': settings.schedule.decay_every}
+  return {
+    f'{role}_optimizer': settings.kind,
+    **{f'{role}_{p}': getattr(settings, p) for p in PARAMETERS},
+    f'{role}_lr_schedule': settings.schedule.kind,
+    f'{role}_lr_decay': settings.schedule.decay,
+    f'{role}_lr_decay_every': settings.schedule.decay_every,
+  }
 
 
 def check(settings: OptimizerSettings) -> None:
   """SettingsError for parameter values no optimizer can use (the flag
   named without its role: `resolve` adds it)."""
   if settings.learning_rate is None or not (
-      0 <= settings.learning_rate < FLOAT32_MAX):
-    raise SettingsError(f'--lr must be a number >= 0 (below 3.4e38, '
-                        f'float32\'s largest), got {settings.learning_rate}')
+    0 <= settings.learning_rate < FLOAT32_MAX
+  ):
+    raise SettingsError(
+      f'--lr must be a number >= 0 (below 3.4e38, '
+      f"float32's largest), got {settings.learning_rate}"
+    )
   for parameter in ('beta1', 'beta2', 'momentum'):
     value = getattr(settings, parameter)
     if value is not None and not 0 <= value < 1:
       raise SettingsError(f'--{parameter} must be in [0, 1), got {value}')
   if settings.epsilon is not None and not 0 < settings.epsilon < FLOAT32_MAX:
-    raise SettingsError(f'--epsilon must be a positive number, got '
-                        f'{settings.epsilon}')
+    raise SettingsError(
+      f'--epsilon must be a positive number, got {settings.epsilon}'
+    )
   schedule = settings.schedule
   if schedule.kind not in SCHEDULES:
-    raise SettingsError(f'--lr_schedule must be one of {", ".join(SCHEDULES)}'
-                        f', got {schedule.kind!r}')
+    raise SettingsError(
+      f'--lr_schedule must be one of {", ".join(SCHEDULES)}'
+      f', got {schedule.kind!r}'
+    )
   if schedule.decay is not None and not 0 < schedule.decay < FLOAT32_MAX:
-    raise SettingsError(f'--lr_decay must be a positive number, got '
-                        f'{schedule.decay}')
-  if schedule.kind == 'step' and schedule.decay is not None and (
-      schedule.decay > 1):
-    raise SettingsError(f'--lr_decay must be in (0, 1] for a step '
-                        f'schedule, got {schedule.decay}')
+    raise SettingsError(
+      f'--lr_decay must be a positive number, got {schedule.decay}'
+    )
+  if (
+    schedule.kind == 'step'
+    and schedule.decay is not None
+    and (schedule.decay > 1)
+  ):
+    raise SettingsError(
+      f'--lr_decay must be in (0, 1] for a step schedule, got {schedule.decay}'
+    )
   if schedule.decay_every is not None and not (
-      isinstance(schedule.decay_every, int) and schedule.decay_every >= 1):
-    raise SettingsError(f'--lr_decay_every must be an integer >= 1, got '
-                        f'{schedule.decay_every!r}')
+    isinstance(schedule.decay_every, int) and schedule.decay_every >= 1
+  ):
+    raise SettingsError(
+      f'--lr_decay_every must be an integer >= 1, got {schedule.decay_every!r}'
+    )
 
 
 def _rate(kind: str, initial, decay, steps):
@@ -213,20 +264,23 @@ def _rate(kind: str, initial, decay, steps):
   return initial / (1.0 + decay * steps)
 
 
-def schedule_fn(kind: str, initial: float, decay: float | None,
-                decay_every: int | None):
+def schedule_fn(
+  kind: str, initial: float, decay: float | None, decay_every: int | None
+):
   """η(t) as a TF function of the step t (see the module docstring)."""
 
   def schedule(t):
-    steps = tf.cast(tf.math.floordiv(tf.cast(t, tf.int32), decay_every),
-                    tf.float32)
+    steps = tf.cast(
+      tf.math.floordiv(tf.cast(t, tf.int32), decay_every), tf.float32
+    )
     return _rate(kind, initial, tf.constant(decay, tf.float32), steps)
 
   return schedule
 
 
-def build(settings: OptimizerSettings, scale: float = 1.0,
-          server: bool = False):
+def build(
+  settings: OptimizerSettings, scale: float = 1.0, server: bool = False
+):
   """The `tff.learning.optimizers.Optimizer` of `settings`, at its
   learning rate times `scale` (e.g. FedISGD's λ; 0 allowed); with `server`,
   its schedule is TFF's `schedule_learning_rate` in the process (a client
@@ -238,15 +292,21 @@ def build(settings: OptimizerSettings, scale: float = 1.0,
   optimizer = builder(settings.learning_rate * scale, **arguments)
   schedule = settings.schedule
   if server and schedule.kind != 'constant':
-    rate = schedule_fn(schedule.kind, settings.learning_rate, schedule.decay,
-                       schedule.decay_every)
+    rate = schedule_fn(
+      schedule.kind,
+      settings.learning_rate,
+      schedule.decay,
+      schedule.decay_every,
+    )
     optimizer = tff.learning.optimizers.schedule_learning_rate(
-        optimizer, lambda t: scale * rate(t))
+      optimizer, lambda t: scale * rate(t)
+    )
   return optimizer
 
 
-def describe(role: str, settings: OptimizerSettings,
-             built: Mapping[str, Any] | None = None) -> str:
+def describe(
+  role: str, settings: OptimizerSettings, built: Mapping[str, Any] | None = None
+) -> str:
   """`role`'s optimizer in a run's header: its kind, learning rate and
   schedule, or, where the optimizer hyper-parameters among the built
   process's of that role (`built`: `process.get_hparams(state)[...]`; a
@@ -255,19 +315,28 @@ def describe(role: str, settings: OptimizerSettings,
   hyper-parameters, said to be the algorithm's."""
   schedule = settings.schedule
   words = f'{role} {settings.kind} η={settings.learning_rate:g}' + (
-      '' if schedule.kind == 'constant' else
-      f' {schedule.kind} ×{schedule.decay:g}/{schedule.decay_every}')
-  found = {k: float(v) for k, v in (built or {}).items()
-           if k in ('learning_rate', *PARAMETERS.values())}
+    ''
+    if schedule.kind == 'constant'
+    else f' {schedule.kind} ×{schedule.decay:g}/{schedule.decay_every}'
+  )
+  found = {
+    k: float(v)
+    for k, v in (built or {}).items()
+    if k in ('learning_rate', *PARAMETERS.values())
+  }
   if not found:  # Nothing to compare (e.g. a scheduled server rate).
     return words
   spec = OPTIMIZERS[settings.kind]
   expected = {PARAMETERS[p]: getattr(settings, p) for p in spec.defaults}
   if set(found) == {'learning_rate', *expected} and all(
-      np.isclose(found[k], v, rtol=1e-6) for k, v in expected.items()):
+    np.isclose(found[k], v, rtol=1e-6) for k, v in expected.items()
+  ):
     return words
-  return f'{role} optimizer as the algorithm built it (' + ', '.join(
-      f'{k}={v:g}' for k, v in found.items()) + ')'
+  return (
+    f'{role} optimizer as the algorithm built it ('
+    + ', '.join(f'{k}={v:g}' for k, v in found.items())
+    + ')'
+  )
 
 
 class ClientLearningRateSchedule(callbacks.RoundCallback):
@@ -281,6 +350,6 @@ class ClientLearningRateSchedule(callbacks.RoundCallback):
   def after_round(self, end):
     hparams = end.process.get_hparams(end.state)
     hparams['client_work']['learning_rate'] = np.float32(
-        self._settings.schedule.rate(self._settings.learning_rate,
-                                     end.round_num))
+      self._settings.schedule.rate(self._settings.learning_rate, end.round_num)
+    )
     end.state = end.process.set_hparams(end.state, hparams)

@@ -13,8 +13,9 @@ configs are validated before anything heavy loads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import callbacks as callbacks_lib
@@ -22,8 +23,14 @@ from tff_algos.algorithms import optimizers
 
 # Run settings whose meaning or default depends on the algorithm. A run
 # that does not give one gets the algorithm's default (its entry).
-ALGORITHM_FIELDS = ('epochs', 'batch_size', 'client_lr', 'server_lr',
-                    'straggler_policy', 'client_weighting')
+ALGORITHM_FIELDS = (
+  'epochs',
+  'batch_size',
+  'client_lr',
+  'server_lr',
+  'straggler_policy',
+  'client_weighting',
+)
 # Hyper-parameters of the papers' algorithms that have a flag of their own
 # (--mu, --lam, --adaptive_mu); any other is --hparam NAME=VALUE.
 HPARAM_FLAGS = ('mu', 'lam', 'adaptive_mu')
@@ -31,8 +38,13 @@ HPARAM_FLAGS = ('mu', 'lam', 'adaptive_mu')
 # FedProx's settings for its synthetic data (Li et al. 2020, §5.2 and
 # Appendix C.2), the default run: E = 20, B = 10, learning rate 0.01, and
 # FedAvg's n_k-weighted mean with a server step of 1 (model averaging).
-LOCAL_SGD_DEFAULTS = dict(epochs=20, batch_size=10, client_lr=0.01,
-                          server_lr=1.0, client_weighting='num_examples')
+LOCAL_SGD_DEFAULTS = dict(
+  epochs=20,
+  batch_size=10,
+  client_lr=0.01,
+  server_lr=1.0,
+  client_weighting='num_examples',
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +68,7 @@ class AlgorithmSettings:
     aggregator: the model aggregator (`--aggregator`; None: TFF's weighted
       mean).
   """
+
   name: str
   epochs: int
   batch_size: int
@@ -106,6 +119,7 @@ class Algorithm:
       centralized baseline): one "client", each round a block of
       `hparams['updates_per_round']` minibatch steps, no sampling.
   """
+
   name: str
   label: str
   summary: str
@@ -117,8 +131,9 @@ class Algorithm:
   fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   hparam_column: str = 'mu'
   describe: Callable[[AlgorithmSettings], str] | None = None
-  callbacks: Callable[[AlgorithmSettings],
-                      Sequence[callbacks_lib.RoundCallback]] | None = None
+  callbacks: (
+    Callable[[AlgorithmSettings], Sequence[callbacks_lib.RoundCallback]] | None
+  ) = None
   metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
   client_optimizer: bool = True
   server_lr_schedule: str = 'constant'
@@ -127,22 +142,27 @@ class Algorithm:
   def __post_init__(self):
     unknown = set(self.uses) - set(ALGORITHM_FIELDS)
     if unknown:
-      raise ValueError(f'{self.name}: {sorted(unknown)} are not settings an '
-                       f'algorithm can use ({", ".join(ALGORITHM_FIELDS)}); '
-                       'declare its own in hparams')
-    if set(self.uses) & set(self.fixed) or set(self.hparams) & set(
-        self.fixed):
+      raise ValueError(
+        f'{self.name}: {sorted(unknown)} are not settings an '
+        f'algorithm can use ({", ".join(ALGORITHM_FIELDS)}); '
+        'declare its own in hparams'
+      )
+    if set(self.uses) & set(self.fixed) or set(self.hparams) & set(self.fixed):
       raise ValueError(f'{self.name}: a setting is either used or fixed')
     if self.pooled and 'updates_per_round' not in self.hparams:
-      raise ValueError(f'{self.name}: a pooled algorithm needs the '
-                       'hyper-parameter updates_per_round')
+      raise ValueError(
+        f'{self.name}: a pooled algorithm needs the '
+        'hyper-parameter updates_per_round'
+      )
     missing = set(self.uses) - set(self.defaults)
     if missing:
       raise ValueError(f'{self.name}: no default for {sorted(missing)}')
     bad = [m for m in (*self.metrics, *self.hparams) if not m.isidentifier()]
     if bad:
-      raise ValueError(f'{self.name}: metric and hyper-parameter names must '
-                       f'be identifiers (letters, digits, _), got {bad}')
+      raise ValueError(
+        f'{self.name}: metric and hyper-parameter names must '
+        f'be identifiers (letters, digits, _), got {bad}'
+      )
 
   def legend(self, settings: AlgorithmSettings) -> str:
     """The line's name in a plot: label and hyper-parameters that vary."""
@@ -172,8 +192,9 @@ def unregister(name: str) -> None:
 def get(name: str) -> Algorithm:
   """The algorithm `name`; ValueError naming the known ones otherwise."""
   if name not in _ALGORITHMS:
-    raise ValueError(f'unknown algorithm {name!r}; choose from '
-                     f'{", ".join(_ALGORITHMS)}')
+    raise ValueError(
+      f'unknown algorithm {name!r}; choose from {", ".join(_ALGORITHMS)}'
+    )
   return _ALGORITHMS[name]
 
 

@@ -23,47 +23,69 @@ def _pyplot():
   """matplotlib.pyplot, imported when a plot is drawn (a run's command line
   imports this module; pyplot would cost it 0.3–0.9 s and 57 MB,
   docs/PERFORMANCE.md "Start-up and memory")."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
+
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
+
   return plt
 
 
 # The columns whose descriptions hold formulas, as mathtext.
 MATH_DESCRIPTIONS = {
-    'train_loss': r'training loss $f(w) = \Sigma_k\, p_k F_k(w)$, all '
-                  r'clients',
-    'grad_variance': r'$\Sigma_k\, p_k \|\nabla F_k(w) - \nabla f(w)\|^2$ '
-                     r'(FedProx §5.3.3)',
-    'grad_dissimilarity': r'$B(w) = (\Sigma_k\, p_k \|\nabla F_k(w)\|^2 / '
-                          r'\|\nabla f(w)\|^2)^{1/2}$ (FedProx Def. 3)',
-    'update_spread': r'$(1/K)\,\Sigma_k \|u_k - \bar{u}\|^2$, '
-                     r'$u_k = w_t - w_k$',
-    'vlg': r'VLG $= \lambda^2 \cdot$ update spread (FedISGD eq. 8)',
+  'train_loss': r'training loss $f(w) = \Sigma_k\, p_k F_k(w)$, all '
+  r'clients',
+  'grad_variance': r'$\Sigma_k\, p_k \|\nabla F_k(w) - \nabla f(w)\|^2$ '
+  r'(FedProx §5.3.3)',
+  'grad_dissimilarity': r'$B(w) = (\Sigma_k\, p_k \|\nabla F_k(w)\|^2 / '
+  r'\|\nabla f(w)\|^2)^{1/2}$ (FedProx Def. 3)',
+  'update_spread': r'$(1/K)\,\Sigma_k \|u_k - \bar{u}\|^2$, '
+  r'$u_k = w_t - w_k$',
+  'vlg': r'VLG $= \lambda^2 \cdot$ update spread (FedISGD eq. 8)',
 }
 # Settings that tell runs apart, in the order a label or title names them
 # (the algorithm's own, μ/λ and its extra hyper-parameters, are in its
 # legend entry).
 _SHOWN = (
-    ('task', '{}'), ('clients_per_round', 'K={}'), ('epochs', 'E={}'),
-    ('batch_size', 'B={}'), ('client_lr', 'η={:g}'), ('server_lr', 'η_s={:g}'),
-    ('client_optimizer', 'client {}'), ('server_optimizer', 'server {}'),
-    ('straggler_fraction', '{:.0%} stragglers'),
-    ('straggler_policy', 'stragglers {}'),
-    ('client_weighting', '{} weights'), ('partition', '{}'),
-    ('train_fraction', 'train {:g}'), ('data_seed', 'data seed {}'),
-    ('client_sampling', '{} sampling'), ('aggregator', '{} aggregator'),
-    ('dp_noise_multiplier', 'z={:g}'), ('dp_clip', 'C={:g}'),
-    ('dp_target_quantile', 'clip at quantile {:g}'),
-    ('dp_noise_cohort', 'noise cohort {}'), ('dp_delta', 'δ={:.2g}'),
-    ('rounds', '{} rounds'))
+  ('task', '{}'),
+  ('clients_per_round', 'K={}'),
+  ('epochs', 'E={}'),
+  ('batch_size', 'B={}'),
+  ('client_lr', 'η={:g}'),
+  ('server_lr', 'η_s={:g}'),
+  ('client_optimizer', 'client {}'),
+  ('server_optimizer', 'server {}'),
+  ('straggler_fraction', '{:.0%} stragglers'),
+  ('straggler_policy', 'stragglers {}'),
+  ('client_weighting', '{} weights'),
+  ('partition', '{}'),
+  ('train_fraction', 'train {:g}'),
+  ('data_seed', 'data seed {}'),
+  ('client_sampling', '{} sampling'),
+  ('aggregator', '{} aggregator'),
+  ('dp_noise_multiplier', 'z={:g}'),
+  ('dp_clip', 'C={:g}'),
+  ('dp_target_quantile', 'clip at quantile {:g}'),
+  ('dp_noise_cohort', 'noise cohort {}'),
+  ('dp_delta', 'δ={:.2g}'),
+  ('rounds', '{} rounds'),
+)
 # Left out of a title (what all lines share there goes without saying, or
 # is the default): these settings appear only in labels, where they differ.
-_NOT_IN_TITLE = {'client_weighting', 'straggler_policy', 'data_seed',
-                 'train_fraction', 'rounds'}
-_DEFAULTS = {'client_optimizer': 'sgd', 'server_optimizer': 'sgd',
-             'straggler_fraction': 0.0, 'client_sampling': 'uniform',
-             'aggregator': 'mean'}
+_NOT_IN_TITLE = {
+  'client_weighting',
+  'straggler_policy',
+  'data_seed',
+  'train_fraction',
+  'rounds',
+}
+_DEFAULTS = {
+  'client_optimizer': 'sgd',
+  'server_optimizer': 'sgd',
+  'straggler_fraction': 0.0,
+  'client_sampling': 'uniform',
+  'aggregator': 'mean',
+}
 
 
 class MixedTasksError(ValueError):
@@ -78,7 +100,7 @@ def _settings(run_dir):
     saved, _ = results.read_config(run_dir)
     settings = resolve(Config.from_json(saved))
   except (TypeError, ValueError):  # No or a damaged config.json (named by
-    return None, dict(saved)       # the folder), or an unknown algorithm.
+    return None, dict(saved)  # the folder), or an unknown algorithm.
   values = settings.to_json()
   values.pop('seed', None)
   return settings, values
@@ -115,22 +137,34 @@ def describe(groups, seeds='mean'):
   differ = [k for k in keys if len({repr(v.get(k)) for _, v in described}) > 1]
   labels = []
   for (config, values), dirs in zip(described, groups):
-    parts = [_text(k, values.get(k)) for k in differ
-             if values.get(k) is not None]
+    parts = [
+      _text(k, values.get(k)) for k in differ if values.get(k) is not None
+    ]
     label = ', '.join([_legend(config, dirs[0])] + parts)
-    labels.append(f'{label} (mean of {len(dirs)} seeds, band min–max)'
-                  if len(dirs) > 1 and seeds == 'mean' else label)
+    labels.append(
+      f'{label} (mean of {len(dirs)} seeds, band min–max)'
+      if len(dirs) > 1 and seeds == 'mean'
+      else label
+    )
   if len(set(labels)) < len(labels):  # Alike but their code: say which.
-    labels = [f'{l} [code {results.code_id(d[0]) or "unrecorded"}]'
-              for l, d in zip(labels, groups)]
+    labels = [
+      f'{label} [code {results.code_id(d[0]) or "unrecorded"}]'
+      for label, d in zip(labels, groups)
+    ]
   if len(set(labels)) < len(labels):  # Still alike: name folders.
-    labels = [f'{l} [{os.path.basename(os.path.normpath(d[0]))}]'
-              for l, d in zip(labels, groups)]
+    labels = [
+      f'{label} [{os.path.basename(os.path.normpath(d[0]))}]'
+      for label, d in zip(labels, groups)
+    ]
   shared = described[0][1] if described else {}
-  title = ', '.join(_text(k, shared[k]) for k in keys
-                    if k not in differ and k not in _NOT_IN_TITLE and
-                    shared.get(k) is not None and
-                    shared[k] != _DEFAULTS.get(k))
+  title = ', '.join(
+    _text(k, shared[k])
+    for k in keys
+    if k not in differ
+    and k not in _NOT_IN_TITLE
+    and shared.get(k) is not None
+    and shared[k] != _DEFAULTS.get(k)
+  )
   return title, labels
 
 
@@ -142,21 +176,26 @@ def seed_groups(run_dirs):
   for run_dir in run_dirs:
     saved, _ = results.read_config(run_dir)
     saved.pop('seed', None)
-    key = (repr(sorted(saved.items())), results.code_id(run_dir)
-           ) if saved else run_dir
+    key = (
+      (repr(sorted(saved.items())), results.code_id(run_dir))
+      if saved
+      else run_dir
+    )
     groups.setdefault(key, []).append(run_dir)
   return list(groups.values())
 
 
 def check_one_task(groups):
   """MixedTasksError naming the tasks when `groups` hold several."""
-  found = sorted({str(_settings(dirs[0])[1].get('task', '?'))
-                  for dirs in groups})
+  found = sorted(
+    {str(_settings(dirs[0])[1].get('task', '?')) for dirs in groups}
+  )
   if len(found) > 1:
     raise MixedTasksError(
-        f'the runs are of different tasks ({", ".join(found)}), whose '
-        'curves do not share an axis: plot each task on its own, or pass '
-        '--allow_mixed_tasks')
+      f'the runs are of different tasks ({", ".join(found)}), whose '
+      'curves do not share an axis: plot each task on its own, or pass '
+      '--allow_mixed_tasks'
+    )
 
 
 # A figure's size in inches (matplotlib's unit), unless the caller's.
@@ -167,18 +206,29 @@ def _save(figure, axes, out, footnote=None):
   """Writes `figure` to `out`: the legend below the axes (long labels
   never cover the curves or the axis) and the whole figure kept (nothing
   clipped at the edges)."""
-  axes.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.16),
-              ncol=1, frameon=False)
+  axes.legend(
+    fontsize=7,
+    loc='upper center',
+    bbox_to_anchor=(0.5, -0.16),
+    ncol=1,
+    frameon=False,
+  )
   if footnote:
-    axes.annotate(footnote, xy=(0, 1), xycoords='axes fraction',
-                  xytext=(0, 4), textcoords='offset points', fontsize=7,
-                  color='dimgray', va='bottom')
+    axes.annotate(
+      footnote,
+      xy=(0, 1),
+      xycoords='axes fraction',
+      xytext=(0, 4),
+      textcoords='offset points',
+      fontsize=7,
+      color='dimgray',
+      va='bottom',
+    )
   figure.savefig(out, dpi=120, bbox_inches='tight')
   _pyplot().close(figure)
 
 
-def plot_client_accuracy(groups, out, title=None, labels=None,
-                         figsize=FIGSIZE):
+def plot_client_accuracy(groups, out, title=None, labels=None, figsize=FIGSIZE):
   """The clients' final test accuracy, one empirical CDF per group of
   `groups` (its runs' clients pooled: seeds together), from each run's
   client_accuracy.csv, into the file `out`: what share of the clients
@@ -191,11 +241,14 @@ def plot_client_accuracy(groups, out, title=None, labels=None,
   for label_text, run_dirs in zip(labels, groups):
     accuracies, clients = [], set()
     for run_dir in run_dirs:
-      if not os.path.exists(os.path.join(run_dir,
-                                         results.CLIENT_ACCURACY_FILE)):
-        raise ValueError(f'{run_dir} has no {results.CLIENT_ACCURACY_FILE} '
-                         '(runs of models with a per-client accuracy write '
-                         'it when they finish)')
+      if not os.path.exists(
+        os.path.join(run_dir, results.CLIENT_ACCURACY_FILE)
+      ):
+        raise ValueError(
+          f'{run_dir} has no {results.CLIENT_ACCURACY_FILE} '
+          '(runs of models with a per-client accuracy write '
+          'it when they finish)'
+        )
       run_accuracies = results.read_client_accuracy(run_dir)
       accuracies += run_accuracies
       clients.add(len(run_accuracies))
@@ -203,11 +256,13 @@ def plot_client_accuracy(groups, out, title=None, labels=None,
     shares = [(i + 1) / len(accuracies) for i in range(len(accuracies))]
     if len(clients) == 1:  # Seeds of one population: say it once.
       counted = f'{min(clients):,} clients' + (
-          f' × {len(run_dirs)} seeds, pooled' if len(run_dirs) > 1 else '')
+        f' × {len(run_dirs)} seeds, pooled' if len(run_dirs) > 1 else ''
+      )
     else:
       counted = f'{len(accuracies):,} client results of {len(run_dirs)} runs'
-    axes.step(accuracies, shares, where='post',
-              label=f'{label_text} ({counted})')
+    axes.step(
+      accuracies, shares, where='post', label=f'{label_text} ({counted})'
+    )
   axes.set_xlabel('final test accuracy of a client')
   axes.set_ylabel('share of clients with at most this accuracy', fontsize=9)
   axes.set_title(textwrap.fill(title, 60), fontsize=9)
@@ -224,18 +279,31 @@ def _positions(run_dirs, rounds, x):
   for run_dir in run_dirs:
     column = dict(zip(*results.series(results.read_rows(run_dir), x)))
     if not set(rounds) <= set(column):
-      raise ValueError(f'{run_dir} has no {x!r} value at some of its '
-                       'rounds: it cannot be the x axis')
+      raise ValueError(
+        f'{run_dir} has no {x!r} value at some of its '
+        'rounds: it cannot be the x axis'
+      )
     values = [column[r] for r in rounds]
     if shared is not None and values != shared:
-      raise ValueError(f'the seeds of {run_dir} have different {x!r} '
-                       'values by round: it cannot be their common x axis')
+      raise ValueError(
+        f'the seeds of {run_dir} have different {x!r} '
+        'values by round: it cannot be their common x axis'
+      )
     shared = values
   return shared
 
 
-def plot_bands(groups, metric, out, title=None, target=None,
-               description=None, labels=None, x='round', figsize=FIGSIZE):
+def plot_bands(
+  groups,
+  metric,
+  out,
+  title=None,
+  target=None,
+  description=None,
+  labels=None,
+  x='round',
+  figsize=FIGSIZE,
+):
   """Draws `metric` against rounds (or the column `x`, e.g. ε) for each
   group of `groups` ([run folders] each, see `seed_groups`): one run as a
   line; several (seeds) as their mean, with a band from their minimum to
@@ -249,43 +317,62 @@ def plot_bands(groups, metric, out, title=None, target=None,
     labels, title = labels or described, shared if title is None else title
   figure, axes = _pyplot().subplots(figsize=figsize)
   for label_text, run_dirs in zip(labels, groups):
-    curves = [dict(zip(*results.series(results.read_rows(d), metric)))
-              for d in run_dirs]
+    curves = [
+      dict(zip(*results.series(results.read_rows(d), metric))) for d in run_dirs
+    ]
     rounds = sorted(set.intersection(*(set(c) for c in curves)))
     if not rounds:
       raise ValueError(f'{run_dirs[0]} has no {metric!r} values')
     positions = _positions(run_dirs, rounds, x)
     values = [[c[r] for c in curves] for r in rounds]
     mean = [sum(v) / len(v) for v in values]
-    line, = axes.plot(positions, mean, label=label_text,
-                      marker=None if x == 'round' else '.')
+    (line,) = axes.plot(
+      positions, mean, label=label_text, marker=None if x == 'round' else '.'
+    )
     if len(run_dirs) > 1:
-      axes.fill_between(positions, [min(v) for v in values],
-                        [max(v) for v in values], color=line.get_color(),
-                        alpha=0.2, linewidth=0)
+      axes.fill_between(
+        positions,
+        [min(v) for v in values],
+        [max(v) for v in values],
+        color=line.get_color(),
+        alpha=0.2,
+        linewidth=0,
+      )
   if target is not None:
-    axes.axhline(target, color='gray', linestyle='--', linewidth=1,
-                 label=f'target {target:g}')
+    axes.axhline(
+      target,
+      color='gray',
+      linestyle='--',
+      linewidth=1,
+      label=f'target {target:g}',
+    )
   axes.set_xlabel('# rounds' if x == 'round' else _x_label(groups, x))
   axes.set_ylabel(metric, fontsize=9)
   # Wrapped to the axes' width (about 60 characters at the default size).
-  axes.set_title(textwrap.fill(title, int(60 * figsize[0] / FIGSIZE[0])),
-                 fontsize=9, pad=14)
+  axes.set_title(
+    textwrap.fill(title, int(60 * figsize[0] / FIGSIZE[0])), fontsize=9, pad=14
+  )
   description = description or MATH_DESCRIPTIONS.get(
-      metric, DESCRIPTIONS.get(metric, '').replace('$', r'\$'))
-  _save(figure, axes, out, textwrap.shorten(
-      f'{metric}: {description}', 110) if description else None)
+    metric, DESCRIPTIONS.get(metric, '').replace('$', r'\$')
+  )
+  _save(
+    figure,
+    axes,
+    out,
+    textwrap.shorten(f'{metric}: {description}', 110) if description else None,
+  )
 
 
 def _x_label(groups, x):
   """The x axis's name: ε columns name their δ (and the runs' adjacency)."""
   if 'epsilon' not in x:
     return x
-  shared = {(_settings(d[0])[1].get('dp_delta'),
-             _settings(d[0])[1].get('dp_adjacency')) for d in groups}
+  shared = {
+    (_settings(d[0])[1].get('dp_delta'), _settings(d[0])[1].get('dp_adjacency'))
+    for d in groups
+  }
   if len(shared) != 1:
-    return f'{x} (at each line\'s δ)'
-  (delta, adjacency), = shared
+    return f"{x} (at each line's δ)"
+  ((delta, adjacency),) = shared
   what = 'ε of the deployment' if x == 'deployment_epsilon' else 'ε'
-  return (f'{what} at δ={delta:.2g} ({adjacency})' if delta is not None
-          else x)
+  return f'{what} at δ={delta:.2g} ({adjacency})' if delta is not None else x

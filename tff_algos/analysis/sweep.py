@@ -29,60 +29,65 @@ import sys
 import time
 
 from tff_algos.analysis import plot
+from tff_algos.runtime import processes
 from tff_algos.simulation import columns
 from tff_algos.simulation import results
-from tff_algos.runtime import processes
 
 # The summary's columns: what each one holds (written under summary.md).
 SUMMARY_COLUMNS = {
-    'rounds': 'rounds run',
-    'finished': 'the run finished (summary.json written)',
-    'final_train_loss': 'training loss f(w) after the last round',
-    'final_train_loss_sampled': 'training loss over the fixed sample of '
-                                'clients (--eval_clients) after the last '
-                                'round',
-    'final_test_accuracy': 'test accuracy after the last round',
-    'best_test_accuracy': 'best test accuracy of any evaluated round',
-    'last_half_test_accuracy': 'mean test accuracy over the evaluated '
-                               'rounds T/2 < t <= T (FedISGD Tables 3-4)',
-    'updates_per_round': "FedAvg's u = E·n/(K·B): local updates per client "
-                         'per round (§3)',
-    'target_accuracy': 'the --target_accuracy',
-    'rounds_to_target': 'first round whose best-so-far test accuracy '
-                        'reaches the target, interpolated between evaluated '
-                        'rounds (FedAvg §3; — = not reached)',
-    'updates_to_target': 'a centralized run\'s minibatch updates to the '
-                         'target (rounds × updates per round; each a round '
-                         'of communication if federated: FedAvg Table 3)',
-    'final_epsilon': 'a DP run\'s ε after the last round, at its δ (the '
-                     'trained model\'s)',
-    'final_deployment_epsilon': 'with a noise cohort, the ε of the '
-                                'deployment it stands for (not the trained '
-                                'model\'s)',
-    'final_client_test_accuracy_p10': '10th percentile of the clients\' '
-                                      'own test accuracy after the last '
-                                      'round (unweighted)',
-    'final_client_test_accuracy_p50': 'their median',
-    'final_client_test_accuracy_min': 'the worst client\'s',
-    'final_client_test_accuracy_std': 'the spread (standard deviation) of '
-                                      'the clients\' own test accuracy',
-    'speedup': 'rounds to target of the first variant with the same swept '
-               'values / this one',
-    'code': 'the run\'s code, computation and data (config.json\'s '
-            'provenance), by a short id: runs of other ids are never '
-            'averaged',
+  'rounds': 'rounds run',
+  'finished': 'the run finished (summary.json written)',
+  'final_train_loss': 'training loss f(w) after the last round',
+  'final_train_loss_sampled': 'training loss over the fixed sample of '
+  'clients (--eval_clients) after the last '
+  'round',
+  'final_test_accuracy': 'test accuracy after the last round',
+  'best_test_accuracy': 'best test accuracy of any evaluated round',
+  'last_half_test_accuracy': 'mean test accuracy over the evaluated '
+  'rounds T/2 < t <= T (FedISGD Tables 3-4)',
+  'updates_per_round': "FedAvg's u = E·n/(K·B): local updates per client "
+  'per round (§3)',
+  'target_accuracy': 'the --target_accuracy',
+  'rounds_to_target': 'first round whose best-so-far test accuracy '
+  'reaches the target, interpolated between evaluated '
+  'rounds (FedAvg §3; — = not reached)',
+  'updates_to_target': "a centralized run's minibatch updates to the "
+  'target (rounds × updates per round; each a round '
+  'of communication if federated: FedAvg Table 3)',
+  'final_epsilon': "a DP run's ε after the last round, at its δ (the "
+  "trained model's)",
+  'final_deployment_epsilon': 'with a noise cohort, the ε of the '
+  'deployment it stands for (not the trained '
+  "model's)",
+  'final_client_test_accuracy_p10': "10th percentile of the clients' "
+  'own test accuracy after the last '
+  'round (unweighted)',
+  'final_client_test_accuracy_p50': 'their median',
+  'final_client_test_accuracy_min': "the worst client's",
+  'final_client_test_accuracy_std': 'the spread (standard deviation) of '
+  "the clients' own test accuracy",
+  'speedup': 'rounds to target of the first variant with the same swept '
+  'values / this one',
+  'code': "the run's code, computation and data (config.json's "
+  'provenance), by a short id: runs of other ids are never '
+  'averaged',
 }
 # Compared across seeds (mean ± std); rounds to target over those that
 # reached it.
-SEED_METRICS = ('final_test_accuracy', 'best_test_accuracy',
-                'last_half_test_accuracy', 'final_train_loss',
-                'final_train_loss_sampled',
-                'rounds_to_target', 'final_epsilon',
-                'final_deployment_epsilon',
-                'final_client_test_accuracy_p10',
-                'final_client_test_accuracy_p50',
-                'final_client_test_accuracy_min',
-                'final_client_test_accuracy_std')
+SEED_METRICS = (
+  'final_test_accuracy',
+  'best_test_accuracy',
+  'last_half_test_accuracy',
+  'final_train_loss',
+  'final_train_loss_sampled',
+  'rounds_to_target',
+  'final_epsilon',
+  'final_deployment_epsilon',
+  'final_client_test_accuracy_p10',
+  'final_client_test_accuracy_p50',
+  'final_client_test_accuracy_min',
+  'final_client_test_accuracy_std',
+)
 # Plotted per swept combination: the training loss (train_loss, or
 # train_loss_sampled for runs with --eval_clients) and this.
 METRICS_PLOTTED = ('test_accuracy',)
@@ -90,18 +95,21 @@ METRICS_PLOTTED = ('test_accuracy',)
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-  name: str              # folder under the sweep's output_dir
+  name: str  # folder under the sweep's output_dir
   variant: str
-  swept: tuple           # ((flag, value), ...) of the --sweep flags
-  args: tuple            # flags after the common ones
+  swept: tuple  # ((flag, value), ...) of the --sweep flags
+  args: tuple  # flags after the common ones
 
 
 def parse_variant(text):
   """'NAME: --a=1 --b=2' -> ('NAME', ['--a=1', '--b=2'])."""
   name, sep, flags = text.partition(':')
   name = name.strip()
-  if not sep or not re.fullmatch(r'[\w.+=-]+', name) or not all(
-      a.startswith('--') for a in shlex.split(flags)):
+  if (
+    not sep
+    or not re.fullmatch(r'[\w.+=-]+', name)
+    or not all(a.startswith('--') for a in shlex.split(flags))
+  ):
     raise ValueError(f'--variant={text!r}: expected "NAME: --flag=value ..."')
   return name, shlex.split(flags)
 
@@ -125,18 +133,27 @@ def expand(variants, sweeps, only=()):
   variants = dict(parse_variant(v) for v in variants) or {'run': []}
   unknown = set(only) - set(variants)
   if unknown:
-    raise ValueError(f'--only: no variant {", ".join(sorted(unknown))}; the '
-                     f'variants are {", ".join(variants)}')
-  variants = [(name, args) for name, args in variants.items()
-              if not only or name in only]
+    raise ValueError(
+      f'--only: no variant {", ".join(sorted(unknown))}; the '
+      f'variants are {", ".join(variants)}'
+    )
+  variants = [
+    (name, args) for name, args in variants.items() if not only or name in only
+  ]
   sweeps = list(dict(parse_sweep(s) for s in sweeps).items())
   runs = []
   for values in itertools.product(*[vs for _, vs in sweeps]):
     swept = tuple(zip([flag for flag, _ in sweeps], values))
     for name, args in variants:
       folder = '__'.join([name] + [f'{flag}-{value}' for flag, value in swept])
-      runs.append(Run(folder, name, swept, tuple(args) + tuple(
-          f'--{flag}={value}' for flag, value in swept)))
+      runs.append(
+        Run(
+          folder,
+          name,
+          swept,
+          tuple(args) + tuple(f'--{flag}={value}' for flag, value in swept),
+        )
+      )
   return runs
 
 
@@ -150,8 +167,11 @@ class SweepInterrupted(Exception):
 
 def _duration(seconds):
   seconds = int(round(seconds))
-  return (f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
-          if seconds >= 3600 else f'{seconds // 60}:{seconds % 60:02d}')
+  return (
+    f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+    if seconds >= 3600
+    else f'{seconds // 60}:{seconds % 60:02d}'
+  )
 
 
 def run_all(runs, common_args, output_dir, command, env=None, finished=None):
@@ -183,26 +203,37 @@ def run_all(runs, common_args, output_dir, command, env=None, finished=None):
         codes[run.name] = 0
         continue
       left = len(runs) - i + 1
-      eta = (f', about {_duration(statistics.fmean(took) * left)} left'
-             if took else '')
-      print(f'[{i}/{len(runs)}] {run.name} ({_duration(time.monotonic() - start)}'
-            f' elapsed{eta})', file=sys.stderr, flush=True)
+      eta = (
+        f', about {_duration(statistics.fmean(took) * left)} left'
+        if took
+        else ''
+      )
+      print(
+        f'[{i}/{len(runs)}] {run.name} ({_duration(time.monotonic() - start)}'
+        f' elapsed{eta})',
+        file=sys.stderr,
+        flush=True,
+      )
       began = time.monotonic()
       process = subprocess.Popen(
-          [*command, *common_args, *run.args, f'--output_dir={run_dir}'],
-          stdout=subprocess.DEVNULL, env=env,
-          preexec_fn=processes.die_with_parent(signal.SIGTERM))
+        [*command, *common_args, *run.args, f'--output_dir={run_dir}'],
+        stdout=subprocess.DEVNULL,
+        env=env,
+        preexec_fn=processes.die_with_parent(signal.SIGTERM),
+      )
       try:
         codes[run.name] = process.wait()
         took.append(time.monotonic() - began)
       except (KeyboardInterrupt, SweepInterrupted) as e:
         signum = getattr(e, 'signum', signal.SIGINT)
-        process.send_signal(signal.SIGTERM if signum == signal.SIGTERM
-                            else signal.SIGINT)
+        process.send_signal(
+          signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT
+        )
         process.wait()
         name = 'interrupted' if signum == signal.SIGINT else 'terminated'
-        raise SweepInterrupted(f'sweep {name} during run {i} of {len(runs)} '
-                               f'({run.name})', signum) from None
+        raise SweepInterrupted(
+          f'sweep {name} during run {i} of {len(runs)} ({run.name})', signum
+        ) from None
       if codes[run.name] == 2:  # A usage error: later runs would fail too.
         break
   finally:
@@ -244,20 +275,26 @@ def seed_table(runs, rows):
   for run, row in zip(runs, rows):
     if 'rounds' in row:  # Runs of other code are never pooled as seeds.
       key = (run.variant, row.get('code')) + tuple(
-          (f, v) for f, v in run.swept if f != 'seed')
+        (f, v) for f, v in run.swept if f != 'seed'
+      )
       groups.setdefault(key, []).append(row)
   combined = []
   for (variant, code, *swept), group in groups.items():
-    entry = dict(variant=variant, **dict(swept), code=code,
-                 seeds=' '.join(str(r.get('seed')) for r in group))
+    entry = dict(
+      variant=variant,
+      **dict(swept),
+      code=code,
+      seeds=' '.join(str(r.get('seed')) for r in group),
+    )
     for metric in SEED_METRICS:
       values = [r[metric] for r in group if r.get(metric) is not None]
       if metric == 'rounds_to_target' and 'target_accuracy' in group[0]:
         entry['reached'] = f'{len(values)}/{len(group)}'
       if values:
         entry[f'{metric}_mean'] = statistics.fmean(values)
-        entry[f'{metric}_std'] = (statistics.stdev(values)
-                                  if len(values) > 1 else 0.0)
+        entry[f'{metric}_std'] = (
+          statistics.stdev(values) if len(values) > 1 else 0.0
+        )
     combined.append(entry)
   return combined
 
@@ -311,8 +348,9 @@ def _cell(value):
 
 def _markdown(rows, columns):
   lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
-  return lines + ['| ' + ' | '.join(_cell(row.get(c)) for c in columns) + ' |'
-                  for row in rows]
+  return lines + [
+    '| ' + ' | '.join(_cell(row.get(c)) for c in columns) + ' |' for row in rows
+  ]
 
 
 def _columns(rows):
@@ -330,12 +368,12 @@ def _seed_markdown(combined):
   """The combined rows with 'mean ± std' cells."""
   shown = []
   for entry in combined:
-    row = {k: v for k, v in entry.items()
-           if not k.endswith(('_mean', '_std'))}
+    row = {k: v for k, v in entry.items() if not k.endswith(('_mean', '_std'))}
     for metric in SEED_METRICS:
       if f'{metric}_mean' in entry:
-        row[metric] = (f'{entry[f"{metric}_mean"]:.4g} ± '
-                       f'{entry[f"{metric}_std"]:.2g}')
+        row[metric] = (
+          f'{entry[f"{metric}_mean"]:.4g} ± {entry[f"{metric}_std"]:.2g}'
+        )
       elif metric in ('rounds_to_target',) and 'reached' in entry:
         row[metric] = None
     if 'best' in entry:
@@ -367,27 +405,40 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
       print(f'{existing} is damaged: written again', file=sys.stderr)
   lr_swept = any('client_lr' in row for row in kept)
   if lr_swept:
-    keys = ['variant'] + sorted({f for run in runs or () for f, _ in run.swept
-                                 if f not in ('client_lr', 'seed')})
+    keys = ['variant'] + sorted(
+      {
+        f
+        for run in runs or ()
+        for f, _ in run.swept
+        if f not in ('client_lr', 'seed')
+      }
+    )
     mark_best(combined or kept, 'client_lr', keys, target_accuracy)
   lines = [f'# Summary of {len(kept)} runs in {output_dir}', '']
   if combined:
     lines += ['## Mean ± standard deviation over seeds', '']
     lines += _seed_markdown(combined) + ['', '## Runs', '']
   lines += _markdown(kept, _columns(kept)) + ['', 'Columns:']
-  lines += [f'- {name}: {text}' for name, text in SUMMARY_COLUMNS.items()
-            if any(name in row for row in kept)]
+  lines += [
+    f'- {name}: {text}'
+    for name, text in SUMMARY_COLUMNS.items()
+    if any(name in row for row in kept)
+  ]
   if combined:
-    lines.append('- seeds, and mean ± std (n − 1) over them; reached: how '
-                 'many seeds reached the target (rounds to target is the '
-                 'mean over those)')
+    lines.append(
+      '- seeds, and mean ± std (n − 1) over them; reached: how '
+      'many seeds reached the target (rounds to target is the '
+      'mean over those)'
+    )
   if lr_swept:
-    lines.append('- best: ★ the client_lr (η) of the row (the same settings '
-                 'but η) with the most seeds reaching the target, then the '
-                 'fewest rounds to it (without a target: the highest '
-                 'last-half test accuracy), FedAvg §3; "edge": the best is '
-                 'the smallest or largest η tried, so the grid should be '
-                 'extended')
+    lines.append(
+      '- best: ★ the client_lr (η) of the row (the same settings '
+      'but η) with the most seeds reaching the target, then the '
+      'fewest rounds to it (without a target: the highest '
+      'last-half test accuracy), FedAvg §3; "edge": the best is '
+      'the smallest or largest η tried, so the grid should be '
+      'extended'
+    )
   if target_accuracy is not None:
     lines.append(f'- target: test accuracy {target_accuracy:g}')
   files = {'summary.csv': _csv(kept), 'summary.md': '\n'.join(lines) + '\n'}
@@ -409,24 +460,36 @@ def plot_runs(runs, rows, output_dir, target_accuracy=None):
     if 'rounds' in row:
       others = tuple((f, v) for f, v in run.swept if f != 'seed')
       by_swept.setdefault(others, {}).setdefault(
-          (run.variant, row.get('code')), []).append(
-              os.path.join(output_dir, run.name))
+        (run.variant, row.get('code')), []
+      ).append(os.path.join(output_dir, run.name))
   written = []
   for swept, lines in by_swept.items():
     suffix = ''.join(f'__{flag}-{value}' for flag, value in swept)
     groups = list(lines.values())
     names = [variant for variant, _ in lines]
-    labels = [variant if names.count(variant) == 1 else
-              f'{variant} [code {code or "unrecorded"}]'
-              for variant, code in lines]
+    labels = [
+      variant
+      if names.count(variant) == 1
+      else f'{variant} [code {code or "unrecorded"}]'
+      for variant, code in lines
+    ]
     shared, _ = plot.describe(groups)
-    title = '; '.join(filter(None, [shared, ', '.join(
-        f'{flag}={value}' for flag, value in swept)]))
+    title = '; '.join(
+      filter(
+        None, [shared, ', '.join(f'{flag}={value}' for flag, value in swept)]
+      )
+    )
     loss = columns.training_loss_column(
-        (results.read_rows(groups[0][0]) or [{}])[0])
+      (results.read_rows(groups[0][0]) or [{}])[0]
+    )
     for metric in (loss, *METRICS_PLOTTED):
       written.append(os.path.join(output_dir, f'{metric}{suffix}.png'))
       plot.plot_bands(
-          groups, metric, written[-1], title=title, labels=labels,
-          target=target_accuracy if metric == 'test_accuracy' else None)
+        groups,
+        metric,
+        written[-1],
+        title=title,
+        labels=labels,
+        target=target_accuracy if metric == 'test_accuracy' else None,
+      )
   return written

@@ -16,7 +16,7 @@ from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
 from tff_algos.learning.composition import build_process
 from tff_algos.learning.composition import compose
-from tff_algos.learning.composition import ModelAggregator
 from tff_algos.learning.composition import initial_model_weights
 from tff_algos.learning.composition import LockstepProcess
 from tff_algos.learning.composition import LockstepUnavailable
+from tff_algos.learning.composition import ModelAggregator

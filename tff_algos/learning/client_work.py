@@ -27,8 +27,8 @@ Public `tff.*` API only: this is what a production port takes.
 """
 
 import collections
+from collections.abc import Callable
 import dataclasses
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -53,6 +53,7 @@ class ScheduledInput:
 @dataclasses.dataclass(frozen=True)
 class DatasetInput:
   """Production: a `tf.data.Dataset` of batches per client, `epochs` passes."""
+
   epochs: int = 1
 
   def __post_init__(self):
@@ -80,6 +81,7 @@ class LocalTraining:
   `optimizer` on ∇F_k(w) + μ(w − w_t) (μ and the optimizer's
   hyper-parameters: the client work's state), or 'gradient', one
   full-batch gradient ∇F_k(w_t); weighted by `weighting`."""
+
   kind: str
   weighting: tff.learning.ClientWeighting
   optimizer: tff.learning.optimizers.Optimizer | None = None
@@ -93,6 +95,7 @@ class LockstepClientWork:
   client data are the results themselves, not a sequence: TFF serializes
   a sequence as a dataset graph, milliseconds a client
   (`composition.compose` composes it)."""
+
   local_training: LocalTraining
   initialize: tff.Computation
   next: tff.Computation
@@ -104,9 +107,10 @@ class LockstepClientWork:
 # Keras model wrapper's mean (example-weighted over its batches), and its
 # counters, as TFF's.
 LOCKSTEP_METRICS = collections.OrderedDict(
-    loss=lambda total_and_count: tf.math.divide_no_nan(*total_and_count),
-    num_examples=lambda count: count[0],
-    num_batches=lambda count: count[0])
+  loss=lambda total_and_count: tf.math.divide_no_nan(*total_and_count),
+  num_examples=lambda count: count[0],
+  num_batches=lambda count: count[0],
+)
 
 
 def lockstep_data_type(weights_type):
@@ -116,16 +120,20 @@ def lockstep_data_type(weights_type):
   for many clients whose updates only a mean aggregates
   (`LockstepProcess.mean_of_updates`): their weighted mean and summed
   weight, statistics and metrics."""
-  return tff.to_type(collections.OrderedDict(
+  return tff.to_type(
+    collections.OrderedDict(
       update=weights_type.trainable,
       weight=tff.TensorType(np.float32),
       local_steps=tff.TensorType(np.int32),
       participants=tff.TensorType(np.int32),
       update_squared_norm=tff.TensorType(np.float64),
       train=collections.OrderedDict(
-          loss=[tff.TensorType(np.float32)] * 2,
-          num_examples=[tff.TensorType(np.int64)],
-          num_batches=[tff.TensorType(np.int64)])))
+        loss=[tff.TensorType(np.float32)] * 2,
+        num_examples=[tff.TensorType(np.int64)],
+        num_batches=[tff.TensorType(np.int64)],
+      ),
+    )
+  )
 
 
 def client_weighting(value) -> tff.learning.ClientWeighting:
@@ -134,13 +142,16 @@ def client_weighting(value) -> tff.learning.ClientWeighting:
   if isinstance(value, tff.learning.ClientWeighting):
     return value
   if not isinstance(value, str):
-    raise TypeError('client_weighting must be a tff.learning.ClientWeighting '
-                    f'or its name, got {type(value).__name__}')
+    raise TypeError(
+      'client_weighting must be a tff.learning.ClientWeighting '
+      f'or its name, got {type(value).__name__}'
+    )
   try:
     return tff.learning.ClientWeighting[value.upper()]
   except KeyError:
-    raise ValueError(f'client_weighting must be num_examples or uniform, '
-                     f'got {value!r}') from None
+    raise ValueError(
+      f'client_weighting must be num_examples or uniform, got {value!r}'
+    ) from None
 
 
 # The builders' argument of that name hides the function.
@@ -152,10 +163,13 @@ def client_data_type(input_spec, client_input: ClientInput):
   a `LockstepInput` client's: `lockstep_data_type`)."""
   if isinstance(client_input, DatasetInput):
     return tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
-  return tff.SequenceType(collections.OrderedDict(
+  return tff.SequenceType(
+    collections.OrderedDict(
       data=model_ops.dataset_type(input_spec),
       example_order=tff.TensorType(np.int32, [None]),
-      batch_ends=tff.TensorType(np.int32, [None])))
+      batch_ends=tff.TensorType(np.int32, [None]),
+    )
+  )
 
 
 def _schedule(client_input):
@@ -179,8 +193,9 @@ def _whole_dataset(client_input):
   data = client_input['data']
 
   def fold(fn, carry):
-    for start in tf.range(0, model_ops.num_examples(data),
-                          model_ops.CHUNK_SIZE):
+    for start in tf.range(
+      0, model_ops.num_examples(data), model_ops.CHUNK_SIZE
+    ):
       carry = fn(model_ops.chunk(data, start), carry)
     return carry
 
@@ -212,18 +227,27 @@ def _client_statistics(steps, update, report_update_squared_norm):
   """What a client reports besides its model's metrics, summed over the
   clients by the metrics aggregator: its local steps, 1 (participants)
   and, for the update spread, ‖u_k‖² (float64)."""
-  statistics = collections.OrderedDict(local_steps=steps,
-                                       participants=tf.constant(1))
+  statistics = collections.OrderedDict(
+    local_steps=steps, participants=tf.constant(1)
+  )
   if report_update_squared_norm:
     statistics['update_squared_norm'] = measurements.squared_norm(
-        [tf.cast(u, tf.float64) for u in tf.nest.flatten(update)])
+      [tf.cast(u, tf.float64) for u in tf.nest.flatten(update)]
+    )
   return statistics
 
 
-def _build_client_work(model_fn, hparams, local_update, weighting,
-                       client_input, report_update_squared_norm,
-                       metrics_aggregator, scheduled_batches=_schedule,
-                       local_training=None):
+def _build_client_work(
+  model_fn,
+  hparams,
+  local_update,
+  weighting,
+  client_input,
+  report_update_squared_norm,
+  metrics_aggregator,
+  scheduled_batches=_schedule,
+  local_training=None,
+):
   """A ClientWorkProcess around `local_update(hparams, model, initial
   weights, for_each_batch) -> (update, steps, n_k)`.
 
@@ -255,11 +279,17 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
 
   state_type = init_fn.type_signature.result.member
   if isinstance(client_input, LockstepInput):
-    train_client = _computed_client(state_type, weights_type, data_type,
-                                    report_update_squared_norm)
+    train_client = _computed_client(
+      state_type, weights_type, data_type, report_update_squared_norm
+    )
   else:
-    train = _local_training(local_update, weighting, client_input,
-                            report_update_squared_norm, scheduled_batches)
+    train = _local_training(
+      local_update,
+      weighting,
+      client_input,
+      report_update_squared_norm,
+      scheduled_batches,
+    )
 
     @tff.tensorflow.computation(state_type, weights_type, data_type)
     def train_client(state, initial_weights, data):
@@ -267,35 +297,46 @@ def _build_client_work(model_fn, hparams, local_update, weighting,
 
   metrics_type, statistics_type = train_client.type_signature.result[1:]
   aggregate_metrics = aggregator(finalizers, metrics_type)
-  aggregate_statistics = aggregator(collections.OrderedDict(
-      (name, _identity) for name in tff.structure.name_list(statistics_type)),
-                                    statistics_type)
+  aggregate_statistics = aggregator(
+    collections.OrderedDict(
+      (name, _identity) for name in tff.structure.name_list(statistics_type)
+    ),
+    statistics_type,
+  )
 
   @tff.federated_computation(
-      init_fn.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS))
+    init_fn.type_signature.result,
+    tff.FederatedType(weights_type, tff.CLIENTS),
+    tff.FederatedType(data_type, tff.CLIENTS),
+  )
   def next_fn(state, weights, data):
     result, metrics, statistics = tff.federated_map(
-        train_client, (tff.federated_broadcast(state), weights, data))
+      train_client, (tff.federated_broadcast(state), weights, data)
+    )
     reports = collections.OrderedDict(train=aggregate_metrics(metrics))
     statistics = aggregate_statistics(statistics)
     for name in tff.structure.name_list(statistics_type):  # Flat, as TFF's.
       reports[name] = statistics[name]
     return tff.templates.MeasuredProcessOutput(
-        state, result, tff.federated_zip(reports))
+      state, result, tff.federated_zip(reports)
+    )
 
   get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
   if isinstance(client_input, LockstepInput):
-    return LockstepClientWork(local_training, init_fn, next_fn,
-                              get_hparams_fn, set_hparams_fn)
+    return LockstepClientWork(
+      local_training, init_fn, next_fn, get_hparams_fn, set_hparams_fn
+    )
   return tff.learning.templates.ClientWorkProcess(
-      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
-      set_hparams_fn=set_hparams_fn)
+    init_fn,
+    next_fn,
+    get_hparams_fn=get_hparams_fn,
+    set_hparams_fn=set_hparams_fn,
+  )
 
 
-def _computed_client(state_type, weights_type, data_type,
-                     report_update_squared_norm):
+def _computed_client(
+  state_type, weights_type, data_type, report_update_squared_norm
+):
   """A lockstep client's part of a round: its computed result, training
   metrics and statistics (`_build_client_work`'s), from its input."""
 
@@ -303,9 +344,11 @@ def _computed_client(state_type, weights_type, data_type,
   def computed_client(state, initial_weights, data):
     del state, initial_weights
     result = tff.learning.templates.ClientResult(
-        update=data['update'], update_weight=data['weight'])
-    statistics = collections.OrderedDict(local_steps=data['local_steps'],
-                                         participants=data['participants'])
+      update=data['update'], update_weight=data['weight']
+    )
+    statistics = collections.OrderedDict(
+      local_steps=data['local_steps'], participants=data['participants']
+    )
     if report_update_squared_norm:
       statistics['update_squared_norm'] = data['update_squared_norm']
     return result, data['train'], statistics
@@ -317,13 +360,20 @@ def _model_types(model_fn, client_input):
   """(metric finalizers, weights type, client data type) of the model."""
   with tf.Graph().as_default():
     model = model_fn()
-    return (model.metric_finalizers(),
-            tff.learning.models.weights_type_from_model(model),
-            client_data_type(model.input_spec, client_input))
+    return (
+      model.metric_finalizers(),
+      tff.learning.models.weights_type_from_model(model),
+      client_data_type(model.input_spec, client_input),
+    )
 
 
-def _local_training(local_update, weighting, client_input,
-                    report_update_squared_norm, scheduled_batches):
+def _local_training(
+  local_update,
+  weighting,
+  client_input,
+  report_update_squared_norm,
+  scheduled_batches,
+):
   """The client's training as a tf.function of (model, hparams, initial
   weights, data): its result (update and weight), its model's metrics and
   its statistics (see `_build_client_work`)."""
@@ -333,20 +383,26 @@ def _local_training(local_update, weighting, client_input,
     model_ops.assign_weights(model, initial_weights)
     if isinstance(client_input, DatasetInput):
       update, steps, n = local_update(
-          state, model, initial_weights,
-          _first_pass_examples(data, client_input.epochs))
+        state,
+        model,
+        initial_weights,
+        _first_pass_examples(data, client_input.epochs),
+      )
     else:
       fold, n = scheduled_batches(data.get_single_element())
       update, steps, _ = local_update(
-          state, model, initial_weights,
-          lambda fn, carry: (fold(fn, carry), n))
-    weight = (tf.cast(n, tf.float32)
-              if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES
-              else tf.constant(1.0))
-    return (tff.learning.templates.ClientResult(update=update,
-                                                update_weight=weight),
-            model.report_local_unfinalized_metrics(),
-            _client_statistics(steps, update, report_update_squared_norm))
+        state, model, initial_weights, lambda fn, carry: (fold(fn, carry), n)
+      )
+    weight = (
+      tf.cast(n, tf.float32)
+      if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES
+      else tf.constant(1.0)
+    )
+    return (
+      tff.learning.templates.ClientResult(update=update, update_weight=weight),
+      model.report_local_unfinalized_metrics(),
+      _client_statistics(steps, update, report_update_squared_norm),
+    )
 
   return train
 
@@ -368,13 +424,13 @@ def _hparams_accessors(state_type):
 
 
 def build_proximal_sgd_client_work(
-    model_fn: ModelFn,
-    optimizer: tff.learning.optimizers.Optimizer,
-    mu: float = 0.0,
-    client_weighting='num_examples',
-    client_input: ClientInput = ScheduledInput(),
-    metrics_aggregator: MetricsAggregator | None = None,
-    report_update_squared_norm: bool = False,
+  model_fn: ModelFn,
+  optimizer: tff.learning.optimizers.Optimizer,
+  mu: float = 0.0,
+  client_weighting='num_examples',
+  client_input: ClientInput = ScheduledInput(),
+  metrics_aggregator: MetricsAggregator | None = None,
+  report_update_squared_norm: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Local solver of h_k(w; w_t) = F_k(w) + μ/2‖w − w_t‖² (FedProx, eq. 2).
 
@@ -402,16 +458,23 @@ def build_proximal_sgd_client_work(
     hyper-parameters are `mu` and the optimizer's (e.g. `learning_rate`).
   """
   with tf.Graph().as_default():
-    optimizer_hparams = optimizer.get_hparams(optimizer.initialize(
-        tf.TensorSpec([], tf.float32)))
+    optimizer_hparams = optimizer.get_hparams(
+      optimizer.initialize(tf.TensorSpec([], tf.float32))
+    )
   proximal_sgd = _proximal_sgd(optimizer, optimizer_hparams)
   hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
   return _build_client_work(
-      model_fn, hparams, proximal_sgd, client_weighting, client_input,
-      report_update_squared_norm, metrics_aggregator,
-      local_training=LocalTraining('proximal_sgd',
-                                   _weighting(client_weighting),
-                                   optimizer))
+    model_fn,
+    hparams,
+    proximal_sgd,
+    client_weighting,
+    client_input,
+    report_update_squared_norm,
+    metrics_aggregator,
+    local_training=LocalTraining(
+      'proximal_sgd', _weighting(client_weighting), optimizer
+    ),
+  )
 
 
 def _proximal_sgd(optimizer, optimizer_hparams):
@@ -423,45 +486,54 @@ def _proximal_sgd(optimizer, optimizer_hparams):
     trainable = model.trainable_variables
     anchor = tuple(tf.nest.flatten(initial_weights.trainable))
     optimizer_state = optimizer.set_hparams(
-        optimizer.initialize(tuple(tf.TensorSpec.from_tensor(w)
-                                   for w in anchor)),
-        collections.OrderedDict((k, state[k]) for k in optimizer_hparams))
+      optimizer.initialize(tuple(tf.TensorSpec.from_tensor(w) for w in anchor)),
+      collections.OrderedDict((k, state[k]) for k in optimizer_hparams),
+    )
 
     def step(batch, carry):
       optimizer_state, steps = carry
       with tf.GradientTape() as tape:
         loss = model.forward_pass(batch, training=True).loss
       weights = tuple(tf.identity(w) for w in trainable)
-      gradients = tuple(tf.convert_to_tensor(g)  # Embeddings: IndexedSlices.
-                        for g in tape.gradient(loss, trainable))
+      gradients = tuple(
+        tf.convert_to_tensor(g)  # Embeddings: IndexedSlices.
+        for g in tape.gradient(loss, trainable)
+      )
       # μ = 0 (FedAvg) skips the proximal term: three elementwise passes
       # over the weights per step, ~15% of a CNN step's CPU time
       # (docs/PERFORMANCE.md). Same values: g + 0·(w − w_t) = g.
       proximal_gradients = tf.cond(
-          tf.equal(state['mu'], 0.0), lambda: gradients,
-          lambda: tuple(g + tf.cast(state['mu'], g.dtype) * (w - w0)  # pylint: disable=g-long-lambda
-                        for g, w, w0 in zip(gradients, weights, anchor)))
-      optimizer_state, weights = optimizer.next(optimizer_state, weights,
-                                                proximal_gradients)
+        tf.equal(state['mu'], 0.0),
+        lambda: gradients,
+        lambda: tuple(
+          g + tf.cast(state['mu'], g.dtype) * (w - w0)
+          for g, w, w0 in zip(gradients, weights, anchor)
+        ),
+      )
+      optimizer_state, weights = optimizer.next(
+        optimizer_state, weights, proximal_gradients
+      )
       for variable, value in zip(trainable, weights):
         variable.assign(value)
       return optimizer_state, steps + 1
 
     (_, steps), n = for_each_batch(step, (optimizer_state, tf.constant(0)))
     update = [w0 - w for w0, w in zip(anchor, trainable)]
-    return (tf.nest.pack_sequence_as(initial_weights.trainable, update),
-            steps, n)
-
+    return (
+      tf.nest.pack_sequence_as(initial_weights.trainable, update),
+      steps,
+      n,
+    )
 
   return proximal_sgd
 
 
 def build_gradient_client_work(
-    model_fn: ModelFn,
-    client_weighting='num_examples',
-    client_input: ClientInput = ScheduledInput(),
-    metrics_aggregator: MetricsAggregator | None = None,
-    report_update_squared_norm: bool = False,
+  model_fn: ModelFn,
+  client_weighting='num_examples',
+  client_input: ClientInput = ScheduledInput(),
+  metrics_aggregator: MetricsAggregator | None = None,
+  report_update_squared_norm: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """FedSGD's client work: one full-batch gradient ∇F_k(w_t) (McMahan et al.
   2017, §2: the FedSGD baseline, E = 1, B = ∞).
@@ -484,15 +556,25 @@ def build_gradient_client_work(
     zeros = tuple(tf.zeros_like(v) for v in model.trainable_variables)
     total, n = for_each_batch(add_batch, zeros)
     gradient = [t / tf.cast(n, tf.float32) for t in total]
-    return (tf.nest.pack_sequence_as(initial_weights.trainable, gradient),
-            tf.constant(1), n)
+    return (
+      tf.nest.pack_sequence_as(initial_weights.trainable, gradient),
+      tf.constant(1),
+      n,
+    )
 
   if isinstance(client_input, DatasetInput) and client_input.epochs != 1:
-    raise ValueError('a full-batch gradient is one pass (E = 1), got '
-                     f'DatasetInput(epochs={client_input.epochs})')
+    raise ValueError(
+      'a full-batch gradient is one pass (E = 1), got '
+      f'DatasetInput(epochs={client_input.epochs})'
+    )
   return _build_client_work(
-      model_fn, collections.OrderedDict(), gradient, client_weighting,
-      client_input, report_update_squared_norm, metrics_aggregator,
-      scheduled_batches=_whole_dataset,
-      local_training=LocalTraining('gradient',
-                                   _weighting(client_weighting)))
+    model_fn,
+    collections.OrderedDict(),
+    gradient,
+    client_weighting,
+    client_input,
+    report_update_squared_norm,
+    metrics_aggregator,
+    scheduled_batches=_whole_dataset,
+    local_training=LocalTraining('gradient', _weighting(client_weighting)),
+  )

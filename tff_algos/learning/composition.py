@@ -13,7 +13,7 @@ and `metrics_aggregator`, and checks them.
 """
 
 import collections
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -29,8 +29,10 @@ from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
 
-ModelAggregator = (tff.aggregators.WeightedAggregationFactory |
-                   tff.aggregators.UnweightedAggregationFactory)
+ModelAggregator = (
+  tff.aggregators.WeightedAggregationFactory
+  | tff.aggregators.UnweightedAggregationFactory
+)
 UNIFORM = tff.learning.ClientWeighting.UNIFORM
 
 
@@ -38,37 +40,44 @@ def _initial_model_weights_fn(model_fn):
   @tff.tensorflow.computation
   def initial_model_weights_fn():
     return tff.learning.models.ModelWeights.from_model(model_fn())
+
   return initial_model_weights_fn
 
 
 def compose(
-    model_fn: ModelFn,
-    client_work: tff.learning.templates.ClientWorkProcess,
-    server_optimizer: tff.learning.optimizers.Optimizer,
-    aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
-    model_distributor: tff.learning.templates.DistributionProcess | None = None,
+  model_fn: ModelFn,
+  client_work: tff.learning.templates.ClientWorkProcess,
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+  model_distributor: tff.learning.templates.DistributionProcess | None = None,
 ) -> tff.learning.templates.LearningProcess:
   """Distributor → client work → weighted aggregation → server optimizer
   step (`tff.learning.templates.compose_learning_process`)."""
   initial_model_weights_fn = _initial_model_weights_fn(
-      model_ops.variable_model_fn(model_fn))
+    model_ops.variable_model_fn(model_fn)
+  )
   weights_type = initial_model_weights_fn.type_signature.result
   aggregator = aggregator or tff.aggregators.MeanFactory()
-  compose_process = (_compose_lockstep
-                     if isinstance(client_work, LockstepClientWork) else
-                     tff.learning.templates.compose_learning_process)
+  compose_process = (
+    _compose_lockstep
+    if isinstance(client_work, LockstepClientWork)
+    else tff.learning.templates.compose_learning_process
+  )
   return compose_process(
-      initial_model_weights_fn,
-      model_distributor or tff.learning.templates.build_broadcast_process(
-          weights_type),
-      client_work,
-      aggregator.create(weights_type.trainable, tff.TensorType(np.float32)),
-      tff.learning.templates.build_apply_optimizer_finalizer(
-          server_optimizer, weights_type))
+    initial_model_weights_fn,
+    model_distributor
+    or tff.learning.templates.build_broadcast_process(weights_type),
+    client_work,
+    aggregator.create(weights_type.trainable, tff.TensorType(np.float32)),
+    tff.learning.templates.build_apply_optimizer_finalizer(
+      server_optimizer, weights_type
+    ),
+  )
 
 
-def _compose_lockstep(initial_model_weights_fn, distributor, client_work,
-                      aggregator, finalizer):
+def _compose_lockstep(
+  initial_model_weights_fn, distributor, client_work, aggregator, finalizer
+):
   """TFF's `compose_learning_process`, computation for computation, for a
   `LockstepClientWork`, whose client data are not sequences (TFF's
   composer requires them): the same state, hyper-parameters and metrics,
@@ -77,31 +86,51 @@ def _compose_lockstep(initial_model_weights_fn, distributor, client_work,
 
   @tff.federated_computation()
   def init_fn():
-    return tff.federated_zip(state_of(
+    return tff.federated_zip(
+      state_of(
         tff.federated_eval(initial_model_weights_fn, tff.SERVER),
-        distributor.initialize(), client_work.initialize(),
-        aggregator.initialize(), finalizer.initialize()))
+        distributor.initialize(),
+        client_work.initialize(),
+        aggregator.initialize(),
+        finalizer.initialize(),
+      )
+    )
 
-  @tff.federated_computation(init_fn.type_signature.result,
-                             client_work.next.type_signature.parameter[2])
+  @tff.federated_computation(
+    init_fn.type_signature.result, client_work.next.type_signature.parameter[2]
+  )
   def next_fn(state, client_data):
-    distributed = distributor.next(state.distributor,
-                                   state.global_model_weights)
-    trained = client_work.next(state.client_work, distributed.result,
-                               client_data)
-    aggregated = aggregator.next(state.aggregator, trained.result.update,
-                                 trained.result.update_weight)
-    finalized = finalizer.next(state.finalizer, state.global_model_weights,
-                               aggregated.result)
+    distributed = distributor.next(
+      state.distributor, state.global_model_weights
+    )
+    trained = client_work.next(
+      state.client_work, distributed.result, client_data
+    )
+    aggregated = aggregator.next(
+      state.aggregator, trained.result.update, trained.result.update_weight
+    )
+    finalized = finalizer.next(
+      state.finalizer, state.global_model_weights, aggregated.result
+    )
     return tff.learning.templates.LearningProcessOutput(
-        tff.federated_zip(state_of(
-            finalized.result, distributed.state, trained.state,
-            aggregated.state, finalized.state)),
-        tff.federated_zip(collections.OrderedDict(
-            distributor=distributed.measurements,
-            client_work=trained.measurements,
-            aggregator=aggregated.measurements,
-            finalizer=finalized.measurements)))
+      tff.federated_zip(
+        state_of(
+          finalized.result,
+          distributed.state,
+          trained.state,
+          aggregated.state,
+          finalized.state,
+        )
+      ),
+      tff.federated_zip(
+        collections.OrderedDict(
+          distributor=distributed.measurements,
+          client_work=trained.measurements,
+          aggregator=aggregated.measurements,
+          finalizer=finalized.measurements,
+        )
+      ),
+    )
 
   state_type = init_fn.type_signature.result.member
 
@@ -111,33 +140,48 @@ def _compose_lockstep(initial_model_weights_fn, distributor, client_work,
 
   @tff.tensorflow.computation(state_type, state_type.global_model_weights)
   def set_model_weights_fn(state, model_weights):
-    return state_of(model_weights, state.distributor, state.client_work,
-                    state.aggregator, state.finalizer)
+    return state_of(
+      model_weights,
+      state.distributor,
+      state.client_work,
+      state.aggregator,
+      state.finalizer,
+    )
 
   @tff.tensorflow.computation(state_type)
   def get_hparams_fn(state):
     return collections.OrderedDict(
-        client_work=client_work.get_hparams(state.client_work),
-        finalizer=finalizer.get_hparams(state.finalizer))
+      client_work=client_work.get_hparams(state.client_work),
+      finalizer=finalizer.get_hparams(state.finalizer),
+    )
 
-  @tff.tensorflow.computation(state_type,
-                              get_hparams_fn.type_signature.result)
+  @tff.tensorflow.computation(state_type, get_hparams_fn.type_signature.result)
   def set_hparams_fn(state, hparams):
     return state_of(
-        state.global_model_weights, state.distributor,
-        client_work.set_hparams(state.client_work, hparams['client_work']),
-        state.aggregator,
-        finalizer.set_hparams(state.finalizer, hparams['finalizer']))
+      state.global_model_weights,
+      state.distributor,
+      client_work.set_hparams(state.client_work, hparams['client_work']),
+      state.aggregator,
+      finalizer.set_hparams(state.finalizer, hparams['finalizer']),
+    )
 
   return tff.learning.templates.LearningProcess(
-      init_fn, next_fn, get_model_weights_fn, set_model_weights_fn,
-      get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
+    init_fn,
+    next_fn,
+    get_model_weights_fn,
+    set_model_weights_fn,
+    get_hparams_fn=get_hparams_fn,
+    set_hparams_fn=set_hparams_fn,
+  )
 
 
 def weighting_and_aggregator(
-    client_weighting, default_weighting, model_aggregator,
-) -> tuple[tff.learning.ClientWeighting,
-           tff.aggregators.WeightedAggregationFactory]:
+  client_weighting,
+  default_weighting,
+  model_aggregator,
+) -> tuple[
+  tff.learning.ClientWeighting, tff.aggregators.WeightedAggregationFactory
+]:
   """The client weighting and the weighted model aggregator, as TFF's
   builders take them: None → `tff.aggregators.MeanFactory()`; an unweighted
   factory (`tff.learning.dp_aggregator`, `secure_aggregator(weighted=
@@ -147,49 +191,66 @@ def weighting_and_aggregator(
   if model_aggregator is None:
     model_aggregator = tff.aggregators.MeanFactory()
   if isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
-    if client_weighting is not None and as_weighting(
-        client_weighting) != UNIFORM:
+    if (
+      client_weighting is not None and as_weighting(client_weighting) != UNIFORM
+    ):
       raise ValueError(
-          f'an unweighted model_aggregator ({type(model_aggregator).__name__}) '
-          f'ignores the client weights; client_weighting={client_weighting!r} '
-          'needs a weighted one (or leave client_weighting out: uniform)')
+        f'an unweighted model_aggregator ({type(model_aggregator).__name__}) '
+        f'ignores the client weights; client_weighting={client_weighting!r} '
+        'needs a weighted one (or leave client_weighting out: uniform)'
+      )
     return UNIFORM, tff.aggregators.as_weighted_aggregator(model_aggregator)
-  if not isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
-    raise TypeError('model_aggregator must be a tff.aggregators.'
-                    'WeightedAggregationFactory or UnweightedAggregationFactory'
-                    f', got {type(model_aggregator).__name__}')
-  return (as_weighting(client_weighting if client_weighting is not None
-                       else default_weighting), model_aggregator)
+  if not isinstance(
+    model_aggregator, tff.aggregators.WeightedAggregationFactory
+  ):
+    raise TypeError(
+      'model_aggregator must be a tff.aggregators.'
+      'WeightedAggregationFactory or UnweightedAggregationFactory'
+      f', got {type(model_aggregator).__name__}'
+    )
+  return (
+    as_weighting(
+      client_weighting if client_weighting is not None else default_weighting
+    ),
+    model_aggregator,
+  )
 
 
 def _check_blocks(server_optimizer, model_distributor, metrics_aggregator):
   """TypeError for a building block of the wrong kind, naming it."""
   if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
-    raise TypeError('server_optimizer_fn must be a tff.learning.optimizers.'
-                    f'Optimizer, got {type(server_optimizer).__name__}')
+    raise TypeError(
+      'server_optimizer_fn must be a tff.learning.optimizers.'
+      f'Optimizer, got {type(server_optimizer).__name__}'
+    )
   if model_distributor is not None and not isinstance(
-      model_distributor, tff.learning.templates.DistributionProcess):
-    raise TypeError('model_distributor must be a tff.learning.templates.'
-                    'DistributionProcess, got '
-                    f'{type(model_distributor).__name__}')
+    model_distributor, tff.learning.templates.DistributionProcess
+  ):
+    raise TypeError(
+      'model_distributor must be a tff.learning.templates.'
+      'DistributionProcess, got '
+      f'{type(model_distributor).__name__}'
+    )
   if metrics_aggregator is not None and not callable(metrics_aggregator):
-    raise TypeError('metrics_aggregator must be a function of (metric '
-                    'finalizers, metrics type), e.g. tff.learning.metrics.'
-                    'sum_then_finalize')
+    raise TypeError(
+      'metrics_aggregator must be a function of (metric '
+      'finalizers, metrics type), e.g. tff.learning.metrics.'
+      'sum_then_finalize'
+    )
 
 
 def build_process(
-    model_fn: ModelFn,
-    build_client_work: Callable[..., tff.learning.templates.ClientWorkProcess],
-    server_optimizer: tff.learning.optimizers.Optimizer,
-    *,
-    client_weighting=None,
-    default_weighting='num_examples',
-    client_input: ClientInput | None = None,
-    model_distributor: tff.learning.templates.DistributionProcess | None = None,
-    model_aggregator: ModelAggregator | None = None,
-    metrics_aggregator: MetricsAggregator | None = None,
-    report_update_spread: bool = False,
+  model_fn: ModelFn,
+  build_client_work: Callable[..., tff.learning.templates.ClientWorkProcess],
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  *,
+  client_weighting=None,
+  default_weighting='num_examples',
+  client_input: ClientInput | None = None,
+  model_distributor: tff.learning.templates.DistributionProcess | None = None,
+  model_aggregator: ModelAggregator | None = None,
+  metrics_aggregator: MetricsAggregator | None = None,
+  report_update_spread: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """The learning process of one algorithm: the core all builders share.
 
@@ -227,28 +288,38 @@ def build_process(
   model_fn = model_ops.variable_model_fn(model_fn)
   _check_blocks(server_optimizer, model_distributor, metrics_aggregator)
   if isinstance(client_input, LockstepInput) and model_distributor:
-    raise LockstepUnavailable('the process has a model_distributor of its '
-                              'own: its clients may not receive w_t')
+    raise LockstepUnavailable(
+      'the process has a model_distributor of its '
+      'own: its clients may not receive w_t'
+    )
   weighting, aggregator = weighting_and_aggregator(
-      client_weighting, default_weighting, model_aggregator)
+    client_weighting, default_weighting, model_aggregator
+  )
   client_work = build_client_work(
-      model_fn, client_weighting=weighting,
-      client_input=client_input or ScheduledInput(),
-      metrics_aggregator=metrics_aggregator,
-      report_update_squared_norm=report_update_spread)
+    model_fn,
+    client_weighting=weighting,
+    client_input=client_input or ScheduledInput(),
+    metrics_aggregator=metrics_aggregator,
+    report_update_squared_norm=report_update_spread,
+  )
   if report_update_spread:
-    aggregator = measurements.measure_uniform_mean(aggregator,
-                                                   weighting == UNIFORM)
-  process = compose(model_fn, client_work, server_optimizer, aggregator,
-                    model_distributor)
+    aggregator = measurements.measure_uniform_mean(
+      aggregator, weighting == UNIFORM
+    )
+  process = compose(
+    model_fn, client_work, server_optimizer, aggregator, model_distributor
+  )
   if report_update_spread:
     process = measurements.with_update_spread(process)
   if isinstance(client_input, LockstepInput):
     return LockstepProcess(
-        process, given_model_fn, client_work.local_training,
-        mean_of_updates=model_aggregator is None and
-        metrics_aggregator is None and
-        (not report_update_spread or weighting == UNIFORM))
+      process,
+      given_model_fn,
+      client_work.local_training,
+      mean_of_updates=model_aggregator is None
+      and metrics_aggregator is None
+      and (not report_update_spread or weighting == UNIFORM),
+    )
   return process
 
 
@@ -268,12 +339,15 @@ class LockstepProcess(tff.learning.templates.LearningProcess):
   updates' weighted mean with the sum of their weights, statistics and
   metrics (what the mean and the sums make of them all the same)."""
 
-  def __init__(self, process, model_fn, local_training,
-               mean_of_updates=False):
-    super().__init__(process.initialize, process.next,
-                     process.get_model_weights, process.set_model_weights,
-                     get_hparams_fn=process.get_hparams,
-                     set_hparams_fn=process.set_hparams)
+  def __init__(self, process, model_fn, local_training, mean_of_updates=False):
+    super().__init__(
+      process.initialize,
+      process.next,
+      process.get_model_weights,
+      process.set_model_weights,
+      get_hparams_fn=process.get_hparams,
+      set_hparams_fn=process.set_hparams,
+    )
     self.model_fn = model_fn
     self.local_training = local_training
     self.mean_of_updates = mean_of_updates
@@ -285,4 +359,5 @@ def initial_model_weights(model_fn: ModelFn, seed: int):
   tf.keras.utils.set_random_seed(seed)
   model = model_ops.variable_model_fn(model_fn)()
   return tf.nest.map_structure(
-      lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model))
+    lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model)
+  )

@@ -29,8 +29,9 @@ UNIFORM_MEAN_SQUARED_NORM = 'uniform_mean_squared_norm'
 
 def squared_norm(tensors):
   """Σ of the squares of every element of a structure of tensors."""
-  return tf.add_n([tf.reduce_sum(tf.square(t))
-                   for t in tf.nest.flatten(tensors)])
+  return tf.add_n(
+    [tf.reduce_sum(tf.square(t)) for t in tf.nest.flatten(tensors)]
+  )
 
 
 def _norm_measurement(value):
@@ -38,15 +39,23 @@ def _norm_measurement(value):
 
   @tff.tensorflow.computation(value.type_signature.member)
   def norm(value):
-    return collections.OrderedDict([(UNIFORM_MEAN_SQUARED_NORM, squared_norm(
-        [tf.cast(v, tf.float64) for v in tf.nest.flatten(value)]))])
+    return collections.OrderedDict(
+      [
+        (
+          UNIFORM_MEAN_SQUARED_NORM,
+          squared_norm(
+            [tf.cast(v, tf.float64) for v in tf.nest.flatten(value)]
+          ),
+        )
+      ]
+    )
 
   return tff.federated_map(norm, value)
 
 
 def measure_uniform_mean(
-    aggregator: tff.aggregators.WeightedAggregationFactory,
-    weights_are_uniform: bool,
+  aggregator: tff.aggregators.WeightedAggregationFactory,
+  weights_are_uniform: bool,
 ) -> tff.aggregators.WeightedAggregationFactory:
   """`aggregator`, also measuring ‖ū‖² (float64, `UNIFORM_MEAN_SQUARED_NORM`)
   of the unweighted mean ū of the values it aggregates.
@@ -59,21 +68,29 @@ def measure_uniform_mean(
   """
   if weights_are_uniform:
     return tff.aggregators.add_measurements(
-        aggregator, server_measurement_fn=_norm_measurement)
+      aggregator, server_measurement_fn=_norm_measurement
+    )
 
   def uniform_mean(value, weight):
-    process = aggregator.create(value.type_signature.member,
-                                weight.type_signature.member)
-    return process.next(process.initialize(), value, tff.federated_value(
-        np.float32(1.0), tff.CLIENTS)).result
+    process = aggregator.create(
+      value.type_signature.member, weight.type_signature.member
+    )
+    return process.next(
+      process.initialize(),
+      value,
+      tff.federated_value(np.float32(1.0), tff.CLIENTS),
+    ).result
 
   return tff.aggregators.add_measurements(
-      aggregator, client_measurement_fn=lambda value, weight: (
-          _norm_measurement(uniform_mean(value, weight))))
+    aggregator,
+    client_measurement_fn=lambda value, weight: _norm_measurement(
+      uniform_mean(value, weight)
+    ),
+  )
 
 
 def with_update_spread(
-    process: tff.learning.templates.LearningProcess,
+  process: tff.learning.templates.LearningProcess,
 ) -> tff.learning.templates.LearningProcess:
   """`process` whose round metrics also hold
   metrics['client_work']['update_spread'] (float32), computed at the server
@@ -85,19 +102,27 @@ def with_update_spread(
   def add_spread(metrics):
     work = metrics['client_work']
     count = tf.cast(work['participants'], tf.float64)
-    spread = (work['update_squared_norm'] / count -
-              metrics['aggregator'][UNIFORM_MEAN_SQUARED_NORM])
-    work = collections.OrderedDict(work, update_spread=tf.cast(spread,
-                                                               tf.float32))
+    spread = (
+      work['update_squared_norm'] / count
+      - metrics['aggregator'][UNIFORM_MEAN_SQUARED_NORM]
+    )
+    work = collections.OrderedDict(
+      work, update_spread=tf.cast(spread, tf.float32)
+    )
     return collections.OrderedDict(metrics, client_work=work)
 
   @tff.federated_computation(process.next.type_signature.parameter)
   def next_fn(state, client_data):
     output = process.next(state, client_data)
     return tff.learning.templates.LearningProcessOutput(
-        output.state, tff.federated_map(add_spread, output.metrics))
+      output.state, tff.federated_map(add_spread, output.metrics)
+    )
 
   return tff.learning.templates.LearningProcess(
-      process.initialize, next_fn, process.get_model_weights,
-      process.set_model_weights, get_hparams_fn=process.get_hparams,
-      set_hparams_fn=process.set_hparams)
+    process.initialize,
+    next_fn,
+    process.get_model_weights,
+    process.set_model_weights,
+    get_hparams_fn=process.get_hparams,
+    set_hparams_fn=process.set_hparams,
+  )

@@ -8,14 +8,14 @@ VariableModel, or a `tff.learning.models.FunctionalModel`
 """
 
 import collections.abc
+from collections.abc import Callable
 import dataclasses
-from typing import Callable
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 CHUNK_SIZE = 4096  # Examples per forward pass when a client's whole data is
-                   # processed "as one batch" (gradients, evaluation).
+# processed "as one batch" (gradients, evaluation).
 
 VariableModelFn = Callable[[], tff.learning.models.VariableModel]
 # What the builders take as `model_fn`, as TFF 0.87's builders do.
@@ -40,11 +40,13 @@ class _FunctionalVariableModel(tff.learning.models.VariableModel):
     self._model = functional_model
     trainable, non_trainable = functional_model.initial_weights
     self._trainable = tuple(tf.Variable(w) for w in trainable)
-    self._non_trainable = tuple(tf.Variable(w, trainable=False)
-                                for w in non_trainable)
+    self._non_trainable = tuple(
+      tf.Variable(w, trainable=False) for w in non_trainable
+    )
     self._metrics = tf.nest.map_structure(
-        lambda t: tf.Variable(t, trainable=False),
-        functional_model.initialize_metrics_state())
+      lambda t: tf.Variable(t, trainable=False),
+      functional_model.initialize_metrics_state(),
+    )
 
   @property
   def trainable_variables(self):
@@ -63,8 +65,10 @@ class _FunctionalVariableModel(tff.learning.models.VariableModel):
     return self._model.input_spec
 
   def _weights(self):
-    return (tuple(v.read_value() for v in self._trainable),
-            tuple(v.read_value() for v in self._non_trainable))
+    return (
+      tuple(v.read_value() for v in self._trainable),
+      tuple(v.read_value() for v in self._non_trainable),
+    )
 
   @tf.function
   def forward_pass(self, batch_input, training=True):
@@ -74,13 +78,18 @@ class _FunctionalVariableModel(tff.learning.models.VariableModel):
       x, y = batch_input
     output = self._model.predict_on_batch(self._weights(), x, training)
     batch_output = tff.learning.models.BatchOutput(
-        loss=self._model.loss(output=output, label=y), predictions=output,
-        num_examples=tf.shape(tf.nest.flatten(output)[0])[0])
+      loss=self._model.loss(output=output, label=y),
+      predictions=output,
+      num_examples=tf.shape(tf.nest.flatten(output)[0])[0],
+    )
     state = self._model.update_metrics_state(
-        self.report_local_unfinalized_metrics(), labels=y,
-        batch_output=batch_output)
-    for variable, value in zip(tf.nest.flatten(self._metrics),
-                               tf.nest.flatten(state)):
+      self.report_local_unfinalized_metrics(),
+      labels=y,
+      batch_output=batch_output,
+    )
+    for variable, value in zip(
+      tf.nest.flatten(self._metrics), tf.nest.flatten(state)
+    ):
       variable.assign(value)
     return batch_output
 
@@ -95,8 +104,10 @@ class _FunctionalVariableModel(tff.learning.models.VariableModel):
     return self._model.finalize_metrics
 
   def reset_metrics(self):
-    for variable, value in zip(tf.nest.flatten(self._metrics), tf.nest.flatten(
-        self._model.initialize_metrics_state())):
+    for variable, value in zip(
+      tf.nest.flatten(self._metrics),
+      tf.nest.flatten(self._model.initialize_metrics_state()),
+    ):
       variable.assign(value)
 
 
@@ -111,6 +122,7 @@ class KerasModelFn:
   as tensors, and the loss of each example. `loss_fn()` must be a
   `tf.keras.losses.Loss` whose batch value is the mean of its examples'
   (Keras's default reduction)."""
+
   keras_model_fn: Callable[[], tf.keras.Model]
   loss_fn: Callable[[], tf.keras.losses.Loss]
   input_spec: object
@@ -118,8 +130,11 @@ class KerasModelFn:
 
   def __call__(self) -> tff.learning.models.VariableModel:
     return tff.learning.models.from_keras_model(
-        self.keras_model_fn(), loss=self.loss_fn(),
-        input_spec=self.input_spec, metrics=self.metrics_fn())
+      self.keras_model_fn(),
+      loss=self.loss_fn(),
+      input_spec=self.input_spec,
+      metrics=self.metrics_fn(),
+    )
 
   def predict(self, trainable, x, training=True):
     """The model's output for inputs `x` at the trainable weights
@@ -137,8 +152,10 @@ class KerasModelFn:
     with tf.variable_creator_scope(with_given_weights):
       model = self.keras_model_fn()
     if weights:
-      raise ValueError(f'the Keras model takes {len(trainable) - len(weights)}'
-                       f' trainable weights, not {len(trainable)}')
+      raise ValueError(
+        f'the Keras model takes {len(trainable) - len(weights)}'
+        f' trainable weights, not {len(trainable)}'
+      )
     return model(x, training=training), list(model.losses)
 
   def example_losses(self, y_true, y_pred):
@@ -149,8 +166,11 @@ class KerasModelFn:
     config = dict(loss.get_config(), reduction='none')
     per_element = type(loss).from_config(config)(y_true, y_pred)
     rank = per_element.shape.rank
-    return (per_element if rank == 1 else
-            tf.reduce_mean(per_element, axis=list(range(1, rank))))
+    return (
+      per_element
+      if rank == 1
+      else tf.reduce_mean(per_element, axis=list(range(1, rank)))
+    )
 
 
 def variable_model_fn(model_fn: ModelFn) -> VariableModelFn:
@@ -167,17 +187,24 @@ def variable_model_fn(model_fn: ModelFn) -> VariableModelFn:
   if isinstance(model_fn, tff.learning.models.FunctionalModel):
     return lambda: _FunctionalVariableModel(model_fn)
   if not callable(model_fn):
-    raise TypeError('model_fn is not a callable or a tff.learning.models.'
-                    f'FunctionalModel, got {type(model_fn).__name__}')
+    raise TypeError(
+      'model_fn is not a callable or a tff.learning.models.'
+      f'FunctionalModel, got {type(model_fn).__name__}'
+    )
 
   def checked_model_fn():
     model = model_fn()
     if not isinstance(model, tff.learning.models.VariableModel):
-      hint = (' (wrap a Keras model with tff.learning.models.'
-              'from_keras_model)' if isinstance(model, tf.keras.Model) else '')
-      raise TypeError('model_fn must return a tff.learning.models.'
-                      'VariableModel, but the callable returned type: '
-                      f'{type(model).__name__}{hint}')
+      hint = (
+        ' (wrap a Keras model with tff.learning.models.from_keras_model)'
+        if isinstance(model, tf.keras.Model)
+        else ''
+      )
+      raise TypeError(
+        'model_fn must return a tff.learning.models.'
+        'VariableModel, but the callable returned type: '
+        f'{type(model).__name__}{hint}'
+      )
     return model
 
   return checked_model_fn
@@ -187,8 +214,8 @@ def batched_spec(input_spec):
   """The TensorSpecs of a client's whole dataset, given the model's batch
   spec (any number of examples)."""
   return tf.nest.map_structure(
-      lambda s: tf.TensorSpec([None] + list(s.shape[1:]), s.dtype),
-      input_spec)
+    lambda s: tf.TensorSpec([None] + list(s.shape[1:]), s.dtype), input_spec
+  )
 
 
 def dataset_type(input_spec):
@@ -211,9 +238,11 @@ def chunk(data, start):
 
 
 def assign_weights(model, weights):
-  tf.nest.map_structure(lambda v, t: v.assign(t),
-                        tff.learning.models.ModelWeights.from_model(model),
-                        weights)
+  tf.nest.map_structure(
+    lambda v, t: v.assign(t),
+    tff.learning.models.ModelWeights.from_model(model),
+    weights,
+  )
 
 
 def weighted_gradient(model, batch):
@@ -221,9 +250,13 @@ def weighted_gradient(model, batch):
   with tf.GradientTape() as tape:
     loss = model.forward_pass(batch, training=True).loss
   n = num_examples(batch)
-  return ([tf.cast(n, tf.float32) * tf.convert_to_tensor(g)  # Embeddings:
-           for g in tape.gradient(loss, model.trainable_variables)],  # sparse.
-          n)
+  return (
+    [
+      tf.cast(n, tf.float32) * tf.convert_to_tensor(g)  # Embeddings: sparse.
+      for g in tape.gradient(loss, model.trainable_variables)
+    ],
+    n,
+  )
 
 
 def full_batch_gradient(model, data):

@@ -91,8 +91,10 @@ class _RoundKey:
   def seed(self, stream, index):
     """The stateless seed of draw `index` of `stream` this round."""
     if self.current is None:
-      raise RuntimeError('seeded Gaussian queries draw noise only inside '
-                         'the SeededQuery that holds their key')
+      raise RuntimeError(
+        'seeded Gaussian queries draw noise only inside '
+        'the SeededQuery that holds their key'
+      )
     key = tf.random.experimental.stateless_fold_in(self.current, stream)
     return tf.random.experimental.stateless_fold_in(key, index)
 
@@ -113,15 +115,20 @@ class SeededGaussianSumQuery(tfp.GaussianSumQuery):
   def get_noised_result(self, sample_state, global_state):
     def add_noise(index, value):
       noise = tf.random.stateless_normal(
-          tf.shape(value), seed=self._key.seed(self._stream, index),
-          stddev=global_state.stddev, dtype=tf.float32)
+        tf.shape(value),
+        seed=self._key.seed(self._stream, index),
+        stddev=global_state.stddev,
+        dtype=tf.float32,
+      )
       return value + tf.cast(noise, value.dtype)
 
     flat = tf.nest.flatten(sample_state)
     result = tf.nest.pack_sequence_as(
-        sample_state, [add_noise(i, v) for i, v in enumerate(flat)])
+      sample_state, [add_noise(i, v) for i, v in enumerate(flat)]
+    )
     event = dp_accounting.GaussianDpEvent(
-        global_state.stddev / global_state.l2_norm_clip)
+      global_state.stddev / global_state.l2_norm_clip
+    )
     return result, global_state, event
 
 
@@ -132,34 +139,58 @@ class _SeededQuantileEstimatorQuery(tfp.QuantileEstimatorQuery):
     self._key = key  # Read by the constructor, through the hook below.
     super().__init__(*args, **kwargs)
 
-  def _construct_below_estimate_query(self, below_estimate_stddev,
-                                      expected_num_records):
+  def _construct_below_estimate_query(
+    self, below_estimate_stddev, expected_num_records
+  ):
     # tensorflow_privacy's: counts shifted to ±0.5 (sensitivity 0.5),
     # normalized by the expected number of records.
     return tfp.NormalizedQuery(
-        SeededGaussianSumQuery(0.5, below_estimate_stddev, self._key,
-                                _COUNT_STREAM),
-        denominator=expected_num_records)
+      SeededGaussianSumQuery(
+        0.5, below_estimate_stddev, self._key, _COUNT_STREAM
+      ),
+      denominator=expected_num_records,
+    )
 
 
 class _SeededQuantileAdaptiveClipSumQuery(tfp.QuantileAdaptiveClipSumQuery):
   """tensorflow_privacy's adaptive-clip sum query with both of its Gaussian
   releases (the updates' sum and the clipped count) seeded."""
 
-  def __init__(self, key: _RoundKey, initial_l2_norm_clip, noise_multiplier,
-               target_unclipped_quantile, learning_rate,
-               clipped_count_stddev, expected_num_records):
-    super().__init__(initial_l2_norm_clip, noise_multiplier,
-                     target_unclipped_quantile, learning_rate,
-                     clipped_count_stddev, expected_num_records,
-                     geometric_update=True)
+  def __init__(
+    self,
+    key: _RoundKey,
+    initial_l2_norm_clip,
+    noise_multiplier,
+    target_unclipped_quantile,
+    learning_rate,
+    clipped_count_stddev,
+    expected_num_records,
+  ):
+    super().__init__(
+      initial_l2_norm_clip,
+      noise_multiplier,
+      target_unclipped_quantile,
+      learning_rate,
+      clipped_count_stddev,
+      expected_num_records,
+      geometric_update=True,
+    )
     # The two queries the parent's methods use, as it builds them, seeded.
     self._sum_query = SeededGaussianSumQuery(
-        initial_l2_norm_clip, noise_multiplier * initial_l2_norm_clip, key,
-        _VALUE_STREAM)
+      initial_l2_norm_clip,
+      noise_multiplier * initial_l2_norm_clip,
+      key,
+      _VALUE_STREAM,
+    )
     self._quantile_estimator_query = _SeededQuantileEstimatorQuery(
-        key, initial_l2_norm_clip, target_unclipped_quantile, learning_rate,
-        clipped_count_stddev, expected_num_records, geometric_update=True)
+      key,
+      initial_l2_norm_clip,
+      target_unclipped_quantile,
+      learning_rate,
+      clipped_count_stddev,
+      expected_num_records,
+      geometric_update=True,
+    )
 
 
 class SeededQuery(tfp.SumAggregationDPQuery):
@@ -178,8 +209,9 @@ class SeededQuery(tfp.SumAggregationDPQuery):
             upper_bound_threshold=clip, lower_bound_threshold=-clip))
   """
 
-  _GlobalState = collections.namedtuple('_GlobalState',
-                                        ['inner', 'seed', 'round'])
+  _GlobalState = collections.namedtuple(
+    '_GlobalState', ['inner', 'seed', 'round']
+  )
 
   def __init__(self, build_inner, seed: int):
     """`build_inner(key)` → the inner query, its draws keyed by `key`."""
@@ -187,14 +219,18 @@ class SeededQuery(tfp.SumAggregationDPQuery):
     self._key = _RoundKey()
     self._inner = build_inner(self._key)
     if not isinstance(self._inner, tfp.SumAggregationDPQuery):
-      raise TypeError('the inner query must be a tensorflow_privacy '
-                      'SumAggregationDPQuery, got '
-                      f'{type(self._inner).__name__}')
+      raise TypeError(
+        'the inner query must be a tensorflow_privacy '
+        'SumAggregationDPQuery, got '
+        f'{type(self._inner).__name__}'
+      )
 
   def initial_global_state(self):
     return self._GlobalState(
-        self._inner.initial_global_state(),
-        tf.constant([self._seed, 0], tf.int64), tf.constant(0, tf.int64))
+      self._inner.initial_global_state(),
+      tf.constant([self._seed, 0], tf.int64),
+      tf.constant(0, tf.int64),
+    )
 
   def derive_sample_params(self, global_state):
     return self._inner.derive_sample_params(global_state.inner)
@@ -207,29 +243,34 @@ class SeededQuery(tfp.SumAggregationDPQuery):
 
   def get_noised_result(self, sample_state, global_state):
     self._key.current = tf.random.experimental.stateless_fold_in(
-        global_state.seed, global_state.round)
+      global_state.seed, global_state.round
+    )
     try:
       result, inner_state, event = self._inner.get_noised_result(
-          sample_state, global_state.inner)
+        sample_state, global_state.inner
+      )
     finally:
       self._key.current = None
-    return result, self._GlobalState(inner_state, global_state.seed,
-                                     global_state.round + 1), event
+    return (
+      result,
+      self._GlobalState(inner_state, global_state.seed, global_state.round + 1),
+      event,
+    )
 
   def derive_metrics(self, global_state):
     return self._inner.derive_metrics(global_state.inner)
 
 
 def gaussian_fixed(
-    noise_multiplier: float,
-    clients_per_round: float,
-    clip: float,
-    *,
-    seed: int | None,
-    noise_cohort_size: int | None = None,
-    zeroing: bool = False,
-    record_aggregation_factory:
-    tff.aggregators.UnweightedAggregationFactory | None = None,
+  noise_multiplier: float,
+  clients_per_round: float,
+  clip: float,
+  *,
+  seed: int | None,
+  noise_cohort_size: int | None = None,
+  zeroing: bool = False,
+  record_aggregation_factory: tff.aggregators.UnweightedAggregationFactory
+  | None = None,
 ) -> tff.aggregators.UnweightedAggregationFactory:
   """`DifferentiallyPrivateFactory.gaussian_fixed(noise_multiplier,
   clients_per_round, clip)` with noise a function of (seed, round).
@@ -253,28 +294,33 @@ def gaussian_fixed(
   clip = dp_budget.positive(clip, 'clip')
   scale = _noise_scale(clients, noise_cohort_size)
   if seed is None:
-    query = tfp.NormalizedQuery(tfp.GaussianSumQuery(clip, z * clip * scale),
-                                denominator=clients)
+    query = tfp.NormalizedQuery(
+      tfp.GaussianSumQuery(clip, z * clip * scale), denominator=clients
+    )
   else:
-    query = SeededQuery(lambda key: tfp.NormalizedQuery(
+    query = SeededQuery(
+      lambda key: tfp.NormalizedQuery(
         SeededGaussianSumQuery(clip, z * clip * scale, key, _VALUE_STREAM),
-        denominator=clients), seed)
+        denominator=clients,
+      ),
+      seed,
+    )
   return _factory(query, zeroing, record_aggregation_factory)
 
 
 def gaussian_adaptive(
-    noise_multiplier: float,
-    clients_per_round: float,
-    *,
-    seed: int | None,
-    initial_l2_norm_clip: float = INITIAL_L2_NORM_CLIP,
-    target_unclipped_quantile: float = TARGET_UNCLIPPED_QUANTILE,
-    learning_rate: float = CLIP_LEARNING_RATE,
-    clipped_count_stddev: float | None = None,
-    noise_cohort_size: int | None = None,
-    zeroing: bool = False,
-    record_aggregation_factory:
-    tff.aggregators.UnweightedAggregationFactory | None = None,
+  noise_multiplier: float,
+  clients_per_round: float,
+  *,
+  seed: int | None,
+  initial_l2_norm_clip: float = INITIAL_L2_NORM_CLIP,
+  target_unclipped_quantile: float = TARGET_UNCLIPPED_QUANTILE,
+  learning_rate: float = CLIP_LEARNING_RATE,
+  clipped_count_stddev: float | None = None,
+  noise_cohort_size: int | None = None,
+  zeroing: bool = False,
+  record_aggregation_factory: tff.aggregators.UnweightedAggregationFactory
+  | None = None,
 ) -> tff.aggregators.UnweightedAggregationFactory:
   """`DifferentiallyPrivateFactory.gaussian_adaptive(...)` (TFF's defaults)
   with noise a function of (seed, round).
@@ -298,27 +344,51 @@ def gaussian_adaptive(
   """
   z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   clients = dp_budget.positive(clients_per_round, 'clients_per_round')
-  initial_clip = dp_budget.positive(initial_l2_norm_clip, 'initial_l2_norm_clip')
-  quantile = dp_budget.real(target_unclipped_quantile, 'target_unclipped_quantile')
+  initial_clip = dp_budget.positive(
+    initial_l2_norm_clip, 'initial_l2_norm_clip'
+  )
+  quantile = dp_budget.real(
+    target_unclipped_quantile, 'target_unclipped_quantile'
+  )
   if not 0 <= quantile <= 1:
-    raise ValueError('target_unclipped_quantile must be in [0, 1], got '
-                     f'{quantile}')
+    raise ValueError(
+      f'target_unclipped_quantile must be in [0, 1], got {quantile}'
+    )
   learning_rate = dp_budget.nonnegative(learning_rate, 'learning_rate')
   scale = _noise_scale(clients, noise_cohort_size)
   cohort = clients / scale
-  value_z, count_stddev = dp_budget.adaptive_noise_multipliers(z, cohort,
-                                                     clipped_count_stddev)
+  value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
+    z, cohort, clipped_count_stddev
+  )
   if seed is None:
-    query = tfp.NormalizedQuery(tfp.QuantileAdaptiveClipSumQuery(
-        initial_clip, value_z * scale, quantile, learning_rate,
-        count_stddev * scale, clients, geometric_update=True),
-                                denominator=clients)
+    query = tfp.NormalizedQuery(
+      tfp.QuantileAdaptiveClipSumQuery(
+        initial_clip,
+        value_z * scale,
+        quantile,
+        learning_rate,
+        count_stddev * scale,
+        clients,
+        geometric_update=True,
+      ),
+      denominator=clients,
+    )
   else:
-    query = SeededQuery(lambda key: tfp.NormalizedQuery(
+    query = SeededQuery(
+      lambda key: tfp.NormalizedQuery(
         _SeededQuantileAdaptiveClipSumQuery(
-            key, initial_clip, value_z * scale, quantile, learning_rate,
-            count_stddev * scale, clients),
-        denominator=clients), seed)
+          key,
+          initial_clip,
+          value_z * scale,
+          quantile,
+          learning_rate,
+          count_stddev * scale,
+          clients,
+        ),
+        denominator=clients,
+      ),
+      seed,
+    )
   return _factory(query, zeroing, record_aggregation_factory)
 
 
@@ -335,8 +405,9 @@ def dp_events(state) -> list[dp_accounting.DpEvent]:
 
   def walk(value):
     if _is_dp_state(value):
-      found.append(_python_floats(
-          dp_accounting.DpEvent.from_named_tuple(value.dp_event)))
+      found.append(
+        _python_floats(dp_accounting.DpEvent.from_named_tuple(value.dp_event))
+      )
     elif isinstance(value, collections.abc.Mapping):
       for item in value.values():
         walk(item)
@@ -353,8 +424,10 @@ _DP_STATE_FIELDS = ('query_state', 'agg_state', 'dp_event', 'is_init_state')
 
 
 def _is_dp_state(value) -> bool:
-  return (isinstance(value, tuple) and
-          getattr(value, '_fields', None) == _DP_STATE_FIELDS)
+  return (
+    isinstance(value, tuple)
+    and getattr(value, '_fields', None) == _DP_STATE_FIELDS
+  )
 
 
 def _python_floats(event):
@@ -363,22 +436,29 @@ def _python_floats(event):
     return dp_accounting.GaussianDpEvent(float(event.noise_multiplier))
   if isinstance(event, dp_accounting.ComposedDpEvent):
     return dp_accounting.ComposedDpEvent(
-        [_python_floats(e) for e in event.events])
+      [_python_floats(e) for e in event.events]
+    )
   return event
 
 
 def _factory(query, zeroing, record_aggregation_factory):
   factory = tff.aggregators.DifferentiallyPrivateFactory(
-      query, record_aggregation_factory=record_aggregation_factory)
+    query, record_aggregation_factory=record_aggregation_factory
+  )
   if not zeroing:
     return factory
   # `tff.learning.dp_aggregator`'s zeroing: a threshold that adapts quickly
   # to somewhat above the largest norms seen.
   return tff.aggregators.zeroing_factory(
-      zeroing_norm=tff.aggregators.PrivateQuantileEstimationProcess.no_noise(
-          initial_estimate=10.0, target_quantile=0.98,
-          learning_rate=math.log(10.0), multiplier=2.0, increment=1.0),
-      inner_agg_factory=factory)
+    zeroing_norm=tff.aggregators.PrivateQuantileEstimationProcess.no_noise(
+      initial_estimate=10.0,
+      target_quantile=0.98,
+      learning_rate=math.log(10.0),
+      multiplier=2.0,
+      increment=1.0,
+    ),
+    inner_agg_factory=factory,
+  )
 
 
 def _noise_scale(clients, noise_cohort_size):
@@ -387,9 +467,11 @@ def _noise_scale(clients, noise_cohort_size):
     return 1.0
   cohort = dp_budget.positive(noise_cohort_size, 'noise_cohort_size')
   if cohort < clients:
-    raise ValueError(f'noise_cohort_size {cohort} < clients_per_round '
-                     f'{clients}: the noise would be below that of the '
-                     'clients taking part')
+    raise ValueError(
+      f'noise_cohort_size {cohort} < clients_per_round '
+      f'{clients}: the noise would be below that of the '
+      'clients taking part'
+    )
   return clients / cohort
 
 

@@ -18,8 +18,10 @@ from tff_algos.runtime.addresses import parse_workers
 def user_cache_folder() -> str:
   """This user's cache folder for the package: $XDG_CACHE_HOME/tff_algos,
   else ~/.cache/tff_algos (the compiled loopback shim lives here)."""
-  return os.path.join(os.environ.get('XDG_CACHE_HOME') or
-                      os.path.expanduser('~/.cache'), 'tff_algos')
+  return os.path.join(
+    os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
+    'tff_algos',
+  )
 
 
 def cache_folder() -> str:
@@ -48,12 +50,14 @@ def prepare(start_worker: bool = True) -> None:
   and, with `start_worker`, starts the local worker now, so that it starts
   while TensorFlow is imported and the data are loaded (`prestart`;
   `start()` adopts it). Loads no TensorFlow. Idempotent."""
-  from tff_algos.runtime import allocator  # pylint: disable=g-import-not-at-top
-  from tff_algos.runtime import imports  # pylint: disable=g-import-not-at-top
+  from tff_algos.runtime import allocator
+  from tff_algos.runtime import imports
+
   allocator.limit_arenas()  # First: before any other thread allocates.
   imports.defer_unused()
   if start_worker:
-    from tff_algos.runtime import prestart  # pylint: disable=g-import-not-at-top
+    from tff_algos.runtime import prestart
+
     prestart.spawn()
 
 
@@ -97,7 +101,8 @@ def test_context():
 
 
 def _installed(make_context):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+
   start()
   context = make_context()
   with tff.framework.get_context_stack().install(context):
@@ -107,7 +112,8 @@ def _installed(make_context):
 def stop() -> None:
   """Stops the local worker and disconnects from remote workers (which keep
   running); safe to call more than once, and before `start()`."""
-  import sys  # pylint: disable=g-import-not-at-top
+  import sys
+
   if 'tff_algos.runtime.local' in sys.modules:
     _local().stop()
   if 'tff_algos.runtime.prestart' in sys.modules:

@@ -21,11 +21,18 @@ def parse_workers(text):
       bare_host = host[1:-1]
     else:
       bare_host = host
-    if (not sep or not bare_host or not port.isdigit() or
-        not 0 < int(port) < 65536 or any(c in bare_host for c in '[]/ ') or
-        (':' in bare_host and host == bare_host)):
-      raise ValueError(f'--workers: {item!r} is not host:port (e.g. '
-                       f'127.0.0.1:8000 or [::1]:8000)')
+    if (
+      not sep
+      or not bare_host
+      or not port.isdigit()
+      or not 0 < int(port) < 65536
+      or any(c in bare_host for c in '[]/ ')
+      or (':' in bare_host and host == bare_host)
+    ):
+      raise ValueError(
+        f'--workers: {item!r} is not host:port (e.g. '
+        f'127.0.0.1:8000 or [::1]:8000)'
+      )
     address = f'{host}:{int(port)}'
     if address in addresses:
       raise ValueError(f'--workers: {address} is listed twice')

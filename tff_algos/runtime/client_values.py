@@ -29,19 +29,23 @@ from tensorflow_federated.python.core.impl.types import type_serialization
 def install() -> None:
   """Routes TFF's serialization of CLIENTS-placed tensor structures
   through `serialize_clients`; once per process."""
-  original = value_serialization._serialize_federated_value  # pylint: disable=protected-access
+  original = value_serialization._serialize_federated_value
   if getattr(original, 'fast_clients', False):
     return
 
   @functools.wraps(original)
   def serialize_federated_value(value, type_spec):
-    if (type_spec.placement is placements.CLIENTS and not type_spec.all_equal
-        and isinstance(value, list) and _tensors_only(type_spec.member)):
+    if (
+      type_spec.placement is placements.CLIENTS
+      and not type_spec.all_equal
+      and isinstance(value, list)
+      and _tensors_only(type_spec.member)
+    ):
       return serialize_clients(value, type_spec), type_spec
     return original(value, type_spec)
 
   serialize_federated_value.fast_clients = True
-  value_serialization._serialize_federated_value = serialize_federated_value  # pylint: disable=protected-access
+  value_serialization._serialize_federated_value = serialize_federated_value
 
 
 def serialize_value(value, type_spec):
@@ -53,7 +57,7 @@ def serialize_value(value, type_spec):
 def tffs_serialize_clients(values: list, type_spec) -> executor_pb2.Value:
   """TFF's own serialization of a CLIENTS-placed value, never ours: the
   reference the tests compare `serialize_clients` with."""
-  original = value_serialization._serialize_federated_value  # pylint: disable=protected-access
+  original = value_serialization._serialize_federated_value
   return getattr(original, '__wrapped__', original)(values, type_spec)[0]
 
 
@@ -61,7 +65,8 @@ def _tensors_only(type_spec) -> bool:
   if isinstance(type_spec, computation_types.TensorType):
     return type_spec.dtype.type is not np.str_
   return isinstance(type_spec, computation_types.StructType) and all(
-      _tensors_only(t) for t in type_spec.children())
+    _tensors_only(t) for t in type_spec.children()
+  )
 
 
 def serialize_clients(values: list, type_spec) -> executor_pb2.Value:
@@ -71,7 +76,8 @@ def serialize_clients(values: list, type_spec) -> executor_pb2.Value:
   for value in values:
     proto.federated.value.append(_member(value, type_spec.member))
   proto.federated.type.CopyFrom(
-      type_serialization.serialize_type(type_spec).federated)
+    type_serialization.serialize_type(type_spec).federated
+  )
   return proto
 
 
@@ -81,18 +87,26 @@ def _member(value, type_spec) -> executor_pb2.Value:
   names = [name for name, _ in structure.iter_elements(type_spec)]
   if isinstance(value, dict):
     if list(value) != names:
-      raise TypeError(f'a value with keys {list(value)} for the struct type '
-                      f'{type_spec}')
+      raise TypeError(
+        f'a value with keys {list(value)} for the struct type {type_spec}'
+      )
     items = list(value.values())
   else:
     items = list(value)
     if len(items) != len(names):
-      raise TypeError(f'a value of {len(items)} elements for the struct type '
-                      f'{type_spec}')
-  return executor_pb2.Value(struct=executor_pb2.Value.Struct(element=[
-      executor_pb2.Value.Struct.Element(name=name, value=_member(item, t))
-      if name else executor_pb2.Value.Struct.Element(value=_member(item, t))
-      for name, item, t in zip(names, items, type_spec.children())]))
+      raise TypeError(
+        f'a value of {len(items)} elements for the struct type {type_spec}'
+      )
+  return executor_pb2.Value(
+    struct=executor_pb2.Value.Struct(
+      element=[
+        executor_pb2.Value.Struct.Element(name=name, value=_member(item, t))
+        if name
+        else executor_pb2.Value.Struct.Element(value=_member(item, t))
+        for name, item, t in zip(names, items, type_spec.children())
+      ]
+    )
+  )
 
 
 def _array(value, type_spec):
@@ -101,11 +115,15 @@ def _array(value, type_spec):
   if isinstance(value, (list, tuple)):
     value = np.asarray(value, dtype)
   if not array.is_compatible_shape(value, type_spec.shape):
-    raise TypeError(f'Failed to serialize a value with shape '
-                    f'{np.shape(value)} to shape {type_spec.shape}.')
+    raise TypeError(
+      f'Failed to serialize a value with shape '
+      f'{np.shape(value)} to shape {type_spec.shape}.'
+    )
   if not array.is_compatible_dtype(value, dtype):
-    raise TypeError(f'Failed to serialize a value of dtype '
-                    f'{np.asarray(value).dtype} to dtype {dtype}.')
+    raise TypeError(
+      f'Failed to serialize a value of dtype '
+      f'{np.asarray(value).dtype} to dtype {dtype}.'
+    )
   if array_shape.is_shape_scalar(type_spec.shape):
     return array.to_proto(value, dtype_hint=dtype)
   return array.to_proto_content(value, dtype_hint=dtype)

@@ -69,12 +69,18 @@ def enabled() -> bool:
 @functools.lru_cache(maxsize=1)
 def versions():
   """The versions of everything the compiled form can depend on."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  found = dict(python=sys.version, tensorflow=tf.__version__,
-               tensorflow_federated=tff.__version__, numpy=np.__version__,
-               format=FORMAT)
-  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
+  found = dict(
+    python=sys.version,
+    tensorflow=tf.__version__,
+    tensorflow_federated=tff.__version__,
+    numpy=np.__version__,
+    format=FORMAT,
+  )
+  from importlib import metadata
+
   for distribution in ('dm-tree', 'attrs', 'protobuf'):
     try:
       found[distribution] = metadata.version(distribution)
@@ -85,7 +91,8 @@ def versions():
 
 def _key(key_material):
   return hashlib.sha256(
-      json.dumps(key_material, sort_keys=True).encode()).hexdigest()
+    json.dumps(key_material, sort_keys=True).encode()
+  ).hexdigest()
 
 
 # Types with their Python containers.
@@ -113,40 +120,52 @@ def _resolve(name):
 
 def encode_type(type_spec):
   """A JSON-able description of a TFF type, Python containers included."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+
   if type_spec is None:
     return None
   if isinstance(type_spec, tff.TensorType):
-    return {'tensor': np.dtype(type_spec.dtype).str,
-            'shape': None if type_spec.shape is None else list(
-                type_spec.shape)}
+    return {
+      'tensor': np.dtype(type_spec.dtype).str,
+      'shape': None if type_spec.shape is None else list(type_spec.shape),
+    }
   if isinstance(type_spec, tff.StructType):
     container = getattr(type_spec, 'python_container', None)
-    return {'struct': [[name, encode_type(element)] for name, element in
-                       tff.structure.iter_elements(type_spec)],
-            'container': _container_name(container)}
+    return {
+      'struct': [
+        [name, encode_type(element)]
+        for name, element in tff.structure.iter_elements(type_spec)
+      ],
+      'container': _container_name(container),
+    }
   if isinstance(type_spec, tff.FederatedType):
-    return {'federated': encode_type(type_spec.member),
-            'placement': type_spec.placement.uri,
-            'all_equal': type_spec.all_equal}
+    return {
+      'federated': encode_type(type_spec.member),
+      'placement': type_spec.placement.uri,
+      'all_equal': type_spec.all_equal,
+    }
   if isinstance(type_spec, tff.SequenceType):
     return {'sequence': encode_type(type_spec.element)}
   if isinstance(type_spec, tff.FunctionType):
-    return {'function': encode_type(type_spec.parameter),
-            'result': encode_type(type_spec.result)}
+    return {
+      'function': encode_type(type_spec.parameter),
+      'result': encode_type(type_spec.result),
+    }
   raise Uncacheable(f'type {type_spec}')
 
 
 def decode_type(encoded):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tensorflow_federated.python.core.impl.types import placements  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  import tensorflow_federated as tff
+  from tensorflow_federated.python.core.impl.types import placements
+
   if encoded is None:
     return None
   if 'tensor' in encoded:
     return tff.TensorType(np.dtype(encoded['tensor']).type, encoded['shape'])
   if 'struct' in encoded:
-    elements = [(name, decode_type(element))
-                for name, element in encoded['struct']]
+    elements = [
+      (name, decode_type(element)) for name, element in encoded['struct']
+    ]
     if encoded['container'] is None:
       return tff.StructType(elements)
     container = _resolve(encoded['container'])
@@ -155,14 +174,16 @@ def decode_type(encoded):
     return tff.StructWithPythonType(elements, container)
   if 'federated' in encoded:
     return tff.FederatedType(
-        decode_type(encoded['federated']),
-        placements.uri_to_placement_literal(encoded['placement']),
-        encoded['all_equal'])
+      decode_type(encoded['federated']),
+      placements.uri_to_placement_literal(encoded['placement']),
+      encoded['all_equal'],
+    )
   if 'sequence' in encoded:
     return tff.SequenceType(decode_type(encoded['sequence']))
   if 'function' in encoded:
-    return tff.FunctionType(decode_type(encoded['function']),
-                            decode_type(encoded['result']))
+    return tff.FunctionType(
+      decode_type(encoded['function']), decode_type(encoded['result'])
+    )
   raise ValueError(f'unknown type encoding {encoded}')
 
 
@@ -176,13 +197,20 @@ def _entry_path(kind, key):
 
 def _write_entry(path, key_material, parts):
   """Writes `parts` ([(name, encoded type, bytes)]) atomically."""
-  header = dict(key=key_material, parts=[
-      dict(name=name, type=type_, size=len(data),
-           sha256=hashlib.sha256(data).hexdigest())
-      for name, type_, data in parts])
+  header = dict(
+    key=key_material,
+    parts=[
+      dict(
+        name=name,
+        type=type_,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+      )
+      for name, type_, data in parts
+    ],
+  )
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  fd, partial = tempfile.mkstemp(dir=os.path.dirname(path),
-                                 prefix='.partial-')
+  fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.partial-')
   try:
     with os.fdopen(fd, 'wb') as f:
       f.write(_MAGIC)
@@ -208,15 +236,17 @@ def _read_entry(path, key_material):
     if not data.startswith(_MAGIC):
       raise ValueError('not an entry')
     newline = data.index(b'\n', len(_MAGIC))
-    header = json.loads(data[len(_MAGIC):newline])
+    header = json.loads(data[len(_MAGIC) : newline])
     if header['key'] != key_material:
       raise ValueError('another key')
     parts, offset = [], newline + 1
     for part in header['parts']:
-      blob = data[offset:offset + part['size']]
+      blob = data[offset : offset + part['size']]
       offset += part['size']
-      if (len(blob) != part['size'] or
-          hashlib.sha256(blob).hexdigest() != part['sha256']):
+      if (
+        len(blob) != part['size']
+        or hashlib.sha256(blob).hexdigest() != part['sha256']
+      ):
         raise ValueError(f'part {part["name"]} is damaged')
       parts.append((part['name'], part['type'], blob))
     if offset != len(data):
@@ -230,7 +260,8 @@ def _read_entry(path, key_material):
 
 
 def _discard(path, reason):
-  from absl import logging  # pylint: disable=g-import-not-at-top
+  from absl import logging
+
   logging.warning('computation cache: discarding %s (%s)', path, reason)
   with contextlib.suppress(OSError):
     os.unlink(path)
@@ -239,12 +270,11 @@ def _discard(path, reason):
 def _evict():
   """Deletes the least recently used entries beyond _MAX_ENTRIES."""
   try:
-    entries = [e for e in os.scandir(cache_dir())
-               if e.name.endswith('.tffc')]
+    entries = [e for e in os.scandir(cache_dir()) if e.name.endswith('.tffc')]
     if len(entries) <= _MAX_ENTRIES:
       return
     entries.sort(key=lambda e: e.stat().st_mtime)
-    for entry in entries[:len(entries) - _MAX_ENTRIES]:
+    for entry in entries[: len(entries) - _MAX_ENTRIES]:
       with contextlib.suppress(OSError):
         os.unlink(entry.path)
   except OSError:
@@ -252,19 +282,23 @@ def _evict():
 
 
 def _computation(proto_bytes, type_spec):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-  from tensorflow_federated.python.core.impl.computation import computation_impl  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  import tensorflow_federated as tff
+  from tensorflow_federated.proto.v0 import computation_pb2
+  from tensorflow_federated.python.core.impl.computation import computation_impl
+
   return computation_impl.ConcreteComputation(
-      computation_proto=computation_pb2.Computation.FromString(proto_bytes),
-      context_stack=tff.framework.get_context_stack(),
-      annotated_type=type_spec)
+    computation_proto=computation_pb2.Computation.FromString(proto_bytes),
+    context_stack=tff.framework.get_context_stack(),
+    annotated_type=type_spec,
+  )
 
 
 def _proto_bytes(computation):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+
   return tff.framework.serialize_computation(computation).SerializeToString(
-      deterministic=True)
+    deterministic=True
+  )
 
 
 # Compiled computations.
@@ -279,27 +313,31 @@ def compiler(compiler_fn, name):
       return compiler_fn(computation)
     try:
       source = _proto_bytes(computation)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       return compiler_fn(computation)  # Not a serializable computation.
-    key_material = dict(kind='compiled', compiler=name,
-                        versions=versions(),
-                        input=hashlib.sha256(source).hexdigest())
+    key_material = dict(
+      kind='compiled',
+      compiler=name,
+      versions=versions(),
+      input=hashlib.sha256(source).hexdigest(),
+    )
     key = _key(key_material)
     path = _entry_path('compiled', key)
     parts = _read_entry(path, key_material)
     if parts is not None:
       try:
-        (_, encoded, data), = parts
+        ((_, encoded, data),) = parts
         compiled = _computation(data, decode_type(encoded))
         return compiled
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         _discard(path, e)
     compiled = compiler_fn(computation)
     try:
       encoded = encode_type(compiled.type_signature)
       data = _proto_bytes(compiled)
       if _computation(data, decode_type(encoded)).type_signature != (
-          compiled.type_signature):
+        compiled.type_signature
+      ):
         raise Uncacheable('type signature does not round-trip')
       _write_entry(path, key_material, [('compiled', encoded, data)])
       _evict()
@@ -308,5 +346,3 @@ def compiler(compiler_fn, name):
     return compiled
 
   return compile_fn
-
-

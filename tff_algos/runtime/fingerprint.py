@@ -23,7 +23,7 @@ import re
 
 from google.protobuf import message as message_lib
 from tensorflow.core.framework import graph_pb2
-from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.proto.v0 import computation_pb2
 
 
 def _strings(message):
@@ -31,8 +31,10 @@ def _strings(message):
   field order (the references a walk of a graph meets)."""
   for field, value in message.ListFields():
     values = value if field.label == field.LABEL_REPEATED else [value]
-    if field.message_type is not None and field.message_type.GetOptions(
-    ).map_entry:
+    if (
+      field.message_type is not None
+      and field.message_type.GetOptions().map_entry
+    ):
       values = [value[key] for key in sorted(value)]
       if field.message_type.fields_by_name['value'].message_type is None:
         yield from values
@@ -59,14 +61,15 @@ def _rename(message, rename):
 
   for field, value in message.ListFields():
     if field.message_type is not None and (
-        field.message_type.GetOptions().map_entry):
+      field.message_type.GetOptions().map_entry
+    ):
       for key in list(value):
         if field.message_type.fields_by_name['value'].message_type is None:
           value[key] = renamed(value[key])
         else:
           _rename(value[key], rename)
     elif field.message_type is not None:
-      for item in (value if field.label == field.LABEL_REPEATED else [value]):
+      for item in value if field.label == field.LABEL_REPEATED else [value]:
         _rename(item, rename)
     elif field.type not in (field.TYPE_STRING, field.TYPE_BYTES):
       continue
@@ -87,8 +90,9 @@ def _canonical_graph(graph_def, prefixed=False):
 
   def visit(message):
     for text in _strings(message):
-      name = text.decode('utf-8', 'replace') if isinstance(text,
-                                                           bytes) else text
+      name = (
+        text.decode('utf-8', 'replace') if isinstance(text, bytes) else text
+      )
       if name in functions and name not in order:
         order[name] = f'function_{len(order)}'
         visit(functions[name])
@@ -101,11 +105,16 @@ def _canonical_graph(graph_def, prefixed=False):
       visit(functions[name])
   if order:  # A name also prefixes names derived from it (an argument's).
     before = '(?<![0-9A-Za-z])' if prefixed else '(?<![0-9A-Za-z_])'
-    pattern = re.compile(before + '(' + '|'.join(
-        re.escape(n) for n in sorted(order, key=len, reverse=True)) +
-                         ')(?![0-9])')
-    _rename(graph_def, lambda text: pattern.sub(
-        lambda match: order[match.group(1)], text))
+    pattern = re.compile(
+      before
+      + '('
+      + '|'.join(re.escape(n) for n in sorted(order, key=len, reverse=True))
+      + ')(?![0-9])'
+    )
+    _rename(
+      graph_def,
+      lambda text: pattern.sub(lambda match: order[match.group(1)], text),
+    )
   graph_def.library.function.sort(key=lambda f: f.signature.name)
   return graph_def
 
@@ -114,13 +123,14 @@ def _canonical(computation):
   """A copy of the `computation_pb2.Computation` with every TensorFlow
   graph in canonical form."""
   computation = computation_pb2.Computation.FromString(
-      computation.SerializeToString())
+    computation.SerializeToString()
+  )
 
   def walk(message):
     for field, value in message.ListFields():
       if field.message_type is None:
         continue
-      for item in (value if field.label == field.LABEL_REPEATED else [value]):
+      for item in value if field.label == field.LABEL_REPEATED else [value]:
         if isinstance(item, computation_pb2.TensorFlow):
           graph_def = graph_pb2.GraphDef()
           item.graph_def.Unpack(graph_def)
@@ -137,7 +147,8 @@ def sha256(*computations) -> str:
   """The SHA-256 of TFF computations' content (`tff.Computation`s),
   independent of the names TensorFlow's process-wide counters gave their
   functions."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+
   digest = hashlib.sha256()
   for computation in computations:
     proto = _canonical(tff.framework.serialize_computation(computation))
@@ -150,7 +161,9 @@ def sha256(*computations) -> str:
 def graph_sha256(graph_def) -> str:
   """The SHA-256 of a TensorFlow graph's content (a `GraphDef`, e.g. a
   traced `tf.function`'s), its function names canonical as above."""
-  canonical = _canonical_graph(graph_pb2.GraphDef.FromString(
-      graph_def.SerializeToString()), prefixed=True)
-  return hashlib.sha256(canonical.SerializeToString(
-      deterministic=True)).hexdigest()
+  canonical = _canonical_graph(
+    graph_pb2.GraphDef.FromString(graph_def.SerializeToString()), prefixed=True
+  )
+  return hashlib.sha256(
+    canonical.SerializeToString(deterministic=True)
+  ).hexdigest()

@@ -47,11 +47,11 @@ import sys
 import types
 
 DEFERRED = (
-    'tensorflow_probability',  # tensorflow_privacy's discrete Gaussian.
-    'scipy.signal',            # dp_accounting's PLD accountant.
-    # `tff.jax`: TFF's JAX front end (and with it JAX).
-    'tensorflow_federated.python.core.environments.jax',
-    'h5py',                    # Keras's HDF5 saving.
+  'tensorflow_probability',  # tensorflow_privacy's discrete Gaussian.
+  'scipy.signal',  # dp_accounting's PLD accountant.
+  # `tff.jax`: TFF's JAX front end (and with it JAX).
+  'tensorflow_federated.python.core.environments.jax',
+  'h5py',  # Keras's HDF5 saving.
 )
 BLOCKED_FOR = {'jax': ('tensorflow.lite.python.util',)}
 _FINISH_WITH = 'tensorflow_federated'
@@ -59,7 +59,7 @@ _FINISH_WITH = 'tensorflow_federated'
 
 def _importer_name():
   """__name__ of the module whose code runs the current import."""
-  frame = sys._getframe(2)  # pylint: disable=protected-access
+  frame = sys._getframe(2)
   while frame is not None:
     name = frame.f_globals.get('__name__', '')
     if not name.startswith('importlib') and name != __name__:
@@ -86,7 +86,6 @@ def _execute(module):
 
 
 class _DeferredLoader(importlib.abc.Loader):
-
   def __init__(self, loader):
     self._loader = loader
 
@@ -106,8 +105,10 @@ class _Finder(importlib.abc.MetaPathFinder):
 
   def find_spec(self, name, path, target=None):
     if name in BLOCKED_FOR and _importer_name() in BLOCKED_FOR[name]:
-      raise ImportError(f'{name} is not imported for '
-                        f'{_importer_name()} (tff_algos.runtime.imports)')
+      raise ImportError(
+        f'{name} is not imported for '
+        f'{_importer_name()} (tff_algos.runtime.imports)'
+      )
     parent = sys.modules.get(name.rpartition('.')[0])
     if isinstance(parent, _Deferred):
       _execute(parent)  # Its submodules expect it executed.
@@ -128,7 +129,6 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 class _FinishingLoader(importlib.abc.Loader):
-
   def __init__(self, loader):
     self._loader = loader
 

@@ -42,17 +42,17 @@ from absl import logging
 
 os.environ.setdefault('GRPC_ENABLE_FORK_SUPPORT', '0')  # No fork handlers:
 # forking the worker after gRPC started would print fork_posix.cc warnings.
-import grpc  # pylint: disable=g-import-not-at-top,g-bad-import-order
+import grpc
 import portpicker
 import tensorflow_federated as tff
-from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.proto.v0 import executor_pb2_grpc
 
 from tff_algos.runtime import client_values
 from tff_algos.runtime import computation_cache
 from tff_algos.runtime import loopback
+from tff_algos.runtime import parse_workers
 from tff_algos.runtime import prestart
 from tff_algos.runtime import stubs
-from tff_algos.runtime import parse_workers
 from tff_algos.runtime import tracing
 from tff_algos.runtime import type_memo
 from tff_algos.runtime import WorkerError
@@ -60,8 +60,9 @@ from tff_algos.runtime import WorkerError
 # A local call may take DEADLINE_FACTOR × the longest call so far, and at
 # least DEADLINE_FLOOR_S ($TFF_ALGOS_WORKER_DEADLINE_FLOOR_S): a first
 # round also traces and optimizes the computation in the worker.
-DEADLINE_FLOOR_S = float(os.environ.get('TFF_ALGOS_WORKER_DEADLINE_FLOOR_S',
-                                        300))
+DEADLINE_FLOOR_S = float(
+  os.environ.get('TFF_ALGOS_WORKER_DEADLINE_FLOOR_S', 300)
+)
 DEADLINE_FACTOR = 10.0
 _START_TIMEOUT_S = 60.0
 
@@ -70,21 +71,22 @@ class _Worker:
   """One local `worker_binary` process and the stub that talks to it."""
 
   def __init__(self, max_concurrent_computation_calls=-1):
-    self._args = [f'--max_concurrent_computation_calls='
-                  f'{max_concurrent_computation_calls}']
+    self._args = [
+      f'--max_concurrent_computation_calls={max_concurrent_computation_calls}'
+    ]
     # Only a worker started with the same arguments can be adopted.
     self._adopts = tuple(self._args) == prestart.WORKER_ARGS
     self._lock = threading.Lock()
     self.process = None
     self.failure = None
-    self.log_path = None   # Where the next worker writes its output.
-    self._log = None       # The running worker's log file,
-    self._tee = None       # or the copier of an adopted worker's output.
+    self.log_path = None  # Where the next worker writes its output.
+    self._log = None  # The running worker's log file,
+    self._tee = None  # or the copier of an adopted worker's output.
     self._stub = None
     self._channel = None
-    self._ready = None     # Until the spawned worker listens.
+    self._ready = None  # Until the spawned worker listens.
     self._longest_call = 0.0
-    self.generation = 0    # Which worker process the stubs talk to.
+    self.generation = 0  # Which worker process the stubs talk to.
 
   @property
   def name(self):
@@ -114,11 +116,18 @@ class _Worker:
 
   def lost(self, error):
     code = self.process.poll() if self.process else None
-    how = (f'exited with code {code}' if code is not None and code >= 0 else
-           f'was killed by signal {-code}' if code is not None else
-           f'stopped answering ({error})')
-    where = (f'its log: {self.log_path}' if self.log_path else
-             f'its last output: {self.log_tail() or "(none)"}')
+    how = (
+      f'exited with code {code}'
+      if code is not None and code >= 0
+      else f'was killed by signal {-code}'
+      if code is not None
+      else f'stopped answering ({error})'
+    )
+    where = (
+      f'its log: {self.log_path}'
+      if self.log_path
+      else f'its last output: {self.log_tail() or "(none)"}'
+    )
     return f'{self.name} {how}; {where}'
 
   def fail(self, reason):
@@ -141,14 +150,19 @@ class _Worker:
     else:
       env = _loopback_only_env()
       port = portpicker.pick_unused_port()
-      self._log = (open(self.log_path, 'a+b') if self.log_path else
-                   tempfile.TemporaryFile(prefix='tff_worker_'))
+      self._log = (
+        open(self.log_path, 'a+b')
+        if self.log_path
+        else tempfile.TemporaryFile(prefix='tff_worker_')
+      )
       self.process = prestart.popen_worker(port, self._args, self._log, env)
     self.failure, self._longest_call = None, 0.0
-    self._channel = grpc.insecure_channel(f'127.0.0.1:{port}',
-                                          stubs.GRPC_OPTIONS)
+    self._channel = grpc.insecure_channel(
+      f'127.0.0.1:{port}', stubs.GRPC_OPTIONS
+    )
     self._stub = stubs.CheckedStub(
-        self, executor_pb2_grpc.ExecutorGroupStub(self._channel))
+      self, executor_pb2_grpc.ExecutorGroupStub(self._channel)
+    )
     self._ready = grpc.channel_ready_future(self._channel)
 
   def _wait_ready(self):
@@ -167,7 +181,7 @@ class _Worker:
         self._ready.cancel()
         reason = self.lost('it did not start')
         self.stop()
-        raise WorkerError(f'TFF\'s worker_binary failed to start: {reason}')
+        raise WorkerError(f"TFF's worker_binary failed to start: {reason}")
 
   def stop(self):
     process, self.process, self._stub = self.process, None, None
@@ -201,16 +215,18 @@ def _loopback_only_env():
     return prestart.worker_env(warn=logging.warning)
   except loopback.ShimUnavailable as e:
     raise WorkerError(
-        f'{e}, so TFF\'s worker would accept connections from the network; '
-        'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
-        'run it so anyway') from e
+      f"{e}, so TFF's worker would accept connections from the network; "
+      'install a C compiler, or set TFF_ALGOS_WORKER_LISTEN_ALL=1 to '
+      'run it so anyway'
+    ) from e
 
 
 # TFF's native compiler, its results cached on disk by their input's content
 # (a computation's first call compiles it: the default run's first round took
 # 0.85 s cold, 0.38 s with the cache; see computation_cache).
 _native_compiler = computation_cache.compiler(
-    tff.backends.native.desugar_and_transform_to_native, 'native')
+  tff.backends.native.desugar_and_transform_to_native, 'native'
+)
 
 
 def _local_context():
@@ -220,12 +236,14 @@ def _local_context():
 
 def _insecure_compiler_uncached(computation):
   return tff.backends.native.desugar_and_transform_to_native(
-      tff.backends.test.replace_secure_intrinsics_with_bodies(computation))
+    tff.backends.test.replace_secure_intrinsics_with_bodies(computation)
+  )
 
 
 # TFF's test compiler (`tff.backends.test`): secure sums as plain sums.
-_insecure_compiler = computation_cache.compiler(_insecure_compiler_uncached,
-                                                'native_insecure_sums')
+_insecure_compiler = computation_cache.compiler(
+  _insecure_compiler_uncached, 'native_insecure_sums'
+)
 
 
 def test_context():
@@ -240,8 +258,11 @@ def program_context():
   """A `tff.program.NativeFederatedContext` (the async context that
   `tff.program` and `tff.learning.programs.train_model` need) on the local
   worker."""
-  return tff.program.NativeFederatedContext(stubs.executor_context(
-      _worker.stub, compiler_fn=_native_compiler, asynchronous=True))
+  return tff.program.NativeFederatedContext(
+    stubs.executor_context(
+      _worker.stub, compiler_fn=_native_compiler, asynchronous=True
+    )
+  )
 
 
 tracing.install()  # Before anything is traced.
@@ -277,7 +298,8 @@ def start(workers=(), log_path=None, wait=True) -> None:
   """
   global _spread
   workers = parse_workers(
-      workers if isinstance(workers, str) else ','.join(workers))
+    workers if isinstance(workers, str) else ','.join(workers)
+  )
   _install_signal_handlers()
   if log_path is not None and log_path != _worker.log_path:
     _worker.stop()
@@ -288,7 +310,8 @@ def start(workers=(), log_path=None, wait=True) -> None:
     _worker.spawn()
   _disconnect()
   if workers:
-    from tff_algos.runtime import remote  # pylint: disable=g-import-not-at-top
+    from tff_algos.runtime import remote
+
     connected = []
     try:
       for address in workers:
@@ -336,8 +359,10 @@ def _install_signal_handlers():
   middle of the kernel's own shutdown, makes asyncio log errors to its
   closed streams (the worker dies with the kernel anyway,
   PR_SET_PDEATHSIG)."""
-  if (threading.current_thread() is not threading.main_thread() or
-      'ipykernel' in sys.modules):
+  if (
+    threading.current_thread() is not threading.main_thread()
+    or 'ipykernel' in sys.modules
+  ):
     return
 
   def on_terminate(signum, frame):

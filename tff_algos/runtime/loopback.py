@@ -56,16 +56,29 @@ def loopback_shim():
   try:
     os.makedirs(cache, exist_ok=True)
     partial = f'{path}.{os.getpid()}.tmp'
-    subprocess.run([compiler or 'cc', '-shared', '-fPIC', '-O2', '-o', partial,
-                    _SOURCE, '-ldl'], check=True, capture_output=True)
+    subprocess.run(
+      [
+        compiler or 'cc',
+        '-shared',
+        '-fPIC',
+        '-O2',
+        '-o',
+        partial,
+        _SOURCE,
+        '-ldl',
+      ],
+      check=True,
+      capture_output=True,
+    )
     os.replace(partial, path)
     return path
   except (OSError, subprocess.CalledProcessError) as e:
     detail = getattr(e, 'stderr', None) or e
     if isinstance(detail, bytes):
       detail = detail.decode(errors='replace').strip().splitlines()[-1]
-    raise ShimUnavailable(f'cannot build {_SOURCE} with a C compiler '
-                          f'({detail})') from e
+    raise ShimUnavailable(
+      f'cannot build {_SOURCE} with a C compiler ({detail})'
+    ) from e
 
 
 def preload_env(env, shim):

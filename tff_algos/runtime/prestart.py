@@ -53,8 +53,9 @@ class LogTee:
     self._lock = threading.Lock()
     self._sink = tempfile.TemporaryFile(prefix='tff_worker_')
     self.path = None
-    self._thread = threading.Thread(target=self._copy, daemon=True,
-                                    name='tff_worker_log')
+    self._thread = threading.Thread(
+      target=self._copy, daemon=True, name='tff_worker_log'
+    )
     self._thread.start()
 
   def _copy(self):
@@ -77,7 +78,7 @@ class LogTee:
   def attach(self, path):
     """Appends what the worker wrote so far to `path`, and the rest later."""
     with self._lock:
-      sink = open(path, 'a+b')  # pylint: disable=consider-using-with
+      sink = open(path, 'a+b')
       self._sink.seek(0)
       sink.write(self._sink.read())
       sink.flush()
@@ -110,10 +111,15 @@ def tail(log, lines=5):
 def popen_worker(port, args, stdout, env):
   """TFF's worker_binary on `port` with `args`, its output to `stdout`
   (stderr with it), killed with this process."""
-  return subprocess.Popen(  # pylint: disable=consider-using-with
-      [loopback.worker_binary(), f'--port={port}', *args], env=env,
-      stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-      preexec_fn=processes.die_with_parent(signal.SIGKILL), close_fds=True)
+  return subprocess.Popen(
+    [loopback.worker_binary(), f'--port={port}', *args],
+    env=env,
+    stdin=subprocess.DEVNULL,
+    stdout=stdout,
+    stderr=subprocess.STDOUT,
+    preexec_fn=processes.die_with_parent(signal.SIGKILL),
+    close_fds=True,
+  )
 
 
 def worker_env(warn=None):
@@ -128,8 +134,10 @@ def worker_env(warn=None):
     if os.environ.get('TFF_ALGOS_WORKER_LISTEN_ALL') != '1':
       raise
     if warn is not None:
-      warn(f'{e}: the TFF worker listens on all interfaces '
-           '(TFF_ALGOS_WORKER_LISTEN_ALL=1).')
+      warn(
+        f'{e}: the TFF worker listens on all interfaces '
+        '(TFF_ALGOS_WORKER_LISTEN_ALL=1).'
+      )
     return env
 
 
@@ -155,7 +163,8 @@ def spawn() -> None:
   global _PRESTARTED
   if _PRESTARTED is not None:
     return
-  import portpicker  # pylint: disable=g-import-not-at-top
+  import portpicker
+
   try:
     env = worker_env()
   except loopback.ShimUnavailable:

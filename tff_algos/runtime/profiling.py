@@ -12,8 +12,10 @@ the evaluation runs in the Python process (2.5 s → 0.31–0.39 s).
 import collections
 import time
 
-from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.impl.executors import value_serialization  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.python.core.impl.executors import (
+  remote_executor_grpc_stub,
+)
+from tensorflow_federated.python.core.impl.executors import value_serialization
 
 SECONDS = collections.defaultdict(float)  # label → seconds since clear()
 SENT = collections.Counter()  # 'bytes' serialized for the worker

@@ -47,6 +47,10 @@ import time
 from absl import logging
 import grpc
 import tensorflow_federated as tff
+from tensorflow_federated.proto.v0 import computation_pb2
+from tensorflow_federated.proto.v0 import executor_pb2
+from tensorflow_federated.proto.v0 import executor_pb2_grpc
+
 # TFF 0.87 internals (pinned in requirements.txt) used to split a
 # computation at its aggregation, as `tff.backends.native`'s
 # mergeable-computation compiler does; its public entry point
@@ -54,25 +58,28 @@ import tensorflow_federated as tff
 # of merge. Public aliases are used where 0.87 has them
 # (tff.framework.Lambda, CompiledComputation, to_call_dominant;
 # tff.types.contains). Imported only when remote workers are used.
-from tensorflow_federated.python.core.environments.tensorflow_backend import tensorflow_building_block_factory  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.environments.tensorflow_backend import tensorflow_computation_factory  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.environments.tensorflow_backend import tensorflow_tree_transformations  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.impl.compiler import transformations  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.python.core.impl.compiler import tree_analysis  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.proto.v0 import executor_pb2  # pylint: disable=g-direct-tensorflow-import
-from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-direct-tensorflow-import
+from tensorflow_federated.python.core.environments.tensorflow_backend import (
+  tensorflow_building_block_factory,
+)
+from tensorflow_federated.python.core.environments.tensorflow_backend import (
+  tensorflow_computation_factory,
+)
+from tensorflow_federated.python.core.environments.tensorflow_backend import (
+  tensorflow_tree_transformations,
+)
+from tensorflow_federated.python.core.impl.compiler import transformations
+from tensorflow_federated.python.core.impl.compiler import tree_analysis
 
-from tff_algos.runtime import WorkerError
 from tff_algos.runtime import stubs
+from tff_algos.runtime import WorkerError
 from tff_algos.runtime.stubs import executor_context
 from tff_algos.runtime.stubs import GRPC_OPTIONS
 
 _mergeable_comp_compiler = tff.backends.native.mergeable_comp_compiler
 
 CONNECT_TIMEOUT_S = 20.0  # To reach a worker at start.
-PROBE_EVERY_S = 5.0       # Liveness probe of each connected worker...
-PROBE_TIMEOUT_S = 30.0    # ...which must answer within this (even when busy).
+PROBE_EVERY_S = 5.0  # Liveness probe of each connected worker...
+PROBE_TIMEOUT_S = 30.0  # ...which must answer within this (even when busy).
 
 
 class RemoteWorker:
@@ -89,8 +96,8 @@ class RemoteWorker:
     self.address = address
     self.name = f'the TFF worker at {address}'
     self.clients_served = 0  # Clients whose work this worker computed.
-    self.failure = None      # Why it is unusable, once it is.
-    self._executors = []     # To free their state on the worker at close().
+    self.failure = None  # Why it is unusable, once it is.
+    self._executors = []  # To free their state on the worker at close().
     self._closed = threading.Event()
     self._close_lock = threading.Lock()
     self._channel = grpc.insecure_channel(address, GRPC_OPTIONS)
@@ -101,31 +108,46 @@ class RemoteWorker:
       ready.cancel()  # Stops its polling of the channel before we close it.
       self._channel.close()
       raise WorkerError(
-          f'cannot reach the TFF worker at {address} within '
-          f'{connect_timeout:g} s (is it running? for another machine, is '
-          'the SSH tunnel up?)') from None
+        f'cannot reach the TFF worker at {address} within '
+        f'{connect_timeout:g} s (is it running? for another machine, is '
+        'the SSH tunnel up?)'
+      ) from None
     grpc_stub = executor_pb2_grpc.ExecutorGroupStub(self._channel)
     try:  # Speaks TFF's executor protocol (not just any gRPC server)?
-      executor = grpc_stub.GetExecutor(executor_pb2.GetExecutorRequest(
-          cardinalities=[executor_pb2.Cardinality(
+      executor = grpc_stub.GetExecutor(
+        executor_pb2.GetExecutorRequest(
+          cardinalities=[
+            executor_pb2.Cardinality(
               placement=computation_pb2.Placement(uri=tff.CLIENTS.uri),
-              cardinality=0)]), timeout=connect_timeout)
-      grpc_stub.DisposeExecutor(executor_pb2.DisposeExecutorRequest(
-          executor=executor.executor), timeout=connect_timeout)
+              cardinality=0,
+            )
+          ]
+        ),
+        timeout=connect_timeout,
+      )
+      grpc_stub.DisposeExecutor(
+        executor_pb2.DisposeExecutorRequest(executor=executor.executor),
+        timeout=connect_timeout,
+      )
     except grpc.RpcError as e:
       self._channel.close()
-      raise WorkerError(f'{address} does not answer as a TFF worker: '
-                        f'{e.code().name}: {e.details()}') from None
+      raise WorkerError(
+        f'{address} does not answer as a TFF worker: '
+        f'{e.code().name}: {e.details()}'
+      ) from None
     self.stub = stubs.CheckedStub(self, grpc_stub)
     # No compiler: SpreadContext hands it computations compiled once.
-    self.context = executor_context(lambda: self.stub,
-                                    on_executor=self._executors.append)
+    self.context = executor_context(
+      lambda: self.stub, on_executor=self._executors.append
+    )
     # Any answer (UNIMPLEMENTED) shows the worker alive; none in time: not.
     self._probe = self._channel.unary_unary('/tff_algos.Liveness/Probe')
     threading.Thread(
-        target=self._probe_loop,
-        args=(PROBE_EVERY_S, PROBE_TIMEOUT_S),
-        name=f'probe {address}', daemon=True).start()
+      target=self._probe_loop,
+      args=(PROBE_EVERY_S, PROBE_TIMEOUT_S),
+      name=f'probe {address}',
+      daemon=True,
+    ).start()
 
   def _probe_loop(self, every, timeout):
     """Fails the worker if it stops answering (hung, or its host is gone)."""
@@ -137,11 +159,13 @@ class RemoteWorker:
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:
           continue
         if not self._closed.is_set():
-          self.fail(f'the TFF worker at {self.address} stopped answering '
-                    f'({e.code().name} after '
-                    f'{time.monotonic() - start:.0f} s): is it alive?')
+          self.fail(
+            f'the TFF worker at {self.address} stopped answering '
+            f'({e.code().name} after '
+            f'{time.monotonic() - start:.0f} s): is it alive?'
+          )
         return
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         return  # The channel was closed under us.
 
   def lost(self, error):
@@ -171,8 +195,8 @@ class _SplitForm:
   """A computation split at its single (possibly zipped) aggregation."""
 
   def __init__(self, client_values, aggregate, after_aggregate):
-    self.client_values = client_values      # arg → contributions@CLIENTS
-    self.aggregate = aggregate              # contributions@CLIENTS → @SERVER
+    self.client_values = client_values  # arg → contributions@CLIENTS
+    self.aggregate = aggregate  # contributions@CLIENTS → @SERVER
     self.after_aggregate = after_aggregate  # (arg, aggregate@SERVER) → result
 
 
@@ -184,29 +208,37 @@ def split_at_aggregation(comp):
   one fold over all clients can replace its per-subround partial
   aggregates and merges.
   """
-  lam = _mergeable_comp_compiler._ensure_lambda(comp.to_building_block())  # pylint: disable=protected-access
+  lam = _mergeable_comp_compiler._ensure_lambda(comp.to_building_block())
   lowered, _ = tensorflow_tree_transformations.replace_intrinsics_with_bodies(
-      lam)
+    lam
+  )
   call_dominant = tff.framework.Lambda(
-      lowered.parameter_name, lowered.parameter_type,
-      tff.framework.to_call_dominant(lowered.result))
+    lowered.parameter_name,
+    lowered.parameter_type,
+    tff.framework.to_call_dominant(lowered.result),
+  )
   tree_analysis.check_aggregate_not_dependent_on_aggregate(call_dominant)
   before, after = transformations.force_align_and_split_by_intrinsics(
-      call_dominant,
-      [tensorflow_building_block_factory.create_null_federated_aggregate()])
+    call_dominant,
+    [tensorflow_building_block_factory.create_null_federated_aggregate()],
+  )
   zero, accumulate, merge, report = (
-      _mergeable_comp_compiler._extract_federated_aggregate_computations(  # pylint: disable=protected-access
-          before))
-  identity_proto, identity_type = tensorflow_computation_factory.create_identity(
-      merge.type_signature.result)
+    _mergeable_comp_compiler._extract_federated_aggregate_computations(before)
+  )
+  identity_proto, identity_type = (
+    tensorflow_computation_factory.create_identity(merge.type_signature.result)
+  )
   identity = tff.framework.CompiledComputation(
-      identity_proto, type_signature=identity_type)
+    identity_proto, type_signature=identity_type
+  )
   before = tff.framework.ConcreteComputation(
-      computation_proto=before.proto,
-      context_stack=tff.framework.get_context_stack())
+    computation_proto=before.proto,
+    context_stack=tff.framework.get_context_stack(),
+  )
   after = tff.framework.ConcreteComputation(
-      computation_proto=after.proto,
-      context_stack=tff.framework.get_context_stack())
+    computation_proto=after.proto,
+    context_stack=tff.framework.get_context_stack(),
+  )
 
   @tff.federated_computation(before.type_signature.parameter)
   def client_values(arg):
@@ -214,25 +246,30 @@ def split_at_aggregation(comp):
 
   @tff.federated_computation(client_values.type_signature.result)
   def aggregate(values):
-    return tff.federated_aggregate(values, zero(), accumulate, merge,
-                                   identity)
+    return tff.federated_aggregate(values, zero(), accumulate, merge, identity)
 
   @tff.federated_computation(
-      before.type_signature.parameter,
-      tff.FederatedType(identity.type_signature.result, tff.SERVER))
+    before.type_signature.parameter,
+    tff.FederatedType(identity.type_signature.result, tff.SERVER),
+  )
   def after_aggregate(arg, aggregated):
     return after(arg, [tff.federated_map(report, aggregated)])
 
   after_aggregate = tff.framework.ConcreteComputation.with_type(
-      after_aggregate, tff.FunctionType(
-          after_aggregate.type_signature.parameter,
-          comp.type_signature.result))
+    after_aggregate,
+    tff.FunctionType(
+      after_aggregate.type_signature.parameter, comp.type_signature.result
+    ),
+  )
   return _SplitForm(client_values, aggregate, after_aggregate)
 
 
 def _clients_placed(type_spec):
-  return (isinstance(type_spec, tff.FederatedType) and
-          type_spec.placement is tff.CLIENTS and not type_spec.all_equal)
+  return (
+    isinstance(type_spec, tff.FederatedType)
+    and type_spec.placement is tff.CLIENTS
+    and not type_spec.all_equal
+  )
 
 
 def num_clients(value, type_spec):
@@ -241,8 +278,9 @@ def num_clients(value, type_spec):
     return len(value)
   if isinstance(type_spec, tff.StructType):
     for element, (_, element_type) in zip(
-        tff.structure.from_container(value),
-        tff.structure.iter_elements(type_spec)):
+      tff.structure.from_container(value),
+      tff.structure.iter_elements(type_spec),
+    ):
       n = num_clients(element, element_type)
       if n is not None:
         return n
@@ -254,11 +292,15 @@ def slice_clients(value, type_spec, start, stop):
   if _clients_placed(type_spec):
     return value[start:stop]
   if isinstance(type_spec, tff.StructType):
-    return tff.structure.Struct([
+    return tff.structure.Struct(
+      [
         (name, slice_clients(element, element_type, start, stop))
         for element, (name, element_type) in zip(
-            tff.structure.from_container(value),
-            tff.structure.iter_elements(type_spec))])
+          tff.structure.from_container(value),
+          tff.structure.iter_elements(type_spec),
+        )
+      ]
+    )
   return value
 
 
@@ -283,18 +325,21 @@ class SpreadContext(tff.framework.SyncContext):
   @staticmethod
   def _split(comp):
     signature = comp.type_signature
-    if (signature.parameter is None or
-        tff.types.contains(signature.result, _clients_placed) or
-        not tff.types.contains(signature.parameter, _clients_placed)):
+    if (
+      signature.parameter is None
+      or tff.types.contains(signature.result, _clients_placed)
+      or not tff.types.contains(signature.parameter, _clients_placed)
+    ):
       return None
     try:
       form = split_at_aggregation(comp)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       # E.g. two dependent aggregations: the whole computation runs locally.
       logging.debug('Not split (runs locally): %s', e)
       return None
     return form, tff.backends.native.desugar_and_transform_to_native(
-        form.client_values)
+      form.client_values
+    )
 
   def invoke(self, comp, arg):
     form = None
@@ -310,16 +355,23 @@ class SpreadContext(tff.framework.SyncContext):
     k = min(n, len(self.workers))
     bounds = [n * i // k for i in range(k + 1)]
     shares = list(zip(self.workers, bounds, bounds[1:]))
-    results = self._run_in_parallel([
+    results = self._run_in_parallel(
+      [
         (worker, client_values, slice_clients(arg, parameter, start, stop))
-        for worker, start, stop in shares])
+        for worker, start, stop in shares
+      ]
+    )
     contributions = []
     for (worker, start, stop), result in zip(shares, results):
       contributions.extend(result)
       worker.clients_served += stop - start
     aggregated = self._local.invoke(form.aggregate, contributions)
-    return self._local.invoke(form.after_aggregate, tff.structure.Struct(
-        [(None, slice_clients(arg, parameter, 0, 0)), (None, aggregated)]))
+    return self._local.invoke(
+      form.after_aggregate,
+      tff.structure.Struct(
+        [(None, slice_clients(arg, parameter, 0, 0)), (None, aggregated)]
+      ),
+    )
 
   def _run_in_parallel(self, calls):
     """[(worker, comp, arg)] → results; the first lost worker stops all.
@@ -333,12 +385,16 @@ class SpreadContext(tff.framework.SyncContext):
       try:
         results[i] = worker.context.invoke(comp, arg)
         done.put((i, None))
-      except BaseException as e:  # pylint: disable=broad-except
+      except BaseException as e:
         done.put((i, e))
 
     for i, call in enumerate(calls):
-      threading.Thread(target=run, args=(i, *call), daemon=True,
-                       name=f'tff-worker {call[0].address}').start()
+      threading.Thread(
+        target=run,
+        args=(i, *call),
+        daemon=True,
+        name=f'tff-worker {call[0].address}',
+      ).start()
     first_error = None
     try:
       for _ in calls:
@@ -351,8 +407,9 @@ class SpreadContext(tff.framework.SyncContext):
           raise WorkerError(worker.failure) from None
         first_error = first_error or error
     except BaseException:  # E.g. KeyboardInterrupt: cancel the calls.
-      self._fail_all('the run was interrupted; call runtime.start(workers='
-                     '...) to reconnect')
+      self._fail_all(
+        'the run was interrupted; call runtime.start(workers=...) to reconnect'
+      )
       raise
     if first_error is not None:
       raise first_error

@@ -26,17 +26,21 @@ import tensorflow_federated as tff
 
 from tff_algos.runtime import WorkerError
 
-GRPC_OPTIONS = [('grpc.max_message_length', 2 * 10**9),
-                ('grpc.max_receive_message_length', 2 * 10**9),
-                ('grpc.max_send_message_length', 2 * 10**9)]
+GRPC_OPTIONS = [
+  ('grpc.max_message_length', 2 * 10**9),
+  ('grpc.max_receive_message_length', 2 * 10**9),
+  ('grpc.max_send_message_length', 2 * 10**9),
+]
 _DISPOSE_TIMEOUT_S = 5.0  # Freeing values on a worker: best effort.
 
 
-def executor_context(stub_fn, compiler_fn=None, on_executor=None,
-                     asynchronous=False):
+def executor_context(
+  stub_fn, compiler_fn=None, on_executor=None, asynchronous=False
+):
   """A synchronous (or, `asynchronous`, an async) TFF context whose
   executors talk to `stub_fn()` (a `tff.framework.RemoteExecutorStub`);
   `on_executor` sees each new one."""
+
   def executor_stack(cardinalities):
     cardinalities.setdefault(tff.CLIENTS, 0)  # As TFF's default factory does.
     # Values are freed on the worker as soon as Python drops them: TFF's
@@ -48,14 +52,19 @@ def executor_context(stub_fn, compiler_fn=None, on_executor=None,
       on_executor(executor)
     return executor
 
-  context = (tff.framework.AsyncExecutionContext if asynchronous else
-             tff.framework.SyncExecutionContext)
+  context = (
+    tff.framework.AsyncExecutionContext
+    if asynchronous
+    else tff.framework.SyncExecutionContext
+  )
   return context(
-      executor_fn=tff.framework.ResourceManagingExecutorFactory(
-          executor_stack_fn=executor_stack),
-      compiler_fn=compiler_fn,
-      transform_args=tff.tensorflow.transform_args,
-      transform_result=tff.tensorflow.transform_result)
+    executor_fn=tff.framework.ResourceManagingExecutorFactory(
+      executor_stack_fn=executor_stack
+    ),
+    compiler_fn=compiler_fn,
+    transform_args=tff.tensorflow.transform_args,
+    transform_result=tff.tensorflow.transform_result,
+  )
 
 
 class CheckedStub(tff.framework.RemoteExecutorStub):
@@ -95,16 +104,23 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
       if worker.failure:
         raise WorkerError(worker.failure) from None
       if code == grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None:
-        worker.fail(f'{worker.name} did not answer within {timeout:.0f} s '
-                    '(hung, or starved of CPU?)')
+        worker.fail(
+          f'{worker.name} did not answer within {timeout:.0f} s '
+          '(hung, or starved of CPU?)'
+        )
         raise WorkerError(worker.failure) from None
-      if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
-                  grpc.StatusCode.DEADLINE_EXCEEDED, None):
+      if code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        None,
+      ):
         worker.fail(worker.lost(code.name if code else e))
         raise WorkerError(worker.failure) from None
       # The worker is fine; the computation failed on it.
-      raise WorkerError(f'a computation failed on {worker.name}: '
-                        f'{code.name}: {e.details()}') from None
+      raise WorkerError(
+        f'a computation failed on {worker.name}: {code.name}: {e.details()}'
+      ) from None
     if worker.deadline:
       worker.deadline(took=time.monotonic() - start)
     return result
@@ -135,11 +151,11 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
       future = self._stub.Dispose.future(request, timeout=_DISPOSE_TIMEOUT_S)
       self._disposing.add(future)
       future.add_done_callback(self._disposing.discard)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass
 
   def dispose_executor(self, request):
     try:
       self._stub.DisposeExecutor(request, timeout=_DISPOSE_TIMEOUT_S)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass

@@ -41,28 +41,30 @@ import random
 import numpy as np
 
 DO_NOT_CONVERT = (
-    'attr',
-    'tensorflow_federated.python.common_libs',
-    'tensorflow_federated.python.learning.models.keras_utils',
-    'tensorflow_federated.python.learning.metrics.keras_finalizer',
-    'tensorflow_federated.python.learning.metrics.counters',
-    'tensorflow_federated.python.learning.optimizers.optimizer',
-    'tensorflow_federated.python.learning.optimizers.sgdm',
-    'tensorflow_federated.python.learning.tensor_utils',
-    'tensorflow_federated.python.program.file_utils',
+  'attr',
+  'tensorflow_federated.python.common_libs',
+  'tensorflow_federated.python.learning.models.keras_utils',
+  'tensorflow_federated.python.learning.metrics.keras_finalizer',
+  'tensorflow_federated.python.learning.metrics.counters',
+  'tensorflow_federated.python.learning.optimizers.optimizer',
+  'tensorflow_federated.python.learning.optimizers.sgdm',
+  'tensorflow_federated.python.learning.tensor_utils',
+  'tensorflow_federated.python.program.file_utils',
 )
 
 
 def install() -> None:
   """Puts DO_NOT_CONVERT first on AutoGraph's rules, once per process (as
   TensorFlow's own converter tests extend that list)."""
-  from tensorflow.python.autograph.core import config  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-  if any(getattr(rule, '_tff_algos', False)
-         for rule in config.CONVERSION_RULES):
+  from tensorflow.python.autograph.core import config
+
+  if any(
+    getattr(rule, '_tff_algos', False) for rule in config.CONVERSION_RULES
+  ):
     return
   rules = tuple(config.DoNotConvert(name) for name in DO_NOT_CONVERT)
   for rule in rules:
-    rule._tff_algos = True  # pylint: disable=protected-access
+    rule._tff_algos = True
   config.CONVERSION_RULES = rules + tuple(config.CONVERSION_RULES)
 
 
@@ -82,10 +84,13 @@ def deterministic(seed: int = 0):
   and the compiled-computation cache rely on. The caller's random state is
   left as it was.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from keras.src import backend as keras_backend  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  # isort: split
+  from keras.src import backend as keras_backend
+
   del tf  # Imported first: Keras's backend needs TensorFlow loaded.
-  generator = keras_backend._SEED_GENERATOR  # pylint: disable=protected-access
+  generator = keras_backend._SEED_GENERATOR
   python_state, numpy_state = random.getstate(), np.random.get_state()
   keras_generator = getattr(generator, 'generator', None)
   random.seed(seed)

@@ -104,10 +104,10 @@ Imports no TensorFlow (dp_accounting only).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 import dataclasses
 import math
 import numbers
-from typing import Iterator, Sequence
 
 import dp_accounting
 from dp_accounting import pld
@@ -123,9 +123,9 @@ ACCOUNTANTS = (RDP, PLD)
 adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
 
 _RELATION = {
-    dp_budget.REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
-    dp_budget.ADD_OR_REMOVE_ONE:
-    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE}
+  dp_budget.REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
+  dp_budget.ADD_OR_REMOVE_ONE: dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+}
 
 # dp_accounting's PLD accountant uses 1e-4. 1e-3 changes ε by under 0.05%
 # here (q = 0.01 and 0.1, z = 1, T = 1000) and composes about three times
@@ -152,6 +152,7 @@ class Mechanism:
   DP event states it (`tff.aggregators.DifferentiallyPrivateFactory` keeps
   it in its state): one for fixed clipping, the updates' and the clipped
   count's for adaptive clipping. Sampling is not part of it."""
+
   noise_multipliers: tuple[float, ...]
 
   def __post_init__(self):
@@ -164,12 +165,16 @@ class Mechanism:
   def of_event(cls, event: dp_accounting.DpEvent) -> Mechanism:
     """The mechanism of an aggregator's unsampled DP event (a Gaussian, or
     a composition of Gaussians); UncertifiedMechanismError otherwise."""
-    parts = (event.events if isinstance(event, dp_accounting.ComposedDpEvent)
-             else [event])
+    parts = (
+      event.events
+      if isinstance(event, dp_accounting.ComposedDpEvent)
+      else [event]
+    )
     if not all(isinstance(p, dp_accounting.GaussianDpEvent) for p in parts):
       raise UncertifiedMechanismError(
-          f'the model aggregator reports the DP event {event}, which this '
-          'accountant cannot compose (it composes Gaussian releases)')
+        f'the model aggregator reports the DP event {event}, which this '
+        'accountant cannot compose (it composes Gaussian releases)'
+      )
     return cls(tuple(float(p.noise_multiplier) for p in parts))
 
   @property
@@ -178,14 +183,15 @@ class Mechanism:
     (Σ z_i⁻²)^(−1/2) (0 if any release is noiseless)."""
     if not all(self.noise_multipliers):
       return 0.0
-    return sum(z**-2 for z in self.noise_multipliers)**-0.5
+    return sum(z**-2 for z in self.noise_multipliers) ** -0.5
 
   def matches(self, other: Mechanism) -> bool:
     """Whether the two are one mechanism to float32 precision (an
     aggregator's state holds its noise as float32)."""
     return len(self.noise_multipliers) == len(other.noise_multipliers) and all(
-        math.isclose(a, b, rel_tol=FLOAT32_TOLERANCE, abs_tol=0)
-        for a, b in zip(self.noise_multipliers, other.noise_multipliers))
+      math.isclose(a, b, rel_tol=FLOAT32_TOLERANCE, abs_tol=0)
+      for a, b in zip(self.noise_multipliers, other.noise_multipliers)
+    )
 
 
 # Two float32 noise multipliers of one mechanism, each rounded and divided
@@ -197,10 +203,14 @@ class UncertifiedMechanismError(ValueError):
   """The aggregator's DP mechanism has no ε this accountant can compute."""
 
 
-def mechanism(noise_multiplier: float, *, clients_per_round: int,
-              adaptive_clipping: bool = False,
-              clipped_count_stddev: float | None = None,
-              noise_cohort_size: int | None = None) -> Mechanism:
+def mechanism(
+  noise_multiplier: float,
+  *,
+  clients_per_round: int,
+  adaptive_clipping: bool = False,
+  clipped_count_stddev: float | None = None,
+  noise_cohort_size: int | None = None,
+) -> Mechanism:
   """The releases `learning.privacy`'s aggregators make for a run's flags,
   on the model they train: z (fixed clipping), or TFF's split of z for
   adaptive clipping (z_v, 2σ_b). With a noise cohort M the noise is that
@@ -208,13 +218,17 @@ def mechanism(noise_multiplier: float, *, clients_per_round: int,
   times K/M."""
   z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   k = _count(clients_per_round, 'clients_per_round')
-  cohort = k if noise_cohort_size is None else _count(noise_cohort_size,
-                                                      'noise_cohort_size')
+  cohort = (
+    k
+    if noise_cohort_size is None
+    else _count(noise_cohort_size, 'noise_cohort_size')
+  )
   if z == 0:  # TFF adds no noise at all then (adaptive clipping included).
     multipliers = [0.0]
   elif adaptive_clipping:
     value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
-        z, cohort, clipped_count_stddev)
+      z, cohort, clipped_count_stddev
+    )
     multipliers = [value_z, 2 * count_stddev]
   else:
     multipliers = [z]
@@ -224,15 +238,15 @@ def mechanism(noise_multiplier: float, *, clients_per_round: int,
 
 
 def round_event(
-    noise_multiplier: float,
-    *,
-    num_clients: int,
-    clients_per_round: int,
-    sampling: str = UNIFORM,
-    adaptive_clipping: bool = False,
-    clipped_count_stddev: float | None = None,
-    noise_cohort_size: int | None = None,
-    population: int | None = None,
+  noise_multiplier: float,
+  *,
+  num_clients: int,
+  clients_per_round: int,
+  sampling: str = UNIFORM,
+  adaptive_clipping: bool = False,
+  clipped_count_stddev: float | None = None,
+  noise_cohort_size: int | None = None,
+  population: int | None = None,
 ) -> dp_accounting.DpEvent:
   """One round's `dp_accounting.DpEvent` of the run the flags describe,
   under `adjacency(sampling)`: the arguments are those of `epsilons` (with
@@ -243,32 +257,57 @@ def round_event(
     ValueError: an argument out of its range.
   """
   released, cohort, population = _run_of_flags(
-      noise_multiplier, sampling, num_clients, clients_per_round,
-      adaptive_clipping, clipped_count_stddev, noise_cohort_size, population)
-  return sampled_event(released, num_clients=population,
-                       clients_per_round=cohort, sampling=sampling)
+    noise_multiplier,
+    sampling,
+    num_clients,
+    clients_per_round,
+    adaptive_clipping,
+    clipped_count_stddev,
+    noise_cohort_size,
+    population,
+  )
+  return sampled_event(
+    released,
+    num_clients=population,
+    clients_per_round=cohort,
+    sampling=sampling,
+  )
 
 
-def _run_of_flags(noise_multiplier, sampling, num_clients, clients_per_round,
-                  adaptive_clipping, clipped_count_stddev, noise_cohort_size,
-                  population):
+def _run_of_flags(
+  noise_multiplier,
+  sampling,
+  num_clients,
+  clients_per_round,
+  adaptive_clipping,
+  clipped_count_stddev,
+  noise_cohort_size,
+  population,
+):
   """(one round's releases, clients per round, population) of the run the
   flags describe: with a noise cohort, the M-client run's."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _refuse_uncertified(sampling)
   dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   cohort, population = _cohort_and_population(
-      sampling, num_clients, clients_per_round, noise_cohort_size,
-      population)
-  released = mechanism(noise_multiplier, clients_per_round=cohort,
-                       adaptive_clipping=adaptive_clipping,
-                       clipped_count_stddev=clipped_count_stddev)
+    sampling, num_clients, clients_per_round, noise_cohort_size, population
+  )
+  released = mechanism(
+    noise_multiplier,
+    clients_per_round=cohort,
+    adaptive_clipping=adaptive_clipping,
+    clipped_count_stddev=clipped_count_stddev,
+  )
   return released, cohort, population
 
 
-def sampled_event(released: Mechanism, *, num_clients: int,
-                  clients_per_round: int,
-                  sampling: str = UNIFORM) -> dp_accounting.DpEvent:
+def sampled_event(
+  released: Mechanism,
+  *,
+  num_clients: int,
+  clients_per_round: int,
+  sampling: str = UNIFORM,
+) -> dp_accounting.DpEvent:
   """One round's event: `released` on the clients `sampling` draws (K of
   N), under `adjacency(sampling)`. 'uniform' halves the noise multipliers
   (replace-one doubles the sensitivity: module docstring); a noiseless
@@ -281,31 +320,37 @@ def sampled_event(released: Mechanism, *, num_clients: int,
   if sampling == UNIFORM:
     multipliers = [m / 2 for m in multipliers]
   gaussians = [dp_accounting.GaussianDpEvent(m) for m in multipliers]
-  event = (gaussians[0] if len(gaussians) == 1
-           else dp_accounting.ComposedDpEvent(gaussians))
+  event = (
+    gaussians[0]
+    if len(gaussians) == 1
+    else dp_accounting.ComposedDpEvent(gaussians)
+  )
   if sampling == UNIFORM:
     return dp_accounting.SampledWithoutReplacementDpEvent(
-        source_dataset_size=num_clients, sample_size=clients_per_round,
-        event=event)
+      source_dataset_size=num_clients,
+      sample_size=clients_per_round,
+      event=event,
+    )
   return dp_accounting.PoissonSampledDpEvent(
-      sampling_probability=clients_per_round / num_clients, event=event)
+    sampling_probability=clients_per_round / num_clients, event=event
+  )
 
 
 def epsilons(
-    noise_multiplier: float,
-    rounds: int,
-    delta: float,
-    *,
-    num_clients: int,
-    clients_per_round: int,
-    sampling: str = UNIFORM,
-    accountant: str = RDP,
-    adaptive_clipping: bool = False,
-    clipped_count_stddev: float | None = None,
-    noise_cohort_size: int | None = None,
-    population: int | None = None,
-    orders: Sequence[float] | None = None,
-    value_discretization_interval: float = PLD_VALUE_DISCRETIZATION_INTERVAL,
+  noise_multiplier: float,
+  rounds: int,
+  delta: float,
+  *,
+  num_clients: int,
+  clients_per_round: int,
+  sampling: str = UNIFORM,
+  accountant: str = RDP,
+  adaptive_clipping: bool = False,
+  clipped_count_stddev: float | None = None,
+  noise_cohort_size: int | None = None,
+  population: int | None = None,
+  orders: Sequence[float] | None = None,
+  value_discretization_interval: float = PLD_VALUE_DISCRETIZATION_INTERVAL,
 ) -> list[float]:
   """ε after each of rounds 1..`rounds` at `delta` (math.inf without noise)
   of the run the flags describe.
@@ -340,45 +385,68 @@ def epsilons(
       'uniform'.
   """
   released, cohort, population = _run_of_flags(
-      noise_multiplier, sampling, num_clients, clients_per_round,
-      adaptive_clipping, clipped_count_stddev, noise_cohort_size, population)
+    noise_multiplier,
+    sampling,
+    num_clients,
+    clients_per_round,
+    adaptive_clipping,
+    clipped_count_stddev,
+    noise_cohort_size,
+    population,
+  )
   return epsilons_of(
-      released, rounds, delta, num_clients=population,
-      clients_per_round=cohort, sampling=sampling, accountant=accountant,
-      orders=orders,
-      value_discretization_interval=value_discretization_interval)
+    released,
+    rounds,
+    delta,
+    num_clients=population,
+    clients_per_round=cohort,
+    sampling=sampling,
+    accountant=accountant,
+    orders=orders,
+    value_discretization_interval=value_discretization_interval,
+  )
 
 
 def epsilons_of(
-    released: Mechanism,
-    rounds: int,
-    delta: float,
-    *,
-    num_clients: int,
-    clients_per_round: int,
-    sampling: str = UNIFORM,
-    accountant: str = RDP,
-    orders: Sequence[float] | None = None,
-    value_discretization_interval: float = PLD_VALUE_DISCRETIZATION_INTERVAL,
+  released: Mechanism,
+  rounds: int,
+  delta: float,
+  *,
+  num_clients: int,
+  clients_per_round: int,
+  sampling: str = UNIFORM,
+  accountant: str = RDP,
+  orders: Sequence[float] | None = None,
+  value_discretization_interval: float = PLD_VALUE_DISCRETIZATION_INTERVAL,
 ) -> list[float]:
   """ε after each of rounds 1..`rounds` at `delta` (math.inf without noise)
   when every round makes the releases `released` on the clients `sampling`
   draws, K (expected K for 'poisson') of N; the other arguments are those
   of `epsilons`."""
-  return list(_epsilon_stream(
-      released, rounds, delta, num_clients=num_clients,
-      clients_per_round=clients_per_round, sampling=sampling,
-      accountant=accountant, orders=orders,
-      value_discretization_interval=value_discretization_interval))
+  return list(
+    _epsilon_stream(
+      released,
+      rounds,
+      delta,
+      num_clients=num_clients,
+      clients_per_round=clients_per_round,
+      sampling=sampling,
+      accountant=accountant,
+      orders=orders,
+      value_discretization_interval=value_discretization_interval,
+    )
+  )
 
 
-def epsilon(noise_multiplier: float, rounds: int, delta: float,
-            **kwargs) -> float:
+def epsilon(
+  noise_multiplier: float, rounds: int, delta: float, **kwargs
+) -> float:
   """ε after `rounds` rounds only (`epsilons`' arguments): one composition
   of T rounds, without the per-round values."""
   rounds = _rounds(rounds)
-  event, relation, accountant, options = _setup(noise_multiplier, delta,
-                                                **kwargs)
+  event, relation, accountant, options = _setup(
+    noise_multiplier, delta, **kwargs
+  )
   if rounds == 0:
     return 0.0
   if isinstance(event, dp_accounting.NonPrivateDpEvent):
@@ -391,17 +459,29 @@ def epsilon(noise_multiplier: float, rounds: int, delta: float,
   return float(one.self_compose(rounds).get_epsilon_for_delta(delta))
 
 
-def _epsilon_stream(released, rounds, delta, *, num_clients,
-                    clients_per_round, sampling, accountant, orders,
-                    value_discretization_interval) -> Iterator[float]:
+def _epsilon_stream(
+  released,
+  rounds,
+  delta,
+  *,
+  num_clients,
+  clients_per_round,
+  sampling,
+  accountant,
+  orders,
+  value_discretization_interval,
+) -> Iterator[float]:
   rounds = _rounds(rounds)
   delta, relation, options = _options(
-      delta, sampling, accountant, orders, value_discretization_interval)
-  _cohort_and_population(sampling, num_clients, clients_per_round, None,
-                         None)
-  event = sampled_event(released, num_clients=num_clients,
-                        clients_per_round=clients_per_round,
-                        sampling=sampling)
+    delta, sampling, accountant, orders, value_discretization_interval
+  )
+  _cohort_and_population(sampling, num_clients, clients_per_round, None, None)
+  event = sampled_event(
+    released,
+    num_clients=num_clients,
+    clients_per_round=clients_per_round,
+    sampling=sampling,
+  )
   if rounds == 0:
     return
   if isinstance(event, dp_accounting.NonPrivateDpEvent):
@@ -424,29 +504,45 @@ def _epsilon_stream(released, rounds, delta, *, num_clients,
     yield float(composed.get_epsilon_for_delta(delta))
 
 
-def _setup(noise_multiplier, delta, *, num_clients, clients_per_round,
-           sampling=UNIFORM, accountant=RDP, adaptive_clipping=False,
-           clipped_count_stddev=None, noise_cohort_size=None,
-           population=None, orders=None,
-           value_discretization_interval=PLD_VALUE_DISCRETIZATION_INTERVAL):
+def _setup(
+  noise_multiplier,
+  delta,
+  *,
+  num_clients,
+  clients_per_round,
+  sampling=UNIFORM,
+  accountant=RDP,
+  adaptive_clipping=False,
+  clipped_count_stddev=None,
+  noise_cohort_size=None,
+  population=None,
+  orders=None,
+  value_discretization_interval=PLD_VALUE_DISCRETIZATION_INTERVAL,
+):
   """Checks the arguments; (one round's event, dp_accounting relation,
   accountant, accountant options)."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _check_choice(accountant, ACCOUNTANTS, 'accountant')
   dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
   delta, relation, options = _options(
-      delta, sampling, accountant, orders, value_discretization_interval)
+    delta, sampling, accountant, orders, value_discretization_interval
+  )
   event = round_event(
-      noise_multiplier, num_clients=num_clients,
-      clients_per_round=clients_per_round, sampling=sampling,
-      adaptive_clipping=adaptive_clipping,
-      clipped_count_stddev=clipped_count_stddev,
-      noise_cohort_size=noise_cohort_size, population=population)
+    noise_multiplier,
+    num_clients=num_clients,
+    clients_per_round=clients_per_round,
+    sampling=sampling,
+    adaptive_clipping=adaptive_clipping,
+    clipped_count_stddev=clipped_count_stddev,
+    noise_cohort_size=noise_cohort_size,
+    population=population,
+  )
   return event, relation, accountant, options
 
 
-def _options(delta, sampling, accountant, orders,
-             value_discretization_interval):
+def _options(
+  delta, sampling, accountant, orders, value_discretization_interval
+):
   """(δ, dp_accounting relation, accountant options), checked."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _check_choice(accountant, ACCOUNTANTS, 'accountant')
@@ -454,27 +550,33 @@ def _options(delta, sampling, accountant, orders,
   _refuse_uncertified(sampling)
   if accountant == PLD and sampling == UNIFORM:
     raise ValueError(
-        "accountant 'pld' does not support sampling 'uniform' "
-        '(dp_accounting 0.4.3 has no PLD for fixed-size sampling without '
-        "replacement): use accountant 'rdp', or sampling 'poisson'")
+      "accountant 'pld' does not support sampling 'uniform' "
+      '(dp_accounting 0.4.3 has no PLD for fixed-size sampling without '
+      "replacement): use accountant 'rdp', or sampling 'poisson'"
+    )
   if orders is not None:
     orders = [float(o) for o in orders]
     if not orders or any(not math.isfinite(o) or o <= 1 for o in orders):
       raise ValueError(f'orders must be finite and > 1, got {orders}')
-  interval = dp_budget.positive(value_discretization_interval,
-                                'value_discretization_interval')
-  return delta, _RELATION[dp_budget.ADJACENCY[sampling]], dict(
-      orders=orders, value_discretization_interval=interval)
+  interval = dp_budget.positive(
+    value_discretization_interval, 'value_discretization_interval'
+  )
+  return (
+    delta,
+    _RELATION[dp_budget.ADJACENCY[sampling]],
+    dict(orders=orders, value_discretization_interval=interval),
+  )
 
 
 def _refuse_uncertified(sampling):
   if sampling == PROPORTIONAL:
     raise UncertifiedSamplingError(
-        "sampling 'proportional' (clients drawn with probability ∝ n_k) has "
-        'no certified ε: the chance of drawing a client depends on its '
-        'data (n_k), so neither replace-one nor add-or-remove-one '
-        'amplification by sampling applies, and dp_accounting has no '
-        "event for it. Use 'uniform' or 'poisson' sampling for a DP run")
+      "sampling 'proportional' (clients drawn with probability ∝ n_k) has "
+      'no certified ε: the chance of drawing a client depends on its '
+      'data (n_k), so neither replace-one nor add-or-remove-one '
+      'amplification by sampling applies, and dp_accounting has no '
+      "event for it. Use 'uniform' or 'poisson' sampling for a DP run"
+    )
 
 
 def _one_round_pld(event, interval):
@@ -483,46 +585,61 @@ def _one_round_pld(event, interval):
   # the equivalent single Gaussian (1/z² = Σ 1/z_i²) stands for adaptive
   # clipping's pair.
   inner = event.event
-  parts = (inner.events if isinstance(inner, dp_accounting.ComposedDpEvent)
-           else [inner])
-  z = sum(p.noise_multiplier**-2 for p in parts)**-0.5
+  parts = (
+    inner.events
+    if isinstance(inner, dp_accounting.ComposedDpEvent)
+    else [inner]
+  )
+  z = sum(p.noise_multiplier**-2 for p in parts) ** -0.5
   return pld.privacy_loss_distribution.from_gaussian_mechanism(
-      standard_deviation=z, sensitivity=1,
-      sampling_prob=event.sampling_probability,
-      value_discretization_interval=interval)
+    standard_deviation=z,
+    sensitivity=1,
+    sampling_prob=event.sampling_probability,
+    value_discretization_interval=interval,
+  )
 
 
-def _cohort_and_population(sampling, num_clients, clients_per_round,
-                           noise_cohort_size, population):
+def _cohort_and_population(
+  sampling, num_clients, clients_per_round, noise_cohort_size, population
+):
   """(clients per accounted round, population they are drawn from)."""
   n = _count(num_clients, 'num_clients')
   k = _count(clients_per_round, 'clients_per_round')
   if k > n:
-    what = ('the sampling rate q = K/N would exceed 1' if sampling == POISSON
-            else 'a cohort cannot be larger than the population')
-    raise ValueError(f'clients_per_round K = {k} > num_clients N = {n}: '
-                     f'{what}')
+    what = (
+      'the sampling rate q = K/N would exceed 1'
+      if sampling == POISSON
+      else 'a cohort cannot be larger than the population'
+    )
+    raise ValueError(f'clients_per_round K = {k} > num_clients N = {n}: {what}')
   if noise_cohort_size is None:
     if population is not None:
-      raise ValueError('population is the population of the noise cohort: '
-                       'it needs noise_cohort_size')
+      raise ValueError(
+        'population is the population of the noise cohort: '
+        'it needs noise_cohort_size'
+      )
     return k, n
   m = _count(noise_cohort_size, 'noise_cohort_size')
   population = n if population is None else _count(population, 'population')
   if m < k:
-    raise ValueError(f'noise_cohort_size M = {m} < clients_per_round K = {k}'
-                     ': the noise would be smaller than that of the K '
-                     'clients simulated (pfl-research requires M ≥ K too)')
+    raise ValueError(
+      f'noise_cohort_size M = {m} < clients_per_round K = {k}'
+      ': the noise would be smaller than that of the K '
+      'clients simulated (pfl-research requires M ≥ K too)'
+    )
   if m > population:
-    raise ValueError(f'noise_cohort_size M = {m} > population {population}: '
-                     'pass the population of the run being simulated')
+    raise ValueError(
+      f'noise_cohort_size M = {m} > population {population}: '
+      'pass the population of the run being simulated'
+    )
   return m, population
 
 
 def _check_choice(value, choices, name):
   if value not in choices:
-    raise ValueError(f'{name} must be one of {", ".join(choices)}; '
-                     f'got {value!r}')
+    raise ValueError(
+      f'{name} must be one of {", ".join(choices)}; got {value!r}'
+    )
 
 
 def _probability(delta):

@@ -14,9 +14,9 @@ A run's outputs (metrics.csv, checkpoints, progress) are callbacks too
 (`outputs`).
 """
 
+from collections.abc import Callable, Mapping
 import math
 import sys
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -30,9 +30,18 @@ from tff_algos.simulation import loop
 # What a round's process metrics hold that the loop reads (or deliberately
 # does not record): any other number is an algorithm's metric, recorded when
 # its registry entry declares it and reported once otherwise.
-KNOWN_METRICS = {'train', 'local_steps', 'participants', 'update_spread',
-                 'update_squared_norm', 'update_non_finite', 'mean_value',
-                 'mean_weight', 'uniform_mean_squared_norm', 'clip'}
+KNOWN_METRICS = {
+  'train',
+  'local_steps',
+  'participants',
+  'update_spread',
+  'update_squared_norm',
+  'update_non_finite',
+  'mean_value',
+  'mean_weight',
+  'uniform_mean_squared_norm',
+  'clip',
+}
 
 
 class Columns(RoundCallback):
@@ -74,9 +83,12 @@ class ReportedMetrics(RoundCallback):
         end.row[name] = value
       elif name not in KNOWN_METRICS and path not in self._unreported:
         self._unreported.add(path)
-        print(f'note: {path} = {value} has no column in metrics.csv: declare '
-              'it in the algorithm\'s registry entry (Algorithm(metrics='
-              '{...})) to record it', file=sys.stderr)
+        print(
+          f'note: {path} = {value} has no column in metrics.csv: declare '
+          "it in the algorithm's registry entry (Algorithm(metrics="
+          '{...})) to record it',
+          file=sys.stderr,
+        )
 
 
 class Evaluation(RoundCallback):
@@ -89,18 +101,28 @@ class Evaluation(RoundCallback):
   over the data. `clients` keeps the last evaluated round's per-client
   accuracies: (round, `evaluation.ClientAccuracy`)."""
 
-  def __init__(self, evaluate, train_arrays, test_arrays,
-               due: Callable[[int], bool], per_client: bool = True,
-               sampled: bool = False):
+  def __init__(
+    self,
+    evaluate,
+    train_arrays,
+    test_arrays,
+    due: Callable[[int], bool],
+    per_client: bool = True,
+    sampled: bool = False,
+  ):
     self._evaluate = evaluate
     self._splits = (('train', train_arrays), ('test', test_arrays))
     self._due = due
-    self._per_client = (per_client and test_arrays is not None and
-                        evaluate.per_client_accuracy)
-    self._names = {name: columns_lib.SAMPLED.get(name, name) if sampled
-                   else name for name in columns_lib.SAMPLED}
-    self.columns = evaluation.CLIENT_ACCURACY_COLUMNS if (
-        self._per_client) else {}
+    self._per_client = (
+      per_client and test_arrays is not None and evaluate.per_client_accuracy
+    )
+    self._names = {
+      name: columns_lib.SAMPLED.get(name, name) if sampled else name
+      for name in columns_lib.SAMPLED
+    }
+    self.columns = (
+      evaluation.CLIENT_ACCURACY_COLUMNS if (self._per_client) else {}
+    )
     self.clients = None
 
   def after_round(self, end):
@@ -111,15 +133,19 @@ class Evaluation(RoundCallback):
         continue
       if split == 'test' and self._per_client:
         metrics, clients = self._evaluate.with_clients(end.weights, arrays)
-        end.row.update(evaluation.client_accuracy_summary(clients.accuracy,
-                                                          clients.counted))
+        end.row.update(
+          evaluation.client_accuracy_summary(clients.accuracy, clients.counted)
+        )
         self.clients = (end.round_num, clients)
       else:
         metrics = self._evaluate(end.weights, arrays)
       loss, accuracy = f'{split}_loss', f'{split}_accuracy'
-      end.row.update({self._names.get(loss, loss): metrics['loss'],
-                      self._names.get(accuracy, accuracy):
-                          metrics['accuracy']})
+      end.row.update(
+        {
+          self._names.get(loss, loss): metrics['loss'],
+          self._names.get(accuracy, accuracy): metrics['accuracy'],
+        }
+      )
       if split == 'train':
         end.training_loss = float(metrics['loss'])
       else:
@@ -131,9 +157,12 @@ class AdaptiveClip(RoundCallback):
   reports, after round t, the clip it chose for round t + 1 (its state's,
   from the round's noised count); the callback writes it in round t + 1's
   row and keeps it meanwhile (checkpointed). Round 1 uses `initial`."""
+
   name = 'adaptive_clip'
-  columns = {'dp_clip_norm': 'the L2 norm the round\'s updates were '
-                             'clipped to (adaptive clipping)'}
+  columns = {
+    'dp_clip_norm': "the L2 norm the round's updates were "
+    'clipped to (adaptive clipping)'
+  }
 
   def __init__(self, initial: float):
     self._next = float(initial)
@@ -148,8 +177,12 @@ class AdaptiveClip(RoundCallback):
     if end.round_num == 0:
       return
     end.row['dp_clip_norm'] = self._next
-    clip = (end.metrics or {}).get('aggregator', {}).get(
-        'dp_query_metrics', {}).get('clip')
+    clip = (
+      (end.metrics or {})
+      .get('aggregator', {})
+      .get('dp_query_metrics', {})
+      .get('clip')
+    )
     if clip is not None:
       self._next = float(clip)
 
@@ -163,8 +196,9 @@ class PrivacySpent(RoundCallback):
   Every round it checks that the aggregator's state reports the
   `mechanism` accounted for: an ε is never written for another one."""
 
-  def __init__(self, mechanism: accounting.Mechanism, epsilons,
-               deployment=None):
+  def __init__(
+    self, mechanism: accounting.Mechanism, epsilons, deployment=None
+  ):
     self.mechanism = mechanism
     self._epsilons = list(epsilons)
     self._deployment = None if deployment is None else list(deployment)
@@ -175,27 +209,31 @@ class PrivacySpent(RoundCallback):
   def after_round(self, end):
     if end.round_num:
       self._check(end)
-    for column, values in (('epsilon', self._epsilons),
-                           ('deployment_epsilon', self._deployment)):
+    for column, values in (
+      ('epsilon', self._epsilons),
+      ('deployment_epsilon', self._deployment),
+    ):
       if values is not None:
         end.row[column] = values[end.round_num - 1] if end.round_num else 0.0
 
   def _check(self, end):
     events = privacy.dp_events(end.state)
-    released = (accounting.Mechanism.of_event(events[0])
-                if len(events) == 1 else None)
+    released = (
+      accounting.Mechanism.of_event(events[0]) if len(events) == 1 else None
+    )
     if released is None or not released.matches(self.mechanism):
       raise RuntimeError(
-          f'round {end.round_num} released {events}, not the mechanism the '
-          f'ε is computed for ({self.mechanism}): no ε is written for it')
+        f'round {end.round_num} released {events}, not the mechanism the '
+        f'ε is computed for ({self.mechanism}): no ε is written for it'
+      )
 
 
 EPSILON_COLUMNS = {
-    'epsilon': 'ε of the trained model after the round, at the run\'s δ (its '
-               'sampling\'s adjacency: config.json dp_adjacency)',
-    'deployment_epsilon': 'ε after the round of the deployment a noise '
-                          'cohort stands for (M clients per round, noise z): '
-                          'not the trained model\'s',
+  'epsilon': "ε of the trained model after the round, at the run's δ (its "
+  "sampling's adjacency: config.json dp_adjacency)",
+  'deployment_epsilon': 'ε after the round of the deployment a noise '
+  'cohort stands for (M clients per round, noise z): '
+  "not the trained model's",
 }
 
 
@@ -234,10 +272,12 @@ class DivergenceCheck(RoundCallback):
   def after_round(self, end):
     loss = end.training_loss
     if loss is not None and not math.isfinite(loss):
-      raise loop.NonFiniteLoss(f'training loss is {loss} at round '
-                               f'{end.round_num}')
+      raise loop.NonFiniteLoss(
+        f'training loss is {loss} at round {end.round_num}'
+      )
     if end.row.get('update_non_finite'):
       raise loop.UpdateRejected(
-          f'the clients\' mean update is not finite at round '
-          f'{end.round_num} (TFF\'s finalizer rejected it and kept the '
-          'model): training diverged; try a smaller learning rate')
+        f"the clients' mean update is not finite at round "
+        f"{end.round_num} (TFF's finalizer rejected it and kept the "
+        'model): training diverged; try a smaller learning rate'
+      )

@@ -28,8 +28,9 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
     sequences) holding OrderedDict(data, example_order, batch_ends).
   """
   inputs = []
-  for plan, (_, order, ends) in zip(plans, schedules(
-      sampler, plans, arrays, round_num, batch_size)):
+  for plan, (_, order, ends) in zip(
+    plans, schedules(sampler, plans, arrays, round_num, batch_size)
+  ):
     data = arrays[plan.client]
     if sampler.steps_per_round is not None:
       # A block of steps reads a fraction of the (pooled) data: only that is
@@ -37,8 +38,9 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
       # serialize a dataset over 100 MB (CIFAR-10's is 154 MB).
       data = collections.OrderedDict((k, v[order]) for k, v in data.items())
       order = np.arange(len(order), dtype=np.int32)
-    inputs.append([collections.OrderedDict(
-        data=data, example_order=order, batch_ends=ends)])
+    inputs.append(
+      [collections.OrderedDict(data=data, example_order=order, batch_ends=ends)]
+    )
   return inputs
 
 
@@ -46,9 +48,19 @@ def schedules(sampler, plans, arrays, round_num, batch_size):
   """(client index, example order, batch ends) of each participant: the
   minibatches the sampler drew for it this round (`round_inputs`'
   arguments)."""
-  return [(plan.client, *sampler.minibatch_schedule(
-      round_num, plan.client, len(next(iter(arrays[plan.client].values()))),
-      plan.epochs, batch_size)) for plan in plans]
+  return [
+    (
+      plan.client,
+      *sampler.minibatch_schedule(
+        round_num,
+        plan.client,
+        len(next(iter(arrays[plan.client].values()))),
+        plan.epochs,
+        batch_size,
+      ),
+    )
+    for plan in plans
+  ]
 
 
 def as_dataset(client_input) -> tf.data.Dataset:
@@ -59,9 +71,14 @@ def as_dataset(client_input) -> tf.data.Dataset:
   order, ends = element['example_order'], element['batch_ends']
   n = len(next(iter(data.values())))
   batch_size = int(ends[0])  # B, or n for B = ∞.
-  epochs = [tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      (k, v[order[e * n:(e + 1) * n]]) for k, v in data.items()))
-            .batch(batch_size) for e in range(len(order) // n)]
+  epochs = [
+    tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(
+        (k, v[order[e * n : (e + 1) * n]]) for k, v in data.items()
+      )
+    ).batch(batch_size)
+    for e in range(len(order) // n)
+  ]
   dataset = epochs[0]
   for more in epochs[1:]:
     dataset = dataset.concatenate(more)

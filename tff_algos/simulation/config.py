@@ -31,8 +31,9 @@ from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
 CLIENT_EXECUTIONS = ('auto', 'lockstep', 'per_client')
-_OPTIMIZER_FLAGS = (optimizers.flag_names('client') +
-                    optimizers.flag_names('server'))
+_OPTIMIZER_FLAGS = optimizers.flag_names('client') + optimizers.flag_names(
+  'server'
+)
 
 
 def _of_type(value, hint) -> bool:
@@ -53,10 +54,12 @@ def _of_type(value, hint) -> bool:
     return isinstance(value, str)
   if origin is dict:
     return isinstance(value, dict) and all(
-        isinstance(k, str) and _of_type(v, args[1]) for k, v in value.items())
+      isinstance(k, str) and _of_type(v, args[1]) for k, v in value.items()
+    )
   if origin is tuple:
     return isinstance(value, (list, tuple)) and all(
-        _of_type(v, args[0]) for v in value)
+      _of_type(v, args[0]) for v in value
+    )
   return True
 
 
@@ -72,22 +75,23 @@ class Config:
   (`mu`, `lam`, `adaptive_mu`, `hparams`) and the optimizers' are the
   algorithm's; `resolve` fills them in.
   """
+
   algo: str = 'fedprox'
-  task: str = 'synthetic_1_1'     # a name for tasks.load_task, or any
-                                  # name when the caller passes the task
+  task: str = 'synthetic_1_1'  # a name for tasks.load_task, or any
+  # name when the caller passes the task
   rounds: int = 200
   clients_per_round: int | None = 10  # None: from --client_fraction, set
-                                      # once the task's clients are known
+  # once the task's clients are known
   straggler_fraction: float = 0.0
   # The algorithm's settings.
   epochs: int | None = None
-  batch_size: int | None = None     # -1: the whole local dataset (B = ∞)
+  batch_size: int | None = None  # -1: the whole local dataset (B = ∞)
   client_lr: float | None = None
-  server_lr: float | None = None    # FedSGD's η; FedISGD's η_gi
+  server_lr: float | None = None  # FedSGD's η; FedISGD's η_gi
   straggler_policy: str | None = None  # 'drop' or 'partial'
   client_weighting: str | None = None  # 'num_examples' or 'uniform'
-  mu: float | None = None           # FedProx's μ
-  lam: float | None = None          # FedISGD's λ
+  mu: float | None = None  # FedProx's μ
+  lam: float | None = None  # FedISGD's λ
   adaptive_mu: bool | None = None
   hparams: dict[str, float] = dataclasses.field(default_factory=dict)
   # Optimizers (algorithms.optimizers; None: plain SGD at a constant rate,
@@ -110,22 +114,22 @@ class Config:
   server_lr_decay_every: int | None = None
   # Client sampling, aggregation and privacy.
   client_sampling: str = 'uniform'  # uniform, poisson or proportional
-  aggregator: str = 'mean'          # algorithms.aggregators.KINDS
+  aggregator: str = 'mean'  # algorithms.aggregators.KINDS
   dp_noise_multiplier: float | None = None  # z (--aggregator=dp)
-  dp_clip: float | None = None      # C; None: adaptive clipping
+  dp_clip: float | None = None  # C; None: adaptive clipping
   dp_target_quantile: float | None = None  # adaptive clipping's (0.5)
   dp_noise_cohort: int | None = None  # M >= K: noise as for M clients
   dp_initial_clip: float | None = None  # adaptive clipping's first clip
   dp_noise_seed: int | None = None  # the noise's seed (default: --seed)
-  dp_delta: float | None = None     # δ of the ε reported; default 0.1/N
+  dp_delta: float | None = None  # δ of the ε reported; default 0.1/N
   dp_accountant: str | None = None  # rdp (default) or pld
-  dp_adjacency: str | None = None   # set by resolve: the ε's relation
+  dp_adjacency: str | None = None  # set by resolve: the ε's relation
   # Measurements.
-  update_spread: bool = False       # (1/K)Σ‖u_k − ū‖² for any algorithm
+  update_spread: bool = False  # (1/K)Σ‖u_k − ū‖² for any algorithm
   dissimilarity_every: int = 0
   eval_every: int = 1
-  eval_clients: int | None = None   # None: the training metrics over all
-                                    # clients; N: over a fixed seeded subset
+  eval_clients: int | None = None  # None: the training metrics over all
+  # clients; N: over a fixed seeded subset
   stop_at_accuracy: float | None = None  # Stop once test accuracy reaches it
   # Randomness and data.
   seed: int = 0
@@ -146,8 +150,9 @@ class Config:
     for settings this version does not know or values of the wrong type
     (checked against the fields' annotations, in one place)."""
     if not isinstance(values, dict):
-      raise ConfigError(f'expected an object of settings, got '
-                        f'{type(values).__name__}')
+      raise ConfigError(
+        f'expected an object of settings, got {type(values).__name__}'
+      )
     values = {k: v for k, v in values.items() if k != 'provenance'}
     if values.get('algo') == 'fedisgd' and 'lam' not in values:
       values['lam'] = values.pop('mu', None)  # Older files: λ was "mu".
@@ -170,6 +175,7 @@ class Settings:
   """A run's settings, resolved once (`resolve`), as every layer takes
   them. `algorithm` is what the algorithm's builder and callbacks take;
   the rest is the run's (see `Config` for each field)."""
+
   algorithm: registry.AlgorithmSettings
   task: str
   rounds: int
@@ -207,8 +213,11 @@ class Settings:
     """(name, value) of the hyper-parameter metrics.csv reports each round
     (μ of the local objective, 0 without one; FedISGD's λ)."""
     name = self.entry.hparam_column
-    value = (getattr(self.config, name) if name in registry.HPARAM_FLAGS
-             else self.algorithm.hparams.get(name))
+    value = (
+      getattr(self.config, name)
+      if name in registry.HPARAM_FLAGS
+      else self.algorithm.hparams.get(name)
+    )
     return name, float(value or 0.0)
 
   def to_json(self) -> dict[str, Any]:
@@ -226,30 +235,36 @@ def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
     if value is None:
       continue
     if name in algorithm.fixed and value != algorithm.fixed[name]:
-      raise ConfigError(f'--{name}={value}: {algorithm.name} has {name}='
-                        f'{algorithm.fixed[name]} ({algorithm.paper})')
+      raise ConfigError(
+        f'--{name}={value}: {algorithm.name} has {name}='
+        f'{algorithm.fixed[name]} ({algorithm.paper})'
+      )
     if name not in (*algorithm.fixed, *algorithm.uses, *algorithm.hparams):
-      owned = ", ".join((*algorithm.uses, *algorithm.hparams))
-      raise ConfigError(f'--{name} is not a {algorithm.name} hyper-parameter '
-                        f'(it has {owned})')
-  unknown = set(config.hparams) - (set(algorithm.hparams) -
-                                   set(registry.HPARAM_FLAGS))
+      owned = ', '.join((*algorithm.uses, *algorithm.hparams))
+      raise ConfigError(
+        f'--{name} is not a {algorithm.name} hyper-parameter (it has {owned})'
+      )
+  unknown = set(config.hparams) - (
+    set(algorithm.hparams) - set(registry.HPARAM_FLAGS)
+  )
   if unknown:
     own = [h for h in algorithm.hparams if h not in registry.HPARAM_FLAGS]
     raise ConfigError(
-        f'--hparam {", ".join(sorted(unknown))}: {algorithm.name} has '
-        + (f'only {", ".join(own)}' if own else
-           'no hyper-parameters of its own'))
+      f'--hparam {", ".join(sorted(unknown))}: {algorithm.name} has '
+      + (f'only {", ".join(own)}' if own else 'no hyper-parameters of its own')
+    )
   values = {}
   for name in (*registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS):
     if name in algorithm.fixed:
       values[name] = algorithm.fixed[name]
     elif name in algorithm.uses:
-      values[name] = (given[name] if given[name] is not None else
-                      algorithm.defaults[name])
+      values[name] = (
+        given[name] if given[name] is not None else algorithm.defaults[name]
+      )
     elif name in algorithm.hparams:
-      values[name] = (given[name] if given[name] is not None else
-                      algorithm.hparams[name])
+      values[name] = (
+        given[name] if given[name] is not None else algorithm.hparams[name]
+      )
     else:
       values[name] = None
   for name, value in list(values.items()):
@@ -268,19 +283,25 @@ def _optimizers(config, algorithm, values):
     if algorithm.client_optimizer:
       client = optimizers.resolve(given, 'client', values['client_lr'])
     else:
-      named = [n for n in optimizers.flag_names('client')
-               if given[n] is not None]
+      named = [
+        n for n in optimizers.flag_names('client') if given[n] is not None
+      ]
       if named:
-        raise optimizers.SettingsError(f'--{named[0]}: the algorithm has no '
-                                       'client optimizer')
+        raise optimizers.SettingsError(
+          f'--{named[0]}: the algorithm has no client optimizer'
+        )
     server_lr = values['server_lr']
     preset = optimizers.OPTIMIZERS.get(given['server_optimizer'] or 'sgd')
-    if (config.server_lr is None and preset is not None and
-        preset.learning_rate is not None and
-        'server_lr' in algorithm.uses):
+    if (
+      config.server_lr is None
+      and preset is not None
+      and preset.learning_rate is not None
+      and 'server_lr' in algorithm.uses
+    ):
       server_lr = preset.learning_rate
-    server = optimizers.resolve(given, 'server', server_lr,
-                                algorithm.server_lr_schedule)
+    server = optimizers.resolve(
+      given, 'server', server_lr, algorithm.server_lr_schedule
+    )
   except optimizers.SettingsError as e:
     raise ConfigError(str(e)) from None
   return client, server
@@ -300,71 +321,110 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
   values = _algorithm_values(config, algorithm)
   privacy = _privacy(config, num_clients)
   if config.client_sampling == 'proportional' and (
-      config.client_weighting is None and 'client_weighting' in
-      algorithm.uses):
+    config.client_weighting is None and 'client_weighting' in algorithm.uses
+  ):
     values['client_weighting'] = 'uniform'  # FedProx App. C.3.4's scheme.
   if config.aggregator == 'dp':
     if config.client_weighting not in (None, 'uniform'):
-      raise ConfigError(f'--client_weighting={config.client_weighting}: '
-                        '--aggregator=dp takes an unweighted mean (the '
-                        'clients\' weights would leak what DP hides)')
+      raise ConfigError(
+        f'--client_weighting={config.client_weighting}: '
+        '--aggregator=dp takes an unweighted mean (the '
+        "clients' weights would leak what DP hides)"
+      )
     if 'client_weighting' in algorithm.uses:
       values['client_weighting'] = 'uniform'
   _check(dataclasses.replace(config, **values), num_clients)
   client, server = _optimizers(config, algorithm, values)
-  hparams = {name: values[name] if name in registry.HPARAM_FLAGS else
-             config.hparams.get(name, default)
-             for name, default in algorithm.hparams.items()}
-  flags = dict(values, **optimizers.flags_of(client, 'client'),
-               **optimizers.flags_of(server, 'server'))
+  hparams = {
+    name: values[name]
+    if name in registry.HPARAM_FLAGS
+    else config.hparams.get(name, default)
+    for name, default in algorithm.hparams.items()
+  }
+  flags = dict(
+    values,
+    **optimizers.flags_of(client, 'client'),
+    **optimizers.flags_of(server, 'server'),
+  )
   if values['server_lr'] is not None:  # A preset's rate when none given.
     flags['server_lr'] = server.learning_rate
   resolved = dataclasses.replace(
-      config, hparams={k: v for k, v in hparams.items()
-                       if k not in registry.HPARAM_FLAGS}, **flags,
-      **privacy)
+    config,
+    hparams={
+      k: v for k, v in hparams.items() if k not in registry.HPARAM_FLAGS
+    },
+    **flags,
+    **privacy,
+  )
   return Settings(
-      algorithm=registry.AlgorithmSettings(
-          name=algorithm.name, epochs=values['epochs'],
-          batch_size=values['batch_size'], client_optimizer=client,
-          server_optimizer=server,
-          client_weighting=values['client_weighting'],
-          straggler_policy=values['straggler_policy'], hparams=hparams,
-          report_update_spread=config.update_spread,
-          aggregator=_aggregator(resolved)),
-      task=config.task, rounds=config.rounds,
-      clients_per_round=config.clients_per_round,
-      straggler_fraction=config.straggler_fraction, seed=config.seed,
-      data_seed=config.data_seed, data_dir=config.data_dir,
-      train_fraction=config.train_fraction, partition=config.partition,
-      imports=tuple(config.imports), update_spread=config.update_spread,
-      dissimilarity_every=config.dissimilarity_every,
-      eval_every=config.eval_every, eval_clients=config.eval_clients,
-      stop_at_accuracy=config.stop_at_accuracy,
-      client_sampling=config.client_sampling, config=resolved)
+    algorithm=registry.AlgorithmSettings(
+      name=algorithm.name,
+      epochs=values['epochs'],
+      batch_size=values['batch_size'],
+      client_optimizer=client,
+      server_optimizer=server,
+      client_weighting=values['client_weighting'],
+      straggler_policy=values['straggler_policy'],
+      hparams=hparams,
+      report_update_spread=config.update_spread,
+      aggregator=_aggregator(resolved),
+    ),
+    task=config.task,
+    rounds=config.rounds,
+    clients_per_round=config.clients_per_round,
+    straggler_fraction=config.straggler_fraction,
+    seed=config.seed,
+    data_seed=config.data_seed,
+    data_dir=config.data_dir,
+    train_fraction=config.train_fraction,
+    partition=config.partition,
+    imports=tuple(config.imports),
+    update_spread=config.update_spread,
+    dissimilarity_every=config.dissimilarity_every,
+    eval_every=config.eval_every,
+    eval_clients=config.eval_clients,
+    stop_at_accuracy=config.stop_at_accuracy,
+    client_sampling=config.client_sampling,
+    config=resolved,
+  )
 
 
 def _pooled(c: Config) -> Config:
   """The flags of a centralized run (all clients' data pooled into one,
   `Algorithm.pooled`): K = 1 of that one; ConfigError for settings of
   client sampling or aggregation, which it has not."""
-  given = [f'--{name}' for name, value, default in (
+  given = [
+    f'--{name}'
+    for name, value, default in (
       ('straggler_fraction', c.straggler_fraction, 0.0),
       ('client_sampling', c.client_sampling, 'uniform'),
-      ('aggregator', c.aggregator, 'mean')) if value != default]
+      ('aggregator', c.aggregator, 'mean'),
+    )
+    if value != default
+  ]
   if given:
-    raise ConfigError(f'{given[0]}: --algo={c.algo} trains on all clients\' '
-                      'data pooled, without client sampling or aggregation')
+    raise ConfigError(
+      f"{given[0]}: --algo={c.algo} trains on all clients' "
+      'data pooled, without client sampling or aggregation'
+    )
   updates = c.hparams.get('updates_per_round')
   if updates is not None and not (updates >= 1 and updates == int(updates)):
-    raise ConfigError(f'--hparam=updates_per_round must be a whole number >= '
-                      f'1, got {updates:g}')
+    raise ConfigError(
+      f'--hparam=updates_per_round must be a whole number >= 1, got {updates:g}'
+    )
   return dataclasses.replace(c, clients_per_round=1)
 
 
-_DP_FLAGS = ('dp_noise_multiplier', 'dp_clip', 'dp_target_quantile',
-             'dp_noise_cohort', 'dp_initial_clip', 'dp_noise_seed',
-             'dp_delta', 'dp_accountant')
+_DP_FLAGS = (
+  'dp_noise_multiplier',
+  'dp_clip',
+  'dp_target_quantile',
+  'dp_noise_cohort',
+  'dp_initial_clip',
+  'dp_noise_seed',
+  'dp_delta',
+  'dp_accountant',
+)
 SAMPLING = tuple(scheme.value for scheme in SamplingScheme)
 
 
@@ -373,11 +433,15 @@ def _privacy(c: Config, num_clients) -> dict:
   the median unless --dp_clip, the adjacency ε is under); ConfigError for
   values no run can use."""
   if c.aggregator not in aggregators.KINDS:
-    raise ConfigError(f'--aggregator must be one of '
-                      f'{", ".join(aggregators.KINDS)}, got {c.aggregator!r}')
+    raise ConfigError(
+      f'--aggregator must be one of '
+      f'{", ".join(aggregators.KINDS)}, got {c.aggregator!r}'
+    )
   if c.client_sampling not in SAMPLING:
-    raise ConfigError(f'--client_sampling must be one of '
-                      f'{", ".join(SAMPLING)}, got {c.client_sampling!r}')
+    raise ConfigError(
+      f'--client_sampling must be one of '
+      f'{", ".join(SAMPLING)}, got {c.client_sampling!r}'
+    )
   given = [f for f in _DP_FLAGS if getattr(c, f) is not None]
   if c.aggregator != 'dp':
     if given:
@@ -388,60 +452,92 @@ def _privacy(c: Config, num_clients) -> dict:
     raise ConfigError('--aggregator=dp needs --dp_noise_multiplier (z >= 0)')
   for adaptive_only in ('dp_target_quantile', 'dp_initial_clip'):
     if clip is not None and getattr(c, adaptive_only) is not None:
-      raise ConfigError(f'--{adaptive_only} is adaptive clipping\'s: give it '
-                        'or --dp_clip (fixed clipping), not both')
+      raise ConfigError(
+        f"--{adaptive_only} is adaptive clipping's: give it "
+        'or --dp_clip (fixed clipping), not both'
+      )
   delta = c.dp_delta
   if delta is None and num_clients is not None:
     delta = 0.1 / num_clients  # Well below 1/N, as a guarantee needs.
   accountant = c.dp_accountant or 'rdp'
   k, m = c.clients_per_round, c.dp_noise_cohort
   checks = [
-      (0 <= z < FLOAT32_MAX, f'--dp_noise_multiplier must be a number >= 0, '
-                             f'got {z}'),
-      (clip is None or 0 < clip < FLOAT32_MAX,
-       f'--dp_clip must be a positive number, got {clip}'),
-      (quantile is None or 0 < quantile < 1,
-       f'--dp_target_quantile must be in (0, 1), got {quantile}'),
-      (delta is None or 0 < delta < 1, f'--dp_delta must be in (0, 1), got '
-                                       f'{delta}'),
-      (m is None or m >= 1, f'--dp_noise_cohort must be >= 1, got {m}'),
-      (m is None or k is None or m >= k,
-       f'--dp_noise_cohort must be >= --clients_per_round ({k}), got {m}: '
-       'the noise of fewer clients than take part is below theirs'),
-      (m is None or num_clients is None or m <= num_clients,
-       f'--dp_noise_cohort={m} is more than the {num_clients} clients of '
-       f'{c.task}: a round cannot draw more clients than there are'),
-      (c.dp_initial_clip is None or 0 < c.dp_initial_clip < FLOAT32_MAX,
-       f'--dp_initial_clip must be a positive number, got '
-       f'{c.dp_initial_clip}'),
-      (c.dp_noise_seed is None or 0 <= c.dp_noise_seed <= MAX_SEED,
-       f'--dp_noise_seed must be in 0..{MAX_SEED}, got {c.dp_noise_seed}'),
-      (accountant in ('rdp', 'pld'), f'--dp_accountant must be rdp or pld, '
-                                     f'got {accountant!r}'),
-      (c.client_sampling != 'proportional', '--client_sampling=proportional '
-       'draws clients by their number of examples, which no DP accountant '
-       'here certifies: use uniform or poisson with --aggregator=dp'),
-      (clip is not None or k is None or z < 0.1 * (c.dp_noise_cohort or k),
-       f'--dp_noise_multiplier={z:g} with adaptive clipping needs more than '
-       f'{10 * z:g} clients per round (TFF gives the clipped count noise '
-       '0.05·K, which must exceed z/2): give --dp_clip, a larger K or a '
-       '--dp_noise_cohort'),
-      (accountant == 'rdp' or c.client_sampling == 'poisson',
-       '--dp_accountant=pld needs --client_sampling=poisson (dp_accounting '
-       'has no PLD of fixed-size sampling)'),
+    (
+      0 <= z < FLOAT32_MAX,
+      f'--dp_noise_multiplier must be a number >= 0, got {z}',
+    ),
+    (
+      clip is None or 0 < clip < FLOAT32_MAX,
+      f'--dp_clip must be a positive number, got {clip}',
+    ),
+    (
+      quantile is None or 0 < quantile < 1,
+      f'--dp_target_quantile must be in (0, 1), got {quantile}',
+    ),
+    (
+      delta is None or 0 < delta < 1,
+      f'--dp_delta must be in (0, 1), got {delta}',
+    ),
+    (m is None or m >= 1, f'--dp_noise_cohort must be >= 1, got {m}'),
+    (
+      m is None or k is None or m >= k,
+      f'--dp_noise_cohort must be >= --clients_per_round ({k}), got {m}: '
+      'the noise of fewer clients than take part is below theirs',
+    ),
+    (
+      m is None or num_clients is None or m <= num_clients,
+      f'--dp_noise_cohort={m} is more than the {num_clients} clients of '
+      f'{c.task}: a round cannot draw more clients than there are',
+    ),
+    (
+      c.dp_initial_clip is None or 0 < c.dp_initial_clip < FLOAT32_MAX,
+      f'--dp_initial_clip must be a positive number, got {c.dp_initial_clip}',
+    ),
+    (
+      c.dp_noise_seed is None or 0 <= c.dp_noise_seed <= MAX_SEED,
+      f'--dp_noise_seed must be in 0..{MAX_SEED}, got {c.dp_noise_seed}',
+    ),
+    (
+      accountant in ('rdp', 'pld'),
+      f'--dp_accountant must be rdp or pld, got {accountant!r}',
+    ),
+    (
+      c.client_sampling != 'proportional',
+      '--client_sampling=proportional '
+      'draws clients by their number of examples, which no DP accountant '
+      'here certifies: use uniform or poisson with --aggregator=dp',
+    ),
+    (
+      clip is not None or k is None or z < 0.1 * (c.dp_noise_cohort or k),
+      f'--dp_noise_multiplier={z:g} with adaptive clipping needs more than '
+      f'{10 * z:g} clients per round (TFF gives the clipped count noise '
+      '0.05·K, which must exceed z/2): give --dp_clip, a larger K or a '
+      '--dp_noise_cohort',
+    ),
+    (
+      accountant == 'rdp' or c.client_sampling == 'poisson',
+      '--dp_accountant=pld needs --client_sampling=poisson (dp_accounting '
+      'has no PLD of fixed-size sampling)',
+    ),
   ]
   for ok, message in checks:
     if not ok:
       raise ConfigError(message)
-  return dict(dp_noise_multiplier=z, dp_clip=clip,
-              dp_target_quantile=(aggregators.DEFAULT_TARGET_QUANTILE
-                                  if clip is None and quantile is None
-                                  else quantile),
-              dp_noise_cohort=c.dp_noise_cohort,
-              dp_initial_clip=c.dp_initial_clip,
-              dp_noise_seed=c.dp_noise_seed, dp_delta=delta,
-              dp_accountant=accountant,
-              dp_adjacency=dp_budget.ADJACENCY[c.client_sampling])
+  return dict(
+    dp_noise_multiplier=z,
+    dp_clip=clip,
+    dp_target_quantile=(
+      aggregators.DEFAULT_TARGET_QUANTILE
+      if clip is None and quantile is None
+      else quantile
+    ),
+    dp_noise_cohort=c.dp_noise_cohort,
+    dp_initial_clip=c.dp_initial_clip,
+    dp_noise_seed=c.dp_noise_seed,
+    dp_delta=delta,
+    dp_accountant=accountant,
+    dp_adjacency=dp_budget.ADJACENCY[c.client_sampling],
+  )
 
 
 def _aggregator(c: Config):
@@ -449,11 +545,15 @@ def _aggregator(c: Config):
   if c.aggregator == 'mean':
     return None
   return aggregators.AggregatorSettings(
-      kind=c.aggregator, clients_per_round=c.clients_per_round or 1,
-      seed=c.seed if c.dp_noise_seed is None else c.dp_noise_seed,
-      noise_multiplier=c.dp_noise_multiplier, clip=c.dp_clip,
-      target_quantile=c.dp_target_quantile, noise_cohort=c.dp_noise_cohort,
-      initial_clip=c.dp_initial_clip)
+    kind=c.aggregator,
+    clients_per_round=c.clients_per_round or 1,
+    seed=c.seed if c.dp_noise_seed is None else c.dp_noise_seed,
+    noise_multiplier=c.dp_noise_multiplier,
+    clip=c.dp_clip,
+    target_quantile=c.dp_target_quantile,
+    noise_cohort=c.dp_noise_cohort,
+    initial_clip=c.dp_initial_clip,
+  )
 
 
 def _check(c: Config, num_clients):
@@ -465,61 +565,95 @@ def _check(c: Config, num_clients):
     raise ConfigError(str(e)) from None
   k = c.clients_per_round
   checks = [
-      (num_clients is None or k is None or k <= num_clients,
-       f'--clients_per_round={k} is more than the {num_clients} clients '
-       f'of {c.task}' + (' (--client_sampling=poisson: q = K/N must be at '
-                         'most 1)' if c.client_sampling == 'poisson' else
-                         '')),
-      (c.rounds >= 1, f'--rounds must be >= 1, got {c.rounds}'),
-      (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
-      (c.epochs is None or c.epochs >= 1,
-       f'--epochs must be >= 1, got {c.epochs}'),
-      (c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
-       f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}'),
-      (c.client_lr is None or 0 < c.client_lr < FLOAT32_MAX,
-       f'--client_lr must be a positive number (below 3.4e38, float32\'s '
-       f'largest), got {c.client_lr}'),
-      (c.server_lr is None or 0 < c.server_lr < FLOAT32_MAX,
-       f'--server_lr must be a positive number (below 3.4e38, float32\'s '
-       f'largest), got {c.server_lr}'),
-      (c.mu is None or 0 <= c.mu < FLOAT32_MAX,
-       f'--mu must be a number >= 0 (below 3.4e38, float32\'s largest), '
-       f'got {c.mu}'),
-      (c.lam is None or 0 <= c.lam < FLOAT32_MAX,
-       f'--lam must be a number >= 0 (below 3.4e38, float32\'s largest), '
-       f'got {c.lam}'),
-      (all(abs(v) < FLOAT32_MAX for v in c.hparams.values()),
-       f'--hparam values must be numbers (finite in float32), got '
-       f'{c.hparams}'),
-      (0 <= c.straggler_fraction <= 1,
-       f'--straggler_fraction must be in [0, 1], got '
-       f'{c.straggler_fraction}'),
-      (c.straggler_policy in (None, 'drop', 'partial'),
-       f'--straggler_policy must be drop or partial, got '
-       f'{c.straggler_policy!r}'),
-      (c.client_weighting in (None, 'uniform', 'num_examples'),
-       f'--client_weighting must be uniform or num_examples, got '
-       f'{c.client_weighting!r}'),
-      (c.eval_every >= 1, '--eval_every must be >= 1'),
-      (c.eval_clients is None or c.eval_clients >= 1,
-       f'--eval_clients must be >= 1, got {c.eval_clients}'),
-      (c.eval_clients is None or num_clients is None or
-       c.eval_clients <= num_clients,
-       f'--eval_clients={c.eval_clients} is more than the {num_clients} '
-       f'clients of {c.task}'),
-      (c.train_fraction is None or 0 < c.train_fraction < 1,
-       f'--train_fraction must be in (0, 1), got {c.train_fraction}'),
-      (c.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),
-      (c.stop_at_accuracy is None or 0 < c.stop_at_accuracy <= 1,
-       f'--stop_at_target needs a --target_accuracy in (0, 1], got '
-       f'{c.stop_at_accuracy}'),
-      (0 <= c.seed <= MAX_SEED,
-       f'--seed must be in 0..{MAX_SEED}, got {c.seed}'),
-      (0 <= c.data_seed <= MAX_SEED,
-       f'--data_seed must be in 0..{MAX_SEED}, got {c.data_seed}'),
-      (c.client_execution in CLIENT_EXECUTIONS,
-       f'--client_execution must be one of {", ".join(CLIENT_EXECUTIONS)}, '
-       f'got {c.client_execution!r}'),
+    (
+      num_clients is None or k is None or k <= num_clients,
+      f'--clients_per_round={k} is more than the {num_clients} clients '
+      f'of {c.task}'
+      + (
+        ' (--client_sampling=poisson: q = K/N must be at most 1)'
+        if c.client_sampling == 'poisson'
+        else ''
+      ),
+    ),
+    (c.rounds >= 1, f'--rounds must be >= 1, got {c.rounds}'),
+    (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
+    (
+      c.epochs is None or c.epochs >= 1,
+      f'--epochs must be >= 1, got {c.epochs}',
+    ),
+    (
+      c.batch_size is None or c.batch_size == -1 or c.batch_size >= 1,
+      f'--batch_size must be >= 1 or -1 (B = ∞), got {c.batch_size}',
+    ),
+    (
+      c.client_lr is None or 0 < c.client_lr < FLOAT32_MAX,
+      f"--client_lr must be a positive number (below 3.4e38, float32's "
+      f'largest), got {c.client_lr}',
+    ),
+    (
+      c.server_lr is None or 0 < c.server_lr < FLOAT32_MAX,
+      f"--server_lr must be a positive number (below 3.4e38, float32's "
+      f'largest), got {c.server_lr}',
+    ),
+    (
+      c.mu is None or 0 <= c.mu < FLOAT32_MAX,
+      f"--mu must be a number >= 0 (below 3.4e38, float32's largest), "
+      f'got {c.mu}',
+    ),
+    (
+      c.lam is None or 0 <= c.lam < FLOAT32_MAX,
+      f"--lam must be a number >= 0 (below 3.4e38, float32's largest), "
+      f'got {c.lam}',
+    ),
+    (
+      all(abs(v) < FLOAT32_MAX for v in c.hparams.values()),
+      f'--hparam values must be numbers (finite in float32), got {c.hparams}',
+    ),
+    (
+      0 <= c.straggler_fraction <= 1,
+      f'--straggler_fraction must be in [0, 1], got {c.straggler_fraction}',
+    ),
+    (
+      c.straggler_policy in (None, 'drop', 'partial'),
+      f'--straggler_policy must be drop or partial, got {c.straggler_policy!r}',
+    ),
+    (
+      c.client_weighting in (None, 'uniform', 'num_examples'),
+      f'--client_weighting must be uniform or num_examples, got '
+      f'{c.client_weighting!r}',
+    ),
+    (c.eval_every >= 1, '--eval_every must be >= 1'),
+    (
+      c.eval_clients is None or c.eval_clients >= 1,
+      f'--eval_clients must be >= 1, got {c.eval_clients}',
+    ),
+    (
+      c.eval_clients is None
+      or num_clients is None
+      or c.eval_clients <= num_clients,
+      f'--eval_clients={c.eval_clients} is more than the {num_clients} '
+      f'clients of {c.task}',
+    ),
+    (
+      c.train_fraction is None or 0 < c.train_fraction < 1,
+      f'--train_fraction must be in (0, 1), got {c.train_fraction}',
+    ),
+    (c.dissimilarity_every >= 0, '--dissimilarity_every must be >= 0'),
+    (
+      c.stop_at_accuracy is None or 0 < c.stop_at_accuracy <= 1,
+      f'--stop_at_target needs a --target_accuracy in (0, 1], got '
+      f'{c.stop_at_accuracy}',
+    ),
+    (0 <= c.seed <= MAX_SEED, f'--seed must be in 0..{MAX_SEED}, got {c.seed}'),
+    (
+      0 <= c.data_seed <= MAX_SEED,
+      f'--data_seed must be in 0..{MAX_SEED}, got {c.data_seed}',
+    ),
+    (
+      c.client_execution in CLIENT_EXECUTIONS,
+      f'--client_execution must be one of {", ".join(CLIENT_EXECUTIONS)}, '
+      f'got {c.client_execution!r}',
+    ),
   ]
   for ok, message in checks:
     if not ok:

@@ -18,7 +18,6 @@ by hand from the same seed.
 
 import hashlib
 import json
-from typing import Optional
 import weakref
 
 import tensorflow as tf
@@ -38,21 +37,38 @@ class ClientDataSource(tff.program.FederatedDataSource):
     seed: seeds the selection of each round's clients (as `--seed` does).
   """
 
-  def __init__(self, client_data: tff.simulation.datasets.ClientData,
-               batch_size: int, seed: int = 0):
+  def __init__(
+    self,
+    client_data: tff.simulation.datasets.ClientData,
+    batch_size: int,
+    seed: int = 0,
+  ):
     if batch_size < 1:
       raise ValueError(f'batch_size must be >= 1, got {batch_size}')
     self._client_data = client_data
     self._batch_size = batch_size
     self._seed = seed
     spec = client_data.element_type_structure
-    self._federated_type = tff.FederatedType(tff.SequenceType(
-        tff.types.tensorflow_to_type(tf.nest.map_structure(
-            lambda s: tf.TensorSpec([None, *s.shape], s.dtype), spec))),
-                                             tff.CLIENTS)
-    self.key = hashlib.sha256(json.dumps(
-        [list(client_data.client_ids), batch_size, seed,
-         str(self._federated_type)]).encode()).hexdigest()[:16]
+    self._federated_type = tff.FederatedType(
+      tff.SequenceType(
+        tff.types.tensorflow_to_type(
+          tf.nest.map_structure(
+            lambda s: tf.TensorSpec([None, *s.shape], s.dtype), spec
+          )
+        )
+      ),
+      tff.CLIENTS,
+    )
+    self.key = hashlib.sha256(
+      json.dumps(
+        [
+          list(client_data.client_ids),
+          batch_size,
+          seed,
+          str(self._federated_type),
+        ]
+      ).encode()
+    ).hexdigest()[:16]
     _SOURCES[self.key] = self
 
   @property
@@ -65,7 +81,8 @@ class ClientDataSource(tff.program.FederatedDataSource):
   def dataset(self, client_id: str) -> tf.data.Dataset:
     """The client's examples, batched by B, in their order."""
     return self._client_data.create_tf_dataset_for_client(client_id).batch(
-        self._batch_size)
+      self._batch_size
+    )
 
   def clients(self, round_num: int, k: int) -> list[str]:
     """The ids of the k clients of round `round_num` (1, 2, ...)."""
@@ -85,17 +102,19 @@ class ClientDataIterator(tff.program.FederatedDataSourceIterator):
   def federated_type(self) -> tff.FederatedType:
     return self._source.federated_type
 
-  def select(self, k: Optional[int] = None) -> list[tf.data.Dataset]:
+  def select(self, k: int | None = None) -> list[tf.data.Dataset]:
     """The datasets of the next round's k clients."""
     if k is None or k < 1:
       raise ValueError(f'k must be a number of clients >= 1, got {k!r}')
     self._selections += 1
-    return [self._source.dataset(c)
-            for c in self._source.clients(self._selections, k)]
+    return [
+      self._source.dataset(c) for c in self._source.clients(self._selections, k)
+    ]
 
   def to_bytes(self) -> bytes:
-    return json.dumps(dict(source=self._source.key,
-                           selections=self._selections)).encode()
+    return json.dumps(
+      dict(source=self._source.key, selections=self._selections)
+    ).encode()
 
   @classmethod
   def from_bytes(cls, buffer: bytes) -> 'ClientDataIterator':
@@ -103,10 +122,11 @@ class ClientDataIterator(tff.program.FederatedDataSourceIterator):
     source = _SOURCES.get(saved['source'])
     if source is None:
       raise ValueError(
-          'the checkpoint\'s data source (key '
-          f'{saved["source"]}) is not open in this process: create the same '
-          'ClientDataSource (client data, batch size, seed) before loading '
-          'the program state')
+        "the checkpoint's data source (key "
+        f'{saved["source"]}) is not open in this process: create the same '
+        'ClientDataSource (client data, batch size, seed) before loading '
+        'the program state'
+      )
     return cls(source, saved['selections'])
 
   def __deepcopy__(self, memo):
@@ -117,4 +137,6 @@ class ClientDataIterator(tff.program.FederatedDataSourceIterator):
     if not isinstance(other, ClientDataIterator):
       return NotImplemented
     return (self._source.key, self._selections) == (
-        other._source.key, other._selections)
+      other._source.key,
+      other._selections,
+    )

@@ -29,8 +29,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.base import ALIGNMENT
 from tasks.base import aligned_empty
+from tasks.base import ALIGNMENT
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
@@ -47,9 +47,13 @@ def _joined(arrays):
   slices of one C-contiguous array (as `tasks.base.packed_clients` makes
   them): then a view of it."""
   first = arrays[0]
-  if all(a.flags.c_contiguous and a.dtype == first.dtype and
-         a.shape[1:] == first.shape[1:] and _root(a) is _root(first)
-         for a in arrays):
+  if all(
+    a.flags.c_contiguous
+    and a.dtype == first.dtype
+    and a.shape[1:] == first.shape[1:]
+    and _root(a) is _root(first)
+    for a in arrays
+  ):
     start = first.ctypes.data
     end = start
     for a in arrays:
@@ -61,11 +65,18 @@ def _joined(arrays):
       if isinstance(root, np.ndarray) and root.flags.c_contiguous:
         offset = start - root.ctypes.data
         if 0 <= offset and offset + (end - start) <= root.nbytes:
-          return np.ndarray((sum(len(a) for a in arrays),) + first.shape[1:],
-                            first.dtype, buffer=root, offset=offset)
-  return np.concatenate(arrays, out=aligned_empty(
-      (sum(len(a) for a in arrays),) + first.shape[1:],
-      np.result_type(*arrays)))
+          return np.ndarray(
+            (sum(len(a) for a in arrays),) + first.shape[1:],
+            first.dtype,
+            buffer=root,
+            offset=offset,
+          )
+  return np.concatenate(
+    arrays,
+    out=aligned_empty(
+      (sum(len(a) for a in arrays),) + first.shape[1:], np.result_type(*arrays)
+    ),
+  )
 
 
 def _tensor(array):
@@ -73,10 +84,12 @@ def _tensor(array):
   can take it so (C-contiguous, 64-byte aligned, a numeric dtype), else a
   copy (tf.constant); the array must not change afterwards. Either way
   the same values: the evaluation's results do not depend on it."""
-  if (array.flags.c_contiguous and array.size and
-      array.ctypes.data % ALIGNMENT == 0 and
-      array.dtype in (np.float32, np.float64, np.int32, np.int64,
-                      np.uint8)):
+  if (
+    array.flags.c_contiguous
+    and array.size
+    and array.ctypes.data % ALIGNMENT == 0
+    and array.dtype in (np.float32, np.float64, np.int32, np.int64, np.uint8)
+  ):
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
   return tf.constant(array)
 
@@ -94,25 +107,26 @@ class _AllClients:
 
   def __call__(self, data):
     if not data:
-      raise ValueError('evaluation needs at least one client\'s data')
+      raise ValueError("evaluation needs at least one client's data")
     key = tuple(id(a) for client in data for a in client.values())
     if key not in self._entries:
       if len(self._entries) == self._size:
         self._entries.popitem(last=False)
       sizes = [len(next(iter(client.values()))) for client in data]
       self._entries[key] = (
-          list(data),  # Keeps the ids in `key` from being reused.
-          collections.OrderedDict(
-              (name, _tensor(_joined([c[name] for c in data])))
-              for name in data[0]),
-          tf.constant(np.cumsum([0] + sizes), tf.int32))
+        list(data),  # Keeps the ids in `key` from being reused.
+        collections.OrderedDict(
+          (name, _tensor(_joined([c[name] for c in data]))) for name in data[0]
+        ),
+        tf.constant(np.cumsum([0] + sizes), tf.int32),
+      )
     self._entries.move_to_end(key)
     _, concatenated, splits = self._entries[key]
     return concatenated, splits
 
 
 _CLIENTS = _AllClients()  # Shared: evaluation and dissimilarity of a run
-                          # read the same training clients.
+# read the same training clients.
 
 
 def client_tensors(data):
@@ -139,17 +153,19 @@ class _InProcess:
     self.model = model_fn()
     self._template = tff.learning.models.ModelWeights.from_model(self.model)
     self.input_signature = [
-        [tf.TensorSpec(v.shape, v.dtype)
-         for v in tf.nest.flatten(self._template)],
-        model_ops.batched_spec(self.model.input_spec),
-        tf.TensorSpec([None], tf.int32)]
-    self._fresh_metrics = [v.numpy() for v in self.model.local_variables]
+      [
+        tf.TensorSpec(v.shape, v.dtype) for v in tf.nest.flatten(self._template)
+      ],
+      model_ops.batched_spec(self.model.input_spec),
+      tf.TensorSpec([None], tf.int32),
+    ]
+    self.fresh_metrics = [v.numpy() for v in self.model.local_variables]
     self.clients = _CLIENTS
 
   def function(self, python_function, autograph=True):
-    function = tf.function(python_function,
-                           input_signature=self.input_signature,
-                           autograph=autograph)
+    function = tf.function(
+      python_function, input_signature=self.input_signature, autograph=autograph
+    )
     function.get_concrete_function()
     return function
 
@@ -157,18 +173,18 @@ class _InProcess:
     return tf.nest.pack_sequence_as(self._template, flat_weights)
 
   def reset_metrics(self):
-    for variable, value in zip(self.model.local_variables,
-                               self._fresh_metrics):
+    for variable, value in zip(self.model.local_variables, self.fresh_metrics):
       variable.assign(value)
 
   @staticmethod
   def client(data, splits, k):
-    return tf.nest.map_structure(lambda t: t[splits[k]:splits[k + 1]], data)
+    return tf.nest.map_structure(lambda t: t[splits[k] : splits[k + 1]], data)
 
   def __call__(self, function, weights, data):
     """function(flat weights, concatenated data, splits) on these clients."""
-    return function([tf.constant(w) for w in tf.nest.flatten(weights)],
-                    *self.clients(data))
+    return function(
+      [tf.constant(w) for w in tf.nest.flatten(weights)], *self.clients(data)
+    )
 
 
 def _method(model, name):
@@ -242,23 +258,30 @@ def _evaluate_with_matches(model, weights, data, splits):
     batch = model_ops.chunk(data, start)
     predictions = forward_pass(batch, training=False).predictions
     matches = tf.keras.metrics.sparse_categorical_accuracy(
-        _labels(batch), predictions)
+      _labels(batch), predictions
+    )
     rows = tf.shape(matches)[0]
     per_row = tf.reshape(matches, [rows, -1])  # Sequences: matches per row.
-    clients = client_of_row[start:start + rows]
+    clients = client_of_row[start : start + rows]
     correct += tf.math.unsorted_segment_sum(
-        tf.cast(tf.reduce_sum(per_row, axis=1), tf.int64), clients,
-        num_clients)
+      tf.cast(tf.reduce_sum(per_row, axis=1), tf.int64), clients, num_clients
+    )
     counted += tf.math.unsorted_segment_sum(
-        tf.fill([rows], tf.cast(tf.shape(per_row)[1], tf.int64)), clients,
-        num_clients)
+      tf.fill([rows], tf.cast(tf.shape(per_row)[1], tf.int64)),
+      clients,
+      num_clients,
+    )
     return start + model_ops.CHUNK_SIZE, correct, counted
 
   zeros = tf.zeros([num_clients], tf.int64)
   _, correct, counted = tf.while_loop(
-      lambda start, *_: start < size, body, (tf.constant(0), zeros, zeros))
-  return (_method(model, 'report_local_unfinalized_metrics')(),
-          tf.cast(correct, tf.float64), tf.cast(counted, tf.float64))
+    lambda start, *_: start < size, body, (tf.constant(0), zeros, zeros)
+  )
+  return (
+    _method(model, 'report_local_unfinalized_metrics')(),
+    tf.cast(correct, tf.float64),
+    tf.cast(counted, tf.float64),
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,6 +297,7 @@ class ClientAccuracy:
       is Σ correct / Σ counted: the counted-weighted mean of the clients'.
     num_examples: int64[num_clients], the client's examples (n_k).
   """
+
   correct: np.ndarray
   counted: np.ndarray
   num_examples: np.ndarray
@@ -287,16 +311,25 @@ class ClientAccuracy:
 
 # The distribution of the clients' test accuracy: metrics.csv's columns.
 _STATISTICS = collections.OrderedDict(
-    p10='10th percentile', p50='median', p90='90th percentile',
-    min='minimum', std='standard deviation (population)')
+  p10='10th percentile',
+  p50='median',
+  p90='90th percentile',
+  min='minimum',
+  std='standard deviation (population)',
+)
 CLIENT_ACCURACY_COLUMNS = collections.OrderedDict(
-    (f'client_test_accuracy_{name}', f'{what} of the clients\' own test '
-     'accuracy (unweighted over the clients with test data)')
-    for name, what in _STATISTICS.items())
+  (
+    f'client_test_accuracy_{name}',
+    f"{what} of the clients' own test "
+    'accuracy (unweighted over the clients with test data)',
+  )
+  for name, what in _STATISTICS.items()
+)
 
 
-def client_accuracy_summary(accuracy, counted,
-                            prefix: str = 'client_test_accuracy'):
+def client_accuracy_summary(
+  accuracy, counted, prefix: str = 'client_test_accuracy'
+):
   """The spread of accuracy across clients: OrderedDict of `prefix` +
   '_p10', '_p50', '_p90', '_min', '_std' over the clients with data.
 
@@ -320,9 +353,11 @@ def client_accuracy_summary(accuracy, counted,
   accuracy = np.asarray(accuracy, np.float64)
   counted = np.asarray(counted)
   if accuracy.ndim != 1 or accuracy.shape != counted.shape:
-    raise ValueError('accuracy and counted must be 1-D arrays of one value '
-                     f'per client, got shapes {accuracy.shape} and '
-                     f'{counted.shape}')
+    raise ValueError(
+      'accuracy and counted must be 1-D arrays of one value '
+      f'per client, got shapes {accuracy.shape} and '
+      f'{counted.shape}'
+    )
   if np.any(counted < 0):
     raise ValueError('counted must be >= 0 for every client')
   with_data = accuracy[counted > 0]
@@ -330,19 +365,24 @@ def client_accuracy_summary(accuracy, counted,
     raise ValueError('a client with data has an accuracy that is not finite')
   names = tuple(_STATISTICS)
   if not with_data.size:
-    return collections.OrderedDict((f'{prefix}_{n}', float('nan'))
-                                   for n in names)
+    return collections.OrderedDict(
+      (f'{prefix}_{n}', float('nan')) for n in names
+    )
   p10, p50, p90 = np.percentile(with_data, [10, 50, 90], method='linear')
   values = (p10, p50, p90, with_data.min(), with_data.std(ddof=0))
   return collections.OrderedDict(
-      (f'{prefix}_{n}', float(v)) for n, v in zip(names, values))
+    (f'{prefix}_{n}', float(v)) for n, v in zip(names, values)
+  )
 
 
 def _client_gradient(model, weights, data):
   """(∇F_k(w), ‖∇F_k(w)‖², n_k) of one client."""
   gradient = model_ops.client_gradient(model, weights, data)
-  return (gradient, measurements.squared_norm(gradient),
-          tf.cast(model_ops.num_examples(data), tf.float32))
+  return (
+    gradient,
+    measurements.squared_norm(gradient),
+    tf.cast(model_ops.num_examples(data), tf.float32),
+  )
 
 
 class Evaluation:
@@ -363,15 +403,18 @@ class Evaluation:
   def with_clients(self, weights, data):
     if not self.per_client_accuracy:
       raise ValueError(
-          'this model\'s accuracy is not one per-client accuracy can be '
-          'taken from: it must be named \'accuracy\' and be a Keras '
-          'SparseCategoricalAccuracy, or a Keras mean for a model evaluated '
-          'client by client (per_client_metrics)')
+        "this model's accuracy is not one per-client accuracy can be "
+        "taken from: it must be named 'accuracy' and be a Keras "
+        'SparseCategoricalAccuracy, or a Keras mean for a model evaluated '
+        'client by client (per_client_metrics)'
+      )
     total, correct, counted = self._run(weights, data)
     num_examples = np.asarray(
-        [len(next(iter(client.values()))) for client in data], np.int64)
+      [len(next(iter(client.values()))) for client in data], np.int64
+    )
     return self._finalize(total), ClientAccuracy(
-        correct.numpy(), counted.numpy(), num_examples)
+      correct.numpy(), counted.numpy(), num_examples
+    )
 
 
 # Rows of a pass of predictions across clients for a model evaluated by
@@ -380,8 +423,9 @@ class Evaluation:
 ROWS_PER_PASS = 1024
 
 
-def build_evaluation(model_fn, across_clients: bool = True,
-                     rows_per_pass: int = ROWS_PER_PASS) -> Evaluation:
+def build_evaluation(
+  model_fn, across_clients: bool = True, rows_per_pass: int = ROWS_PER_PASS
+) -> Evaluation:
   """(weights, [client data]) → OrderedDict of the model's metrics over all
   clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
   tasks here), computed in this process (an `Evaluation`, whose
@@ -409,16 +453,22 @@ def build_evaluation(model_fn, across_clients: bool = True,
   # trace, which eager tf.function tracing refuses: their Python functions,
   # traced once into one function (`_finalizing_function`).
   finalizers = collections.OrderedDict(
-      (name, getattr(finalize, 'python_function', finalize))
-      for name, finalize in model.metric_finalizers().items())
+    (name, getattr(finalize, 'python_function', finalize))
+    for name, finalize in model.metric_finalizers().items()
+  )
   per_client = getattr(model_fn, 'per_client_metrics', False)
   accuracy = _accuracy_metric(model)
-  by_matches = (not per_client and
-                type(accuracy) is tf.keras.metrics.SparseCategoricalAccuracy)
+  by_matches = (
+    not per_client
+    and type(accuracy) is tf.keras.metrics.SparseCategoricalAccuracy
+  )
   by_state = per_client and isinstance(accuracy, tf.keras.metrics.Mean)
-  across_clients = (per_client and across_clients and
-                    hasattr(model, 'get_metrics') and
-                    hasattr(model, 'predict_on_batch'))
+  across_clients = (
+    per_client
+    and across_clients
+    and hasattr(model, 'get_metrics')
+    and hasattr(model, 'predict_on_batch')
+  )
 
   def summed_metrics(flat_weights, data, splits):
     """(Σ_k client k's unfinalized metrics (what TFF's federated_sum
@@ -439,19 +489,23 @@ def build_evaluation(model_fn, across_clients: bool = True,
         return _evaluate_with_matches(model, weights, data, splits)
       return _evaluate_client(model, weights, data), zeros, zeros
     if across_clients:
-      total, states = _across_clients(local, weights, data, splits, by_state,
-                                      rows_per_pass)
+      total, states = _across_clients(
+        local, weights, data, splits, by_state, rows_per_pass
+      )
     else:
-      total, states = _client_by_client(local, weights, data, splits,
-                                        by_state)
+      total, states = _client_by_client(local, weights, data, splits, by_state)
     if not by_state:
       return total, zeros, zeros
     return total, states[:, 0], states[:, 1]
 
   summed_metrics = local.function(summed_metrics, autograph=False)
-  return Evaluation(functools.partial(local, summed_metrics), _finalize(
+  return Evaluation(
+    functools.partial(local, summed_metrics),
+    _finalize(
       finalizers, summed_metrics.get_concrete_function().structured_outputs[0]
-  ), by_matches or by_state)
+    ),
+    by_matches or by_state,
+  )
 
 
 def _client_by_client(local, weights, data, splits, by_state):
@@ -462,22 +516,30 @@ def _client_by_client(local, weights, data, splits, by_state):
   model = local.model
   num_clients = tf.size(splits) - 1
   total = tf.nest.map_structure(
-      tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')())
-  accuracy_states = tf.TensorArray(tf.float64, size=num_clients,
-                                   element_shape=[2])
+    tf.zeros_like, _method(model, 'report_local_unfinalized_metrics')()
+  )
+  accuracy_states = tf.TensorArray(
+    tf.float64, size=num_clients, element_shape=[2]
+  )
 
   def body(k, total, accuracy_states):
     local.reset_metrics()
     metrics = _evaluate_client(model, weights, local.client(data, splits, k))
     if by_state:  # A Keras mean's state: [total, count].
-      accuracy_states = accuracy_states.write(k, tf.cast(
-          tf.stack(metrics['accuracy']), tf.float64))
-    return (k + 1, tf.nest.map_structure(tf.add, total, metrics),
-            accuracy_states)
+      accuracy_states = accuracy_states.write(
+        k, tf.cast(tf.stack(metrics['accuracy']), tf.float64)
+      )
+    return (
+      k + 1,
+      tf.nest.map_structure(tf.add, total, metrics),
+      accuracy_states,
+    )
 
   _, total, accuracy_states = tf.while_loop(
-      lambda k, *_: k < num_clients, body,
-      (tf.constant(0), total, accuracy_states))
+    lambda k, *_: k < num_clients,
+    body,
+    (tf.constant(0), total, accuracy_states),
+  )
   return total, tf.reshape(accuracy_states.stack(), [-1, 2])
 
 
@@ -490,11 +552,17 @@ def _client_chunks(splits):
   counts = (sizes + model_ops.CHUNK_SIZE - 1) // model_ops.CHUNK_SIZE
   client = tf.repeat(tf.range(tf.size(sizes)), counts)
   index = tf.range(tf.reduce_sum(counts)) - tf.gather(
-      tf.cumsum(counts, exclusive=True), client)
+    tf.cumsum(counts, exclusive=True), client
+  )
   start = tf.gather(splits, client) + index * model_ops.CHUNK_SIZE
   end = tf.minimum(start + model_ops.CHUNK_SIZE, tf.gather(splits, client + 1))
-  return start, end, client, tf.equal(index, 0), tf.equal(
-      index, tf.gather(counts, client) - 1)
+  return (
+    start,
+    end,
+    client,
+    tf.equal(index, 0),
+    tf.equal(index, tf.gather(counts, client) - 1),
+  )
 
 
 def _across_clients(local, weights, data, splits, by_state, rows_per_pass):
@@ -510,7 +578,7 @@ def _across_clients(local, weights, data, splits, by_state, rows_per_pass):
   model_ops.assign_weights(model, weights)
   predict = _method(model, 'predict_on_batch')
   report = _method(model, 'report_local_unfinalized_metrics')
-  fresh = [tf.constant(v) for v in local._fresh_metrics]  # pylint: disable=protected-access
+  fresh = [tf.constant(v) for v in local.fresh_metrics]
   starts, ends, clients, firsts, lasts = _client_chunks(splits)
   inputs, labels = _features(data), _labels(data)
   slice_rows = lambda t, a, b: tf.nest.map_structure(lambda x: x[a:b], t)
@@ -520,38 +588,45 @@ def _across_clients(local, weights, data, splits, by_state, rows_per_pass):
       variable.assign(tf.where(firsts[i], value, variable))
     for metric in model.get_metrics():  # TFF's Keras forward pass's call.
       metric.update_state(
-          y_true=slice_rows(labels, starts[i], ends[i]),
-          y_pred=slice_rows(predictions, starts[i] - offset,
-                            ends[i] - offset))
+        y_true=slice_rows(labels, starts[i], ends[i]),
+        y_pred=slice_rows(predictions, starts[i] - offset, ends[i] - offset),
+      )
     metrics = report()
     total = tf.nest.map_structure(
-        lambda t, m: t + tf.where(lasts[i], m, tf.zeros_like(m)),
-        total, metrics)
+      lambda t, m: t + tf.where(lasts[i], m, tf.zeros_like(m)), total, metrics
+    )
     if by_state:  # A Keras mean's state: [total, count].
       state = tf.cast(tf.stack(metrics['accuracy']), tf.float64)
       states = tf.tensor_scatter_nd_add(
-          states, [[clients[i]]],
-          [tf.where(lasts[i], state, tf.zeros_like(state))])
+        states,
+        [[clients[i]]],
+        [tf.where(lasts[i], state, tf.zeros_like(state))],
+      )
     return total, states
 
   def one_pass(i, total, states):
     start = starts[i]
-    end_chunk = tf.maximum(i + 1, tf.searchsorted(
-        ends, [start + rows_per_pass], side='right')[0])
-    predictions = predict(slice_rows(inputs, start, ends[end_chunk - 1]),
-                          training=False)
+    end_chunk = tf.maximum(
+      i + 1, tf.searchsorted(ends, [start + rows_per_pass], side='right')[0]
+    )
+    predictions = predict(
+      slice_rows(inputs, start, ends[end_chunk - 1]), training=False
+    )
     _, total, states = tf.while_loop(
-        lambda j, *_: j < end_chunk,
-        lambda j, total, states: (j + 1, *one_chunk(
-            j, start, predictions, total, states)),
-        (i, total, states))
+      lambda j, *_: j < end_chunk,
+      lambda j, total, states: (
+        j + 1,
+        *one_chunk(j, start, predictions, total, states),
+      ),
+      (i, total, states),
+    )
     return end_chunk, total, states
 
   total = tf.nest.map_structure(tf.zeros_like, report())
   states = tf.zeros([tf.size(splits) - 1, 2], tf.float64)
   _, total, states = tf.while_loop(
-      lambda i, *_: i < tf.size(starts), one_pass,
-      (tf.constant(0), total, states))
+    lambda i, *_: i < tf.size(starts), one_pass, (tf.constant(0), total, states)
+  )
   return total, states
 
 
@@ -564,10 +639,12 @@ def _finalize(finalizers, totals):
   def finalize(total):
     if finalize_all is None:
       return collections.OrderedDict(
-          (name, tf.convert_to_tensor(finalizer(total[name])).numpy())
-          for name, finalizer in finalizers.items())
+        (name, tf.convert_to_tensor(finalizer(total[name])).numpy())
+        for name, finalizer in finalizers.items()
+      )
     return collections.OrderedDict(
-        (name, value.numpy()) for name, value in finalize_all(total).items())
+      (name, value.numpy()) for name, value in finalize_all(total).items()
+    )
 
   return finalize
 
@@ -582,16 +659,19 @@ def _finalizing_function(finalizers, totals):
   time). None if they cannot be traced so (then they are called eagerly).
   """
   specs = tf.nest.map_structure(
-      lambda t: tf.TensorSpec(t.shape, t.dtype), totals)
+    lambda t: tf.TensorSpec(t.shape, t.dtype), totals
+  )
 
   def finalize_all(total):
     return collections.OrderedDict(
-        (name, tf.convert_to_tensor(finalize(list(total[name]))))
-        for name, finalize in finalizers.items())
+      (name, tf.convert_to_tensor(finalize(list(total[name]))))
+      for name, finalize in finalizers.items()
+    )
 
   try:
-    function = tf.function(finalize_all, input_signature=[specs],
-                           autograph=False)
+    function = tf.function(
+      finalize_all, input_signature=[specs], autograph=False
+    )
     function.get_concrete_function()
   except (TypeError, ValueError):
     return None
@@ -611,13 +691,16 @@ def build_dissimilarity(model_fn):
     # Σ_k n_k v_k / Σ_k n_k, summed in client order from zero.
     weights = local.weights(flat_weights)
     num_clients = tf.size(splits) - 1
-    gradients = [tf.TensorArray(tf.float32, size=num_clients,
-                                element_shape=shape) for shape in shapes]
+    gradients = [
+      tf.TensorArray(tf.float32, size=num_clients, element_shape=shape)
+      for shape in shapes
+    ]
     weighted_sum = [tf.zeros(shape) for shape in shapes]
     n_sum, norms_sum = tf.constant(0.0), tf.constant(0.0)
     for k in tf.range(num_clients):
       gradient, squared_norm, n = _client_gradient(
-          local.model, weights, local.client(data, splits, k))
+        local.model, weights, local.client(data, splits, k)
+      )
       gradient = tf.nest.flatten(gradient)
       gradients = [a.write(k, g) for a, g in zip(gradients, gradient)]
       weighted_sum = [s + g * n for s, g in zip(weighted_sum, gradient)]
@@ -627,18 +710,20 @@ def build_dissimilarity(model_fn):
     distances_sum = tf.constant(0.0)
     for k in tf.range(num_clients):
       distances_sum += measurements.squared_norm(
-          [a.read(k) - g for a, g in zip(gradients, global_gradient)]
+        [a.read(k) - g for a, g in zip(gradients, global_gradient)]
       ) * tf.cast(splits[k + 1] - splits[k], tf.float32)
     return collections.OrderedDict(
-        grad_variance=distances_sum / n_sum,
-        grad_dissimilarity=tf.sqrt((norms_sum / n_sum) /
-                  measurements.squared_norm(global_gradient)))
+      grad_variance=distances_sum / n_sum,
+      grad_dissimilarity=tf.sqrt(
+        (norms_sum / n_sum) / measurements.squared_norm(global_gradient)
+      ),
+    )
 
   dissimilarity_fn = local.function(dissimilarity_fn)
 
   def dissimilarity(weights, data):
     return collections.OrderedDict(
-        (k, v.numpy())
-        for k, v in local(dissimilarity_fn, weights, data).items())
+      (k, v.numpy()) for k, v in local(dissimilarity_fn, weights, data).items()
+    )
 
   return dissimilarity

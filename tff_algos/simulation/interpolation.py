@@ -53,8 +53,11 @@ POINTS = 50
 KEY_THETAS = (0.0, 0.5, 1.0)
 INDEPENDENT, SHARED = 'independent', 'shared'
 CASES = (INDEPENDENT, SHARED)
-TITLES = {INDEPENDENT: 'Independent initialization',  # The paper's panel
-          SHARED: 'Common initialization'}              # titles.
+# The paper's panel titles.
+TITLES = {
+  INDEPENDENT: 'Independent initialization',
+  SHARED: 'Common initialization',
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +70,7 @@ class SgdSettings:
     batch_size: examples per step.
     learning_rate: the fixed step size.
   """
+
   examples: int
   updates: int
   batch_size: int
@@ -76,8 +80,10 @@ class SgdSettings:
     if self.examples < 1 or self.updates < 1 or self.batch_size < 1:
       raise ValueError(f'examples, updates and batch_size must be >= 1: {self}')
     if self.batch_size > self.examples:
-      raise ValueError(f'batch_size {self.batch_size} is larger than the '
-                       f'{self.examples} examples of a model')
+      raise ValueError(
+        f'batch_size {self.batch_size} is larger than the '
+        f'{self.examples} examples of a model'
+      )
     if not self.learning_rate > 0:
       raise ValueError(f'learning_rate must be > 0, got {self.learning_rate}')
 
@@ -89,42 +95,45 @@ class SgdSettings:
     return math.ceil(self.updates / batches_per_epoch)
 
 
-PAPER_SGD = SgdSettings(examples=600, updates=240, batch_size=50,
-                        learning_rate=0.1)
+PAPER_SGD = SgdSettings(
+  examples=600, updates=240, batch_size=50, learning_rate=0.1
+)
 # What the paper's text fixes, in its words, and what it leaves to us.
 FROM_PAPER = (
-    '600 examples per model: "non-overlapping IID samples of 600 examples '
-    'from the MNIST training set"',
-    'SGD, learning rate 0.1, 240 updates, batch size 50: "Training was via '
-    'SGD with a fixed learning rate of 0.1 for 240 updates on minibatches '
-    'of size 50 (or E = 20 passes over the mini-datasets of size 600)"',
-    'model: "the 2NN multi-layer perceptron described in Section 3" (two '
-    '200-unit ReLU layers)',
-    'θ: "50 evenly spaced values θ ∈ [−0.2, 1.2]"; loss "on the full MNIST '
-    'training set"',
+  '600 examples per model: "non-overlapping IID samples of 600 examples '
+  'from the MNIST training set"',
+  'SGD, learning rate 0.1, 240 updates, batch size 50: "Training was via '
+  'SGD with a fixed learning rate of 0.1 for 240 updates on minibatches '
+  'of size 50 (or E = 20 passes over the mini-datasets of size 600)"',
+  'model: "the 2NN multi-layer perceptron described in Section 3" (two '
+  '200-unit ReLU layers)',
+  'θ: "50 evenly spaced values θ ∈ [−0.2, 1.2]"; loss "on the full MNIST '
+  'training set"',
 )
 CHOICES = (
-    'initialization: the model\'s own (Glorot-uniform kernels, zero '
-    'biases), seeds drawn from --seed',
-    'minibatches: each pass a fresh random permutation of the 600 '
-    'examples, cut into batches of 50',
-    'both panels train on the same two datasets with the same minibatch '
-    'orders; only the initialization differs (w is the same model in both)',
-    'loss: mean cross-entropy of the model over all 60,000 training '
-    'examples, pixels scaled to [0, 1]',
-    'θ = 0.5 is evaluated too (not on the 50-point grid)',
+  "initialization: the model's own (Glorot-uniform kernels, zero "
+  'biases), seeds drawn from --seed',
+  'minibatches: each pass a fresh random permutation of the 600 '
+  'examples, cut into batches of 50',
+  'both panels train on the same two datasets with the same minibatch '
+  'orders; only the initialization differs (w is the same model in both)',
+  'loss: mean cross-entropy of the model over all 60,000 training '
+  'examples, pixels scaled to [0, 1]',
+  'θ = 0.5 is evaluated too (not on the 50-point grid)',
 )
 
 
 class _Stream(enum.IntEnum):
   """Independent random streams drawn from the seed, one per kind of draw
   (offset from `sampling`'s streams, whose keys have another length)."""
+
   DATA = 100
   INITIALIZATION = 101
 
 
-def theta_grid(points: int = POINTS, low: float = THETA_LOW,
-               high: float = THETA_HIGH) -> np.ndarray:
+def theta_grid(
+  points: int = POINTS, low: float = THETA_LOW, high: float = THETA_HIGH
+) -> np.ndarray:
   """`points` evenly spaced θ from `low` to `high`.
 
   Rounded to 12 decimals: np.linspace puts the paper's θ = 0 at −2.8e−17,
@@ -146,9 +155,13 @@ def mix(w, w_prime, theta: float):
   gives w′ bit for bit."""
   theta = float(theta)
   return tf.nest.map_structure(
-      lambda a, b: (theta * np.asarray(a, np.float64) + (1.0 - theta) *
-                    np.asarray(b, np.float64)).astype(np.asarray(a).dtype),
-      w, w_prime)
+    lambda a, b: (
+      theta * np.asarray(a, np.float64)
+      + (1.0 - theta) * np.asarray(b, np.float64)
+    ).astype(np.asarray(a).dtype),
+    w,
+    w_prime,
+  )
 
 
 class SgdTrainer:
@@ -165,19 +178,28 @@ class SgdTrainer:
   def __init__(self, model_fn):
     self._model = model_ops.variable_model_fn(model_fn)()
     self._template = tff.learning.models.ModelWeights.from_model(self._model)
-    weight_specs = [tf.TensorSpec(v.shape, v.dtype)
-                    for v in tf.nest.flatten(self._template)]
-    self._train = tf.function(self._train_steps, input_signature=[
-        weight_specs, model_ops.batched_spec(self._model.input_spec),
-        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
-        tf.TensorSpec([], tf.float32)])
+    weight_specs = [
+      tf.TensorSpec(v.shape, v.dtype) for v in tf.nest.flatten(self._template)
+    ]
+    self._train = tf.function(
+      self._train_steps,
+      input_signature=[
+        weight_specs,
+        model_ops.batched_spec(self._model.input_spec),
+        tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([], tf.float32),
+      ],
+    )
     self._train.get_concrete_function()
 
-  def _train_steps(self, flat_weights, data, example_order, batch_ends,
-                   learning_rate):
+  def _train_steps(
+    self, flat_weights, data, example_order, batch_ends, learning_rate
+  ):
     model = self._model
     model_ops.assign_weights(
-        model, tf.nest.pack_sequence_as(self._template, flat_weights))
+      model, tf.nest.pack_sequence_as(self._template, flat_weights)
+    )
     start = tf.constant(0)
     for end in batch_ends:
       batch = model_ops.take(data, example_order[start:end])
@@ -187,18 +209,26 @@ class SgdTrainer:
       for variable, gradient in zip(model.trainable_variables, gradients):
         variable.assign_sub(learning_rate * tf.convert_to_tensor(gradient))
       start = end
-    return [tf.identity(v) for v in tf.nest.flatten(
-        tff.learning.models.ModelWeights.from_model(model))]
+    return [
+      tf.identity(v)
+      for v in tf.nest.flatten(
+        tff.learning.models.ModelWeights.from_model(model)
+      )
+    ]
 
-  def __call__(self, initial_weights, data, example_order, batch_ends,
-               learning_rate: float):
+  def __call__(
+    self, initial_weights, data, example_order, batch_ends, learning_rate: float
+  ):
     """The weights after one SGD step per minibatch: minibatch i is
     `data[example_order[batch_ends[i-1]:batch_ends[i]]]` (from 0 for the
     first). Returns a `tff.learning.models.ModelWeights` of numpy arrays."""
-    flat = self._train([tf.constant(w) for w in tf.nest.flatten(
-        initial_weights)], data, tf.constant(example_order, tf.int32),
-                       tf.constant(batch_ends, tf.int32),
-                       tf.constant(learning_rate, tf.float32))
+    flat = self._train(
+      [tf.constant(w) for w in tf.nest.flatten(initial_weights)],
+      data,
+      tf.constant(example_order, tf.int32),
+      tf.constant(batch_ends, tf.int32),
+      tf.constant(learning_rate, tf.float32),
+    )
     return tf.nest.pack_sequence_as(self._template, [t.numpy() for t in flat])
 
 
@@ -208,21 +238,24 @@ def sgd_schedule(settings: SgdSettings, seed: int, model_index: int):
   schedule of a client (each pass a fresh permutation, minibatches of
   `batch_size`, the last of a pass smaller when it does not divide),
   cut after the last update."""
-  sampler = sampling.ClientSampler(num_clients=2, clients_per_round=2,
-                                   epochs=settings.epochs, seed=seed)
+  sampler = sampling.ClientSampler(
+    num_clients=2, clients_per_round=2, epochs=settings.epochs, seed=seed
+  )
   order, ends = sampler.minibatch_schedule(
-      0, model_index, settings.examples, settings.epochs,
-      settings.batch_size)
-  ends = ends[:settings.updates]
-  return order[:ends[-1]], ends
+    0, model_index, settings.examples, settings.epochs, settings.batch_size
+  )
+  ends = ends[: settings.updates]
+  return order[: ends[-1]], ends
 
 
 def disjoint_subsets(pool_size: int, count: int, size: int, seed: int):
   """`count` disjoint sets of `size` row indices of a pool of `pool_size`
   rows, drawn uniformly without replacement (each sorted)."""
   if count * size > pool_size:
-    raise ValueError(f'{count} disjoint sets of {size} examples need '
-                     f'{count * size}, but the training set has {pool_size}')
+    raise ValueError(
+      f'{count} disjoint sets of {size} examples need '
+      f'{count * size}, but the training set has {pool_size}'
+    )
   rng = np.random.default_rng([seed, int(_Stream.DATA)])
   drawn = rng.choice(pool_size, count * size, replace=False)
   return [np.sort(part) for part in np.split(drawn, count)]
@@ -243,9 +276,17 @@ def _rows(clients, indices):
   offsets = np.concatenate([[0], np.cumsum(sizes)])
   owner = np.searchsorted(offsets, indices, side='right') - 1
   return collections.OrderedDict(
-      (name, np.concatenate([clients[k][name][indices[owner == k] - offsets[k]]
-                             for k in np.unique(owner)]))
-      for name in clients[0])
+    (
+      name,
+      np.concatenate(
+        [
+          clients[k][name][indices[owner == k] - offsets[k]]
+          for k in np.unique(owner)
+        ]
+      ),
+    )
+    for name in clients[0]
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,6 +300,7 @@ class Curve:
     w, w_prime: the parents (`tff.learning.models.ModelWeights`).
     initialization_seeds: of w and of w′.
   """
+
   case: str
   thetas: np.ndarray
   losses: np.ndarray
@@ -285,10 +327,14 @@ class Curve:
     return min(self.loss_at(0.0), self.loss_at(1.0))
 
 
-def interpolation_curves(model_fn, train_clients, seed: int,
-                         points: int = POINTS,
-                         settings: SgdSettings = PAPER_SGD,
-                         on_progress=None) -> dict:
+def interpolation_curves(
+  model_fn,
+  train_clients,
+  seed: int,
+  points: int = POINTS,
+  settings: SgdSettings = PAPER_SGD,
+  on_progress=None,
+) -> dict:
   """Figure 1 of McMahan et al. 2017: {case: `Curve`} for INDEPENDENT and
   SHARED.
 
@@ -311,28 +357,37 @@ def interpolation_curves(model_fn, train_clients, seed: int,
   subsets = disjoint_subsets(sum(sizes), 2, settings.examples, seed)
   datasets = [_rows(train_clients, s) for s in subsets]
   seed_w, seed_w_prime = initialization_seeds(seed)
-  initial = {s: learning.initial_model_weights(model_fn, s)
-             for s in (seed_w, seed_w_prime)}
+  initial = {
+    s: learning.initial_model_weights(model_fn, s)
+    for s in (seed_w, seed_w_prime)
+  }
   trainer = SgdTrainer(model_fn)
   evaluate = evaluation_lib.build_evaluation(model_fn)
   schedules = [sgd_schedule(settings, seed, k) for k in (0, 1)]
 
   def train(init_seed, k):
     data = collections.OrderedDict(
-        (name, tf.constant(array)) for name, array in datasets[k].items())
-    return trainer(initial[init_seed], data, *schedules[k],
-                   settings.learning_rate)
+      (name, tf.constant(array)) for name, array in datasets[k].items()
+    )
+    return trainer(
+      initial[init_seed], data, *schedules[k], settings.learning_rate
+    )
 
   w = train(seed_w, 0)
-  parents = {INDEPENDENT: (w, train(seed_w_prime, 1), (seed_w, seed_w_prime)),
-             SHARED: (w, train(seed_w, 1), (seed_w, seed_w))}
+  parents = {
+    INDEPENDENT: (w, train(seed_w_prime, 1), (seed_w, seed_w_prime)),
+    SHARED: (w, train(seed_w, 1), (seed_w, seed_w)),
+  }
   say(f'trained 3 models ({settings.updates} SGD updates each)')
   thetas = evaluated_thetas(points)
   curves = {}
   for case, (w, w_prime, init_seeds) in parents.items():
-    losses = np.asarray([
+    losses = np.asarray(
+      [
         float(evaluate(mix(w, w_prime, theta), train_clients)['loss'])
-        for theta in thetas])
+        for theta in thetas
+      ]
+    )
     curves[case] = Curve(case, thetas, losses, w, w_prime, init_seeds)
     say(f'{case}: {len(thetas)} θ evaluated on {sum(sizes):,} examples')
   return curves

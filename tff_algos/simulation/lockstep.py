@@ -41,9 +41,9 @@ nothing the package records reads them.
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping, Sequence
 import dataclasses
 import functools
-from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -69,13 +69,17 @@ UNROLL = 4
 CHUNK_SIZE = model_ops.CHUNK_SIZE
 # Layers whose training pass draws randomness or reads the batch: a lane
 # cannot reproduce them client by client.
-_STOCHASTIC_LAYERS = (tf.keras.layers.Dropout, tf.keras.layers.GaussianNoise,
-                      tf.keras.layers.GaussianDropout,
-                      tf.keras.layers.BatchNormalization)
+_STOCHASTIC_LAYERS = (
+  tf.keras.layers.Dropout,
+  tf.keras.layers.GaussianNoise,
+  tf.keras.layers.GaussianDropout,
+  tf.keras.layers.BatchNormalization,
+)
 
 
-def unavailable(model_fn, workers: str = '', only_where_it_pays: bool = True
-                ) -> str | None:
+def unavailable(
+  model_fn, workers: str = '', only_where_it_pays: bool = True
+) -> str | None:
   """Why clients training `model_fn`'s model do not run in lockstep here
   (a phrase for the run's header), or None when they may (if the
   algorithm's builder takes `learning.LockstepInput`). Decided before any
@@ -91,31 +95,44 @@ def unavailable(model_fn, workers: str = '', only_where_it_pays: bool = True
   if workers:
     return 'remote workers train the clients where they are'
   if not isinstance(model_fn, model_ops.KerasModelFn):
-    return ('the task\'s model_fn is not a learning.model_ops.KerasModelFn '
-            '(a Keras model with its loss)')
+    return (
+      "the task's model_fn is not a learning.model_ops.KerasModelFn "
+      '(a Keras model with its loss)'
+    )
   with tf.Graph().as_default():
     model = model_fn.keras_model_fn()
     loss = model_fn.loss_fn()
     layers = list(_layers(model))
     weights = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-  stochastic = [l.name for l in layers if isinstance(l, _STOCHASTIC_LAYERS)]
+  stochastic = [
+    layer.name for layer in layers if isinstance(layer, _STOCHASTIC_LAYERS)
+  ]
   if stochastic:
-    return (f'the model\'s layers {", ".join(stochastic)} draw randomness or '
-            'batch statistics in training')
+    return (
+      f"the model's layers {', '.join(stochastic)} draw randomness or "
+      'batch statistics in training'
+    )
   if getattr(loss, 'reduction', None) not in (
-      tf.keras.losses.Reduction.AUTO,
-      tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE):
-    return 'the model\'s loss is not a mean over the batch\'s examples'
+    tf.keras.losses.Reduction.AUTO,
+    tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE,
+  ):
+    return "the model's loss is not a mean over the batch's examples"
   if not only_where_it_pays:
     return None
-  recurrent = [l.name for l in layers if isinstance(l, tf.keras.layers.RNN)]
+  recurrent = [
+    layer.name for layer in layers if isinstance(layer, tf.keras.layers.RNN)
+  ]
   if recurrent:
-    return (f'its recurrent layers ({", ".join(recurrent)}) are faster per '
-            'client (--client_execution=lockstep runs them in lockstep)')
+    return (
+      f'its recurrent layers ({", ".join(recurrent)}) are faster per '
+      'client (--client_execution=lockstep runs them in lockstep)'
+    )
   if weights > MAX_WEIGHTS:
-    return (f'its {weights:,} weights are faster per client (over '
-            f'{MAX_WEIGHTS:,}; --client_execution=lockstep runs it in '
-            'lockstep)')
+    return (
+      f'its {weights:,} weights are faster per client (over '
+      f'{MAX_WEIGHTS:,}; --client_execution=lockstep runs it in '
+      'lockstep)'
+    )
   return None
 
 
@@ -134,6 +151,7 @@ class RoundPlan:
   slots] a client's first step; `finish`: [steps, slots] the client (its
   position among the round's) whose last step it is, else -1; per client
   its weight, local steps and examples processed."""
+
   indices: np.ndarray
   valid: np.ndarray
   start: np.ndarray
@@ -143,8 +161,9 @@ class RoundPlan:
   examples: np.ndarray
 
 
-def lanes(batches: Sequence[Sequence[np.ndarray]],
-          traced: Sequence[int] = ()) -> int:
+def lanes(
+  batches: Sequence[Sequence[np.ndarray]], traced: Sequence[int] = ()
+) -> int:
   """How many lanes a round's clients (their minibatches) take: about the
   fewest in which the longest client sets the round's steps (where a
   step's cost is TensorFlow's per op, a lane costs about as much as a
@@ -159,8 +178,12 @@ def lanes(batches: Sequence[Sequence[np.ndarray]],
   return next(n for n in _LANE_COUNTS if n >= needed)
 
 
-def pack(batches: Sequence[Sequence[np.ndarray]], slots: int,
-         batch_size: int, weights: Sequence[float]) -> RoundPlan:
+def pack(
+  batches: Sequence[Sequence[np.ndarray]],
+  slots: int,
+  batch_size: int,
+  weights: Sequence[float],
+) -> RoundPlan:
   """The plan of clients whose minibatches (example indices into the
   resident data, per step) are `batches`: each client into the least
   loaded of `slots` lanes, the longest first."""
@@ -179,14 +202,19 @@ def pack(batches: Sequence[Sequence[np.ndarray]], slots: int,
     for client in clients:
       start[step, lane] = True
       for batch in batches[client]:
-        indices[step, lane, :len(batch)] = batch
-        valid[step, lane, :len(batch)] = 1.0
+        indices[step, lane, : len(batch)] = batch
+        valid[step, lane, : len(batch)] = 1.0
         step += 1
       finish[step - 1, lane] = client
   return RoundPlan(
-      indices, valid, start, finish, np.asarray(weights, np.float32),
-      np.array([len(b) for b in batches], np.int32),
-      np.array([sum(len(x) for x in b) for b in batches], np.int64))
+    indices,
+    valid,
+    start,
+    finish,
+    np.asarray(weights, np.float32),
+    np.array([len(b) for b in batches], np.int32),
+    np.array([sum(len(x) for x in b) for b in batches], np.int64),
+  )
 
 
 class Engine:
@@ -194,9 +222,12 @@ class Engine:
   training, the clients' training data resident here, and the traced
   computation of a round (built once)."""
 
-  def __init__(self, process: learning.LockstepProcess,
-               train_arrays: Sequence[Mapping[str, np.ndarray]],
-               batch_size: int):
+  def __init__(
+    self,
+    process: learning.LockstepProcess,
+    train_arrays: Sequence[Mapping[str, np.ndarray]],
+    batch_size: int,
+  ):
     self._model_fn = process.model_fn
     self._local = process.local_training
     self._mean_of_updates = process.mean_of_updates
@@ -225,26 +256,43 @@ class Engine:
     if not schedules:  # A DP round without clients: noise on a zero sum.
       return []
     batches = [self._batches(*schedule) for schedule in schedules]
-    plan = pack(batches, lanes(batches, list(self._rounds)), self._batch_size,
-                [self._weights[client] for client, _, _ in schedules])
-    hparams = {k: tf.constant(v, tf.float32)
-               for k, v in state.client_work.items()}
+    plan = pack(
+      batches,
+      lanes(batches, list(self._rounds)),
+      self._batch_size,
+      [self._weights[client] for client, _, _ in schedules],
+    )
+    hparams = {
+      k: tf.constant(v, tf.float32) for k, v in state.client_work.items()
+    }
     updates, losses = self._traced(plan.start.shape[1])(
-        [tf.constant(w, tf.float32)
-         for w in state.global_model_weights.trainable],
-        hparams, plan.indices, plan.valid, plan.start, plan.finish,
-        len(schedules))
+      [
+        tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
+      ],
+      hparams,
+      plan.indices,
+      plan.valid,
+      plan.start,
+      plan.finish,
+      len(schedules),
+    )
     updates = [u.numpy() for u in updates]
     if self._gradient:  # ∇F_k = Σ_b n_b ∇F_b / n_k, as the per-client path.
-      n = np.array([self._sizes[client] for client, _, _ in schedules],
-                   np.float32)
+      n = np.array(
+        [self._sizes[client] for client, _, _ in schedules], np.float32
+      )
       updates = [u / n.reshape((-1,) + (1,) * (u.ndim - 1)) for u in updates]
     computed = Computed(
-        updates, plan.weights,
-        plan.steps if not self._gradient else np.ones_like(plan.steps),
-        sum(np.sum(np.square(u, dtype=np.float64),
-                   axis=tuple(range(1, u.ndim))) for u in updates),
-        losses.numpy(), plan.examples)
+      updates,
+      plan.weights,
+      plan.steps if not self._gradient else np.ones_like(plan.steps),
+      sum(
+        np.sum(np.square(u, dtype=np.float64), axis=tuple(range(1, u.ndim)))
+        for u in updates
+      ),
+      losses.numpy(),
+      plan.examples,
+    )
     if self._mean_of_updates:
       return [computed.one_input()]
     return computed.inputs()
@@ -257,16 +305,27 @@ class Engine:
     (`provenance`). The step alone, not the round around it: the round's
     trace costs several times the step's, and the round is the package's
     code, which the provenance records apart."""
-    from tff_algos.runtime import fingerprint  # pylint: disable=g-import-not-at-top
+    from tff_algos.runtime import fingerprint
+
     weights = [tf.zeros(spec.shape, spec.dtype) for spec in self._specs]
-    hparams = {} if self._gradient else {
-        name: tf.constant(0.0) for name in ['mu', *self._optimizer_hparams()]}
+    hparams = (
+      {}
+      if self._gradient
+      else {
+        name: tf.constant(0.0) for name in ['mu', *self._optimizer_hparams()]
+      }
+    )
     lanes, state = self._fresh_state(weights, hparams, 1)
     rows = tf.zeros([1, self._batch_size], tf.int32)
     function = self._step.get_concrete_function(
-        lanes, state, {name: tf.gather(data, rows)
-                       for name, data in self._data.items()},
-        tf.zeros([1, self._batch_size]), weights, hparams, tf.ones([1], bool))
+      lanes,
+      state,
+      {name: tf.gather(data, rows) for name, data in self._data.items()},
+      tf.zeros([1, self._batch_size]),
+      weights,
+      hparams,
+      tf.ones([1], bool),
+    )
     return fingerprint.graph_sha256(function.graph.as_graph_def())
 
   def _batches(self, client, order, ends):
@@ -275,8 +334,9 @@ class Engine:
     if self._gradient:  # The whole dataset in chunks, its order unused.
       n = self._sizes[client]
       whole = self._offsets[client] + np.arange(n)
-      return [whole[i:i + self._batch_size]
-              for i in range(0, n, self._batch_size)]
+      return [
+        whole[i : i + self._batch_size] for i in range(0, n, self._batch_size)
+      ]
     starts = np.concatenate([[0], ends[:-1]])
     return [order[a:b] for a, b in zip(starts, ends)]
 
@@ -295,18 +355,21 @@ class Engine:
     batch = self._batch_size
     hparam_names = ['mu', *self._optimizer_hparams()]
     signature = [
-        self._specs,
-        {name: tf.TensorSpec([], tf.float32) for name in hparam_names},
-        tf.TensorSpec([None, slots, batch], tf.int32),
-        tf.TensorSpec([None, slots, batch], tf.float32),
-        tf.TensorSpec([None, slots], tf.bool),
-        tf.TensorSpec([None, slots], tf.int32),
-        tf.TensorSpec([], tf.int32)]
+      self._specs,
+      {name: tf.TensorSpec([], tf.float32) for name in hparam_names},
+      tf.TensorSpec([None, slots, batch], tf.int32),
+      tf.TensorSpec([None, slots, batch], tf.float32),
+      tf.TensorSpec([None, slots], tf.bool),
+      tf.TensorSpec([None, slots], tf.int32),
+      tf.TensorSpec([], tf.int32),
+    ]
     if self._gradient:
       signature[1] = {}
     self._rounds[slots] = tf.function(
-        functools.partial(self._round_fn, slots=slots),
-        input_signature=signature, autograph=False)
+      functools.partial(self._round_fn, slots=slots),
+      input_signature=signature,
+      autograph=False,
+    )
     return self._rounds[slots]
 
   @functools.cached_property
@@ -322,9 +385,12 @@ class Engine:
       state = optimizer.initialize(tuple(self._specs))
       hparams = optimizer.get_hparams(state)
       shapes = {tuple(spec.shape) for spec in self._specs}
-      return all(tuple(np.shape(t)) in shapes
-                 for name, value in state.items() if name not in hparams
-                 for t in tf.nest.flatten(value))
+      return all(
+        tuple(np.shape(t)) in shapes
+        for name, value in state.items()
+        if name not in hparams
+        for t in tf.nest.flatten(value)
+      )
 
   def _optimizer_hparams(self):
     if self._gradient:
@@ -333,30 +399,42 @@ class Engine:
       optimizer = self._local.optimizer
       return list(optimizer.get_hparams(optimizer.initialize(self._specs)))
 
-  def _round_fn(self, global_weights, hparams, indices, valid, start, finish,
-                clients, slots):
+  def _round_fn(
+    self, global_weights, hparams, indices, valid, start, finish, clients, slots
+  ):
     """Every lane's steps (see the module docstring): the clients' updates
     w_t − w (the gradient kind: Σ_b n_b ∇F_b, divided by n_k in `inputs`)
     and the sums of their batches' losses times their sizes."""
     fresh = self._fresh_state(global_weights, hparams, slots)
-    outputs = [tf.TensorArray(tf.float32, size=clients,
-                              element_shape=spec.shape)
-               for spec in self._specs]
+    outputs = [
+      tf.TensorArray(tf.float32, size=clients, element_shape=spec.shape)
+      for spec in self._specs
+    ]
     loss_sums = tf.TensorArray(tf.float32, size=clients, element_shape=[])
 
     def reset(first, lanes, state, lane_loss):
-      return ([_where(first, w, lane) for lane, w in zip(lanes, fresh[0])],
-              tf.nest.map_structure(lambda f, now: _where(first, f, now),
-                                    fresh[1], state),
-              tf.where(first, 0.0, lane_loss))
+      return (
+        [_where(first, w, lane) for lane, w in zip(lanes, fresh[0])],
+        tf.nest.map_structure(
+          lambda f, now: _where(first, f, now), fresh[1], state
+        ),
+        tf.where(first, 0.0, lane_loss),
+      )
 
     def write(s, done, lanes, state, lane_loss, outputs, loss_sums):
       finished = tf.boolean_mask(finish[s], done)
-      results = state if self._gradient else [
-          w - lane for lane, w in zip(lanes, global_weights)]
-      return ([o.scatter(finished, tf.boolean_mask(r, done))
-               for o, r in zip(outputs, results)],
-              loss_sums.scatter(finished, tf.boolean_mask(lane_loss, done)))
+      results = (
+        state
+        if self._gradient
+        else [w - lane for lane, w in zip(lanes, global_weights)]
+      )
+      return (
+        [
+          o.scatter(finished, tf.boolean_mask(r, done))
+          for o, r in zip(outputs, results)
+        ],
+        loss_sums.scatter(finished, tf.boolean_mask(lane_loss, done)),
+      )
 
     def steps(s, *carried):
       for offset in range(UNROLL):
@@ -366,63 +444,89 @@ class Engine:
     def step(s, lanes, state, lane_loss, outputs, loss_sums):
       first = start[s]
       lanes, state, lane_loss = _when(
-          tf.reduce_any(first), lambda: reset(first, lanes, state, lane_loss),
-          (lanes, state, lane_loss))
+        tf.reduce_any(first),
+        lambda: reset(first, lanes, state, lane_loss),
+        (lanes, state, lane_loss),
+      )
       mask = valid[s]
       examples = tf.reduce_sum(mask, axis=1)
-      lanes, state, losses = self._step(lanes, state, {
-          name: tf.gather(data, indices[s])
-          for name, data in self._data.items()}, mask, global_weights,
-                                         hparams, examples > 0)
+      lanes, state, losses = self._step(
+        lanes,
+        state,
+        {
+          name: tf.gather(data, indices[s]) for name, data in self._data.items()
+        },
+        mask,
+        global_weights,
+        hparams,
+        examples > 0,
+      )
       lane_loss += losses * examples
       done = finish[s] >= 0
       outputs, loss_sums = _when(
-          tf.reduce_any(done),
-          lambda: write(s, done, lanes, state, lane_loss, outputs,
-                        loss_sums),
-          (outputs, loss_sums))
+        tf.reduce_any(done),
+        lambda: write(s, done, lanes, state, lane_loss, outputs, loss_sums),
+        (outputs, loss_sums),
+      )
       return lanes, state, lane_loss, outputs, loss_sums
 
     _, _, _, _, outputs, loss_sums = tf.while_loop(
-        lambda s, *_: s < tf.shape(indices)[0], steps,
-        (0, fresh[0], fresh[1], tf.zeros([slots]), outputs, loss_sums))
+      lambda s, *_: s < tf.shape(indices)[0],
+      steps,
+      (0, fresh[0], fresh[1], tf.zeros([slots]), outputs, loss_sums),
+    )
     return [o.stack() for o in outputs], loss_sums.stack()
 
-  def _step_fn(self, lanes, state, batch, mask, global_weights, hparams,
-               active):
+  def _step_fn(
+    self, lanes, state, batch, mask, global_weights, hparams, active
+  ):
     """One step of every lane: the gradients, then `_advance`."""
     gradients, losses = self._gradients(lanes, batch, mask)
-    lanes, state = self._advance(lanes, state, gradients, global_weights,
-                                 hparams, active)
+    lanes, state = self._advance(
+      lanes, state, gradients, global_weights, hparams, active
+    )
     return lanes, state, losses
 
-  def _advance(self, lanes, state, gradients, global_weights, hparams,
-               active):
+  def _advance(self, lanes, state, gradients, global_weights, hparams, active):
     """One step of the active lanes: the client optimizer on ∇F + μ(w −
     w_t); the gradient kind adds the gradient to its sum (`state`) and
     keeps w_t."""
     all_active = tf.reduce_all(active)
     if self._gradient:
       summed = [a + g for a, g in zip(state, gradients)]
-      return lanes, _when(all_active, lambda: summed, [
-          _where(active, n, o) for n, o in zip(summed, state)])
+      return lanes, _when(
+        all_active,
+        lambda: summed,
+        [_where(active, n, o) for n, o in zip(summed, state)],
+      )
     # μ = 0 (FedAvg) skips the proximal term, as the per-client path does:
     # the same values, g + 0·(w − w_t) = g.
-    proximal = _when(tf.equal(hparams['mu'], 0.0), lambda: tuple(gradients),
-                     lambda: tuple(
-                         g + hparams['mu'] * (lane - w) for g, lane, w in
-                         zip(gradients, lanes, global_weights)))
+    proximal = _when(
+      tf.equal(hparams['mu'], 0.0),
+      lambda: tuple(gradients),
+      lambda: tuple(
+        g + hparams['mu'] * (lane - w)
+        for g, lane, w in zip(gradients, lanes, global_weights)
+      ),
+    )
     optimizer = self._local.optimizer
     if self._elementwise:  # Its state is per weight: all lanes at once.
       new_state, stepped = optimizer.next(state, tuple(lanes), proximal)
     else:
       new_state, stepped = tf.vectorized_map(
-          lambda a: optimizer.next(a[0], a[1], a[2]),
-          (state, tuple(lanes), proximal))
-    return _when(all_active, lambda: (list(stepped), new_state), lambda: (
+        lambda a: optimizer.next(a[0], a[1], a[2]),
+        (state, tuple(lanes), proximal),
+      )
+    return _when(
+      all_active,
+      lambda: (list(stepped), new_state),
+      lambda: (
         [_where(active, n, o) for n, o in zip(stepped, lanes)],
-        tf.nest.map_structure(lambda n, o: _where(active, n, o), new_state,
-                              state)))
+        tf.nest.map_structure(
+          lambda n, o: _where(active, n, o), new_state, state
+        ),
+      ),
+    )
 
   def _fresh_state(self, global_weights, hparams, slots):
     """What a lane holds when a client starts: w_t, and a fresh client
@@ -432,17 +536,27 @@ class Engine:
       return lanes, [tf.zeros_like(lane) for lane in lanes]
     optimizer = self._local.optimizer
     state = optimizer.set_hparams(
-        optimizer.initialize(tuple(self._specs)), collections.OrderedDict(
-            (k, hparams[k]) for k in self._optimizer_hparams()))
+      optimizer.initialize(tuple(self._specs)),
+      collections.OrderedDict(
+        (k, hparams[k]) for k in self._optimizer_hparams()
+      ),
+    )
     if self._elementwise:  # Its hyper-parameters stay scalars.
       hparams_now = optimizer.get_hparams(state)
       return lanes, collections.OrderedDict(
-          (name, value if name in hparams_now else tf.nest.map_structure(
-              lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0),
-              value)) for name, value in state.items())
+        (
+          name,
+          value
+          if name in hparams_now
+          else tf.nest.map_structure(
+            lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), value
+          ),
+        )
+        for name, value in state.items()
+      )
     return lanes, tf.nest.map_structure(
-        lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0),
-        state)
+      lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), state
+    )
 
   def _gradients(self, lanes, batch, mask):
     """Each lane's gradient of its batch's loss (the mean over the real
@@ -458,17 +572,23 @@ class Engine:
       total = tf.reduce_sum(examples * m)
       mean = total / tf.maximum(tf.reduce_sum(m), 1.0)
       regularization = tf.add_n([tf.constant(0.0)] + regularization)
-      objective = (total + tf.reduce_sum(m) * regularization
-                   if self._gradient else mean + regularization)
+      objective = (
+        total + tf.reduce_sum(m) * regularization
+        if self._gradient
+        else mean + regularization
+      )
       return objective, mean
 
     with tf.GradientTape() as tape:
       tape.watch(lanes)
       objectives, means = tf.vectorized_map(
-          lane_loss, (tuple(lanes), batch['x'], batch['y'], mask))
+        lane_loss, (tuple(lanes), batch['x'], batch['y'], mask)
+      )
       total = tf.reduce_sum(objectives)
-    return [tf.convert_to_tensor(g)  # A gather's gradient: IndexedSlices.
-            for g in tape.gradient(total, lanes)], means
+    return [
+      tf.convert_to_tensor(g)  # A gather's gradient: IndexedSlices.
+      for g in tape.gradient(total, lanes)
+    ], means
 
 
 @dataclasses.dataclass(frozen=True)
@@ -476,6 +596,7 @@ class Computed:
   """A round's clients' results, by client (the first axis of each
   array): updates (per weight tensor), weights, local steps, ‖update‖²
   (float64), and their training loss sums and examples."""
+
   updates: Sequence[np.ndarray]
   weights: np.ndarray
   steps: np.ndarray
@@ -485,10 +606,19 @@ class Computed:
 
   def inputs(self):
     """One `learning.LockstepInput` per client."""
-    return [self._input([u[k] for u in self.updates], self.weights[k],
-                        self.steps[k], 1, self.squared_norms[k],
-                        self.loss_sums[k], self.examples[k], self.steps[k])
-            for k in range(len(self.weights))]
+    return [
+      self._input(
+        [u[k] for u in self.updates],
+        self.weights[k],
+        self.steps[k],
+        1,
+        self.squared_norms[k],
+        self.loss_sums[k],
+        self.examples[k],
+        self.steps[k],
+      )
+      for k in range(len(self.weights))
+    ]
 
   def one_input(self):
     """The clients as the one input a mean aggregates alike
@@ -496,33 +626,50 @@ class Computed:
     mean with the sum of their weights (the mean's float32 sums, as TFF's
     mean factory adds), their statistics and training metrics summed."""
     total = np.float32(np.sum(self.weights, dtype=np.float32))
-    mean = [np.tensordot(self.weights, u, axes=1) / total
-            for u in self.updates]
-    return self._input(mean, total, np.sum(self.steps), len(self.weights),
-                       np.sum(self.squared_norms), np.sum(self.loss_sums,
-                                                          dtype=np.float64),
-                       np.sum(self.examples), np.sum(self.steps))
+    mean = [np.tensordot(self.weights, u, axes=1) / total for u in self.updates]
+    return self._input(
+      mean,
+      total,
+      np.sum(self.steps),
+      len(self.weights),
+      np.sum(self.squared_norms),
+      np.sum(self.loss_sums, dtype=np.float64),
+      np.sum(self.examples),
+      np.sum(self.steps),
+    )
 
   @staticmethod
-  def _input(update, weight, steps, participants, squared_norm, loss_sum,
-             examples, batches):
+  def _input(
+    update,
+    weight,
+    steps,
+    participants,
+    squared_norm,
+    loss_sum,
+    examples,
+    batches,
+  ):
     return collections.OrderedDict(
-        update=[np.asarray(u, np.float32) for u in update],
-        weight=np.float32(weight), local_steps=np.int32(steps),
-        participants=np.int32(participants),
-        update_squared_norm=np.float64(squared_norm),
-        train=collections.OrderedDict(
-            loss=[np.float32(loss_sum), np.float32(examples)],
-            num_examples=[np.int64(examples)],
-            num_batches=[np.int64(batches)]))
+      update=[np.asarray(u, np.float32) for u in update],
+      weight=np.float32(weight),
+      local_steps=np.int32(steps),
+      participants=np.int32(participants),
+      update_squared_norm=np.float64(squared_norm),
+      train=collections.OrderedDict(
+        loss=[np.float32(loss_sum), np.float32(examples)],
+        num_examples=[np.int64(examples)],
+        num_batches=[np.int64(batches)],
+      ),
+    )
 
 
 def _when(condition, then, otherwise):
   """`then()` if the scalar `condition` holds, else `otherwise` (a value,
   or a function giving it): a branch, so that its ops run only when
   needed."""
-  return tf.cond(condition, then,
-                 otherwise if callable(otherwise) else lambda: otherwise)
+  return tf.cond(
+    condition, then, otherwise if callable(otherwise) else lambda: otherwise
+  )
 
 
 def _where(condition, new, old):
@@ -531,5 +678,4 @@ def _where(condition, new, old):
   every lane's, unchanged within a round)."""
   if old.shape.rank == 0:
     return new
-  return tf.where(condition[(...,) + (None,) * (old.shape.rank - 1)], new,
-                  old)
+  return tf.where(condition[(...,) + (None,) * (old.shape.rank - 1)], new, old)

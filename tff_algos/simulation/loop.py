@@ -10,9 +10,10 @@ callback's request.
 """
 
 import collections
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,7 @@ class Loop:
       (`simulation.lockstep.Engine.inputs`); None: each client's data and
       minibatch schedule go to the process (`client_inputs`).
   """
+
   process: Any
   sampler: ClientSampler
   policy: StragglerPolicy
@@ -95,13 +97,15 @@ class Loop:
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""
-    return self.process.set_model_weights(self.process.initialize(),
-                                          model_weights)
+    return self.process.set_model_weights(
+      self.process.initialize(), model_weights
+    )
 
   def program_state(self, state):
     """What a checkpoint holds: the process state and the callbacks'."""
     return collections.OrderedDict(
-        process=state, **{c.name: c.state() for c in self.callbacks if c.name})
+      process=state, **{c.name: c.state() for c in self.callbacks if c.name}
+    )
 
   def restore(self, program_state):
     """The process state from a checkpoint (the callbacks' are restored)."""
@@ -121,19 +125,25 @@ class Loop:
     if not plans and not self.release_empty_rounds:
       return state, row, None
     if self.lockstep is not None:
-      inputs = self.lockstep(state, client_inputs.schedules(
-          self.sampler, plans, self.train_arrays, round_num,
-          self.batch_size), round_num)
+      inputs = self.lockstep(
+        state,
+        client_inputs.schedules(
+          self.sampler, plans, self.train_arrays, round_num, self.batch_size
+        ),
+        round_num,
+      )
     else:
       inputs = client_inputs.round_inputs(
-          self.sampler, plans, self.train_arrays, round_num, self.batch_size)
+        self.sampler, plans, self.train_arrays, round_num, self.batch_size
+      )
     output = self.process.next(state, inputs)
     client_work = output.metrics['client_work']
     row['local_steps'] = client_work['local_steps']
     # TFF's apply-optimizer finalizer counts the non-finite updates it
     # rejected (keeping w_t).
     row['update_non_finite'] = output.metrics.get('finalizer', {}).get(
-        'update_non_finite', 0)
+      'update_non_finite', 0
+    )
     if 'update_spread' in client_work and plans:  # 0/0 without clients.
       row['update_spread'] = client_work['update_spread']
     return output.state, row, output.metrics
@@ -142,8 +152,9 @@ class Loop:
     """Round `round_num`: its training, then every callback."""
     started = time.perf_counter()
     state, row, metrics = self.train(state, round_num)
-    end = RoundEnd(round_num, row, self.process, state, metrics,
-                   started=started)
+    end = RoundEnd(
+      round_num, row, self.process, state, metrics, started=started
+    )
     for callback in self.callbacks:
       callback.after_round(end)
     return end

@@ -6,10 +6,10 @@ run's callbacks, so that they see every column the others added.
 
 import asyncio
 import collections
+from collections.abc import Callable, Sequence
 import concurrent.futures
 import sys
 import time
-from typing import Callable, Sequence
 
 import numpy as np
 import tqdm
@@ -43,14 +43,20 @@ class Release(RoundCallback):
     for name in sorted(set(end.row) - set(names) - _NOT_RECORDED):
       if name not in self._said:
         self._said.add(name)
-        print(f'note: {name} = {end.row[name]} has no column in '
-              'metrics.csv: declare it in the algorithm\'s registry entry '
-              '(Algorithm(metrics={...})) or its callback\'s columns to '
-              'record it', file=sys.stderr)
+        print(
+          f'note: {name} = {end.row[name]} has no column in '
+          "metrics.csv: declare it in the algorithm's registry entry "
+          "(Algorithm(metrics={...})) or its callback's columns to "
+          'record it',
+          file=sys.stderr,
+        )
     # A namedtuple keeps the columns' order (a dict's keys would be sorted).
-    wait(self._manager.release(
+    wait(
+      self._manager.release(
         self._row_type(**{c: _recorded(end.row.get(c)) for c in names}),
-        end.round_num))
+        end.round_num,
+      )
+    )
 
 
 def _recorded(value):
@@ -68,16 +74,20 @@ class Checkpoints(RoundCallback):
   the callbacks') with a `tff.program.ProgramStateManager` every `every`
   rounds, after the last round and after a round that stops the run."""
 
-  def __init__(self, state_manager, program_state: Callable, every: int,
-               last_round: int):
+  def __init__(
+    self, state_manager, program_state: Callable, every: int, last_round: int
+  ):
     self._manager = state_manager
     self._program_state = program_state
     self._every = every
     self._last = last_round
 
   def after_round(self, end):
-    if (end.round_num % self._every == 0 or end.round_num == self._last or
-        end.stop):
+    if (
+      end.round_num % self._every == 0
+      or end.round_num == self._last
+      or end.stop
+    ):
       wait(self._manager.save(self._program_state(end.state), end.round_num))
 
 
@@ -92,19 +102,31 @@ class Progress(RoundCallback):
 
   def before_training(self, rounds):
     self._bar = tqdm.tqdm(
-        total=rounds.stop - 1, initial=max(rounds.start - 1, 0),
-        file=sys.stderr, unit='round', disable=not self._enabled,
-        dynamic_ncols=True)
+      total=rounds.stop - 1,
+      initial=max(rounds.start - 1, 0),
+      file=sys.stderr,
+      unit='round',
+      disable=not self._enabled,
+      dynamic_ncols=True,
+    )
 
   def after_round(self, end):
     if end.training_loss is not None:  # An evaluated round: say which.
-      self._bar.set_postfix(collections.OrderedDict(
-          [('evaluated', f'round {end.round_num}')] +
-          [(label, f'{value:{spec}}') for label, value, spec in (
+      self._bar.set_postfix(
+        collections.OrderedDict(
+          [('evaluated', f'round {end.round_num}')]
+          + [
+            (label, f'{value:{spec}}')
+            for label, value, spec in (
               ('loss', end.training_loss, '.4f'),
               ('test_acc', end.test_accuracy, '.4f'),
-              (self._hparam, end.row.get(self._hparam), 'g'))
-           if value is not None]), refresh=False)
+              (self._hparam, end.row.get(self._hparam), 'g'),
+            )
+            if value is not None
+          ]
+        ),
+        refresh=False,
+      )
     if end.round_num > 0:
       self._bar.update()
 

@@ -30,17 +30,19 @@ A record (`record`) holds content hashes only:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import functools
 import hashlib
 import os
 import subprocess
 import sys
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+_ROOT = os.path.dirname(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 _PACKAGE_DIRS = ('tff_algos', 'tasks')
 _PACKAGE_FILES = ('run_experiment.py',)
 _SOURCE_SUFFIXES = ('.py', '.c')
@@ -59,26 +61,35 @@ def _file_sha256(path):
 
 def _package_files():
   """The package's source files, relative to its root, sorted."""
-  found = [name for name in _PACKAGE_FILES
-           if os.path.isfile(os.path.join(_ROOT, name))]
+  found = [
+    name for name in _PACKAGE_FILES if os.path.isfile(os.path.join(_ROOT, name))
+  ]
   for folder in _PACKAGE_DIRS:
     for parent, dirs, files in os.walk(os.path.join(_ROOT, folder)):
       dirs[:] = [d for d in dirs if d != '__pycache__']
-      found += [os.path.relpath(os.path.join(parent, f), _ROOT)
-                for f in files if f.endswith(_SOURCE_SUFFIXES)]
+      found += [
+        os.path.relpath(os.path.join(parent, f), _ROOT)
+        for f in files
+        if f.endswith(_SOURCE_SUFFIXES)
+      ]
   return sorted(found)
 
 
 def _git(*args):
   try:
-    result = subprocess.run(['git', '-C', _ROOT, *args], capture_output=True,
-                            text=True, timeout=10, check=True)
+    result = subprocess.run(
+      ['git', '-C', _ROOT, *args],
+      capture_output=True,
+      text=True,
+      timeout=10,
+      check=True,
+    )
     return result.stdout
   except (OSError, subprocess.SubprocessError):
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _git_commit():
   """(commit, whether the package's files differ from it), or (None, None)
   outside a git checkout. Read once: the commit a process runs is the one
@@ -86,8 +97,7 @@ def _git_commit():
   commit = _git('rev-parse', 'HEAD')
   if not commit:
     return None, None
-  status = _git('status', '--porcelain', '--', *_PACKAGE_DIRS,
-                *_PACKAGE_FILES)
+  status = _git('status', '--porcelain', '--', *_PACKAGE_DIRS, *_PACKAGE_FILES)
   return commit.strip(), None if status is None else bool(status.strip())
 
 
@@ -96,19 +106,27 @@ def package() -> dict[str, Any]:
   contents), its git commit and whether its files differ from it."""
   digest = hashlib.sha256()
   for name in _package_files():
-    digest.update(f'{name}\0{_file_sha256(os.path.join(_ROOT, name))}\n'
-                  .encode())
+    digest.update(
+      f'{name}\0{_file_sha256(os.path.join(_ROOT, name))}\n'.encode()
+    )
   commit, modified = _git_commit()
-  return dict(sha256=digest.hexdigest(), git_commit=commit,
-              git_modified=modified)
+  return dict(
+    sha256=digest.hexdigest(), git_commit=commit, git_modified=modified
+  )
 
 
 def _installation():
   """The folders of the Python installation (standard library and
   site-packages of the interpreter and its virtual environment)."""
-  return {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix,
-                                        sys.exec_prefix,
-                                        sys.base_exec_prefix)}
+  return {
+    os.path.realpath(p)
+    for p in (
+      sys.prefix,
+      sys.base_prefix,
+      sys.exec_prefix,
+      sys.base_exec_prefix,
+    )
+  }
 
 
 def _inside(path, folders):
@@ -161,8 +179,12 @@ def user_modules() -> dict[str, str]:
     if not isinstance(path, str) or not path.endswith('.py'):
       continue
     path = realpath(path)
-    if (_inside(path, installation) or _inside(path, package_dirs) or
-        path in package_files or not os.path.isfile(path)):
+    if (
+      _inside(path, installation)
+      or _inside(path, package_dirs)
+      or path in package_files
+      or not os.path.isfile(path)
+    ):
       continue
     found[path] = _file_sha256(path)
   return dict(sorted(found.items()))
@@ -184,19 +206,27 @@ def data_sha256(client_ids, train_arrays, test_arrays) -> str:
 
 def code(process) -> dict:
   """The code and computation of a learning process (an export's)."""
-  from tff_algos.runtime import fingerprint  # pylint: disable=g-import-not-at-top
+  from tff_algos.runtime import fingerprint
+
   return dict(
-      package=package(), modules=user_modules(),
-      computation=fingerprint.sha256(
-          process.next, process.get_model_weights, process.set_model_weights,
-          process.get_hparams, process.set_hparams),
-      initial_state=fingerprint.sha256(process.initialize))
+    package=package(),
+    modules=user_modules(),
+    computation=fingerprint.sha256(
+      process.next,
+      process.get_model_weights,
+      process.set_model_weights,
+      process.get_hparams,
+      process.set_hparams,
+    ),
+    initial_state=fingerprint.sha256(process.initialize),
+  )
 
 
 def record(process, client_ids, train_arrays, test_arrays) -> dict:
   """The provenance of a run that trains `process` on these data."""
-  return dict(code(process),
-              data=data_sha256(client_ids, train_arrays, test_arrays))
+  return dict(
+    code(process), data=data_sha256(client_ids, train_arrays, test_arrays)
+  )
 
 
 def _short(path):
@@ -206,38 +236,45 @@ def _short(path):
   return path if relative.startswith('..') else relative
 
 
-def differences(saved: Mapping[str, Any], current: Mapping[str, Any]
-                ) -> dict[str, str]:
+def differences(
+  saved: Mapping[str, Any], current: Mapping[str, Any]
+) -> dict[str, str]:
   """What differs between two records, by part ('data', 'modules',
   'package', 'computation') → a phrase naming it; {} when none does."""
   found = {}
   if saved.get('data') != current.get('data'):
-    found['data'] = 'the task\'s data'
+    found['data'] = "the task's data"
   before, now = saved.get('modules') or {}, current.get('modules') or {}
   changed = [p for p in now if p in before and before[p] != now[p]]
   added = [p for p in now if p not in before]
   removed = [p for p in before if p not in now]
   if changed or added or removed:
-    parts = ([f'{_short(p)} changed' for p in changed] +
-             [f'{_short(p)} is new' for p in added] +
-             [f'{_short(p)} is no longer loaded' for p in removed])
+    parts = (
+      [f'{_short(p)} changed' for p in changed]
+      + [f'{_short(p)} is new' for p in added]
+      + [f'{_short(p)} is no longer loaded' for p in removed]
+    )
     found['modules'] = 'your code (' + ', '.join(parts) + ')'
-  old = (saved.get('package') or {})
-  new = (current.get('package') or {})
+  old = saved.get('package') or {}
+  new = current.get('package') or {}
   if old.get('sha256') != new.get('sha256'):
     commits = ''
     if old.get('git_commit') and new.get('git_commit'):
-      commits = (f': {old["git_commit"][:10]}'
-                 f'{"+changes" if old.get("git_modified") else ""} there, '
-                 f'{new["git_commit"][:10]}'
-                 f'{"+changes" if new.get("git_modified") else ""} here')
-    found['package'] = f'the package\'s code{commits}'
+      commits = (
+        f': {old["git_commit"][:10]}'
+        f'{"+changes" if old.get("git_modified") else ""} there, '
+        f'{new["git_commit"][:10]}'
+        f'{"+changes" if new.get("git_modified") else ""} here'
+      )
+    found['package'] = f"the package's code{commits}"
   computations = ('computation', 'initial_state', 'lockstep')
-  if ([saved.get(k) for k in computations] !=
-      [current.get(k) for k in computations]) and not (
-          found.keys() - {'data'}):
+  if (
+    [saved.get(k) for k in computations]
+    != [current.get(k) for k in computations]
+  ) and not (found.keys() - {'data'}):
     found['computation'] = (
-        'the learning process\'s computation, with the same code and '
-        'settings: something the model or algorithm reads differs (a file, '
-        'an environment variable, Keras\'s settings)')
+      "the learning process's computation, with the same code and "
+      'settings: something the model or algorithm reads differs (a file, '
+      "an environment variable, Keras's settings)"
+    )
   return found

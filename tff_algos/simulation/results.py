@@ -19,8 +19,11 @@ import os
 
 from tff_algos.simulation import columns
 
-CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = ('config.json', 'metrics.csv',
-                                          'summary.json')
+CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
+  'config.json',
+  'metrics.csv',
+  'summary.json',
+)
 CLIENT_ACCURACY_FILE = 'client_accuracy.csv'
 
 
@@ -30,13 +33,13 @@ def read_client_accuracy(run_dir):
   path = os.path.join(run_dir, CLIENT_ACCURACY_FILE)
   lines = list(csv.reader(io.StringIO(_text(path))))
   if not lines or lines[0] != ['client', 'round', 'counted', 'accuracy']:
-    raise DamagedFile(f'{path} is damaged: its header is not client, round, '
-                      'counted, accuracy')
+    raise DamagedFile(
+      f'{path} is damaged: its header is not client, round, counted, accuracy'
+    )
   accuracies = []
   for number, cells in enumerate(lines[1:], 2):
     if len(cells) != 4 or (cells[3] and _number(cells[3]) is None):
-      raise DamagedFile(f'{path} is damaged: line {number} is not a client '
-                        'row')
+      raise DamagedFile(f'{path} is damaged: line {number} is not a client row')
     if cells[3]:
       accuracies.append(float(cells[3]))
   return accuracies
@@ -52,8 +55,9 @@ def _text(path):
     with open(path, encoding='utf-8', newline='') as f:
       return f.read()
   except UnicodeDecodeError as e:
-    raise DamagedFile(f'{path} is damaged: not UTF-8 text (byte {e.start})'
-                      ) from None
+    raise DamagedFile(
+      f'{path} is damaged: not UTF-8 text (byte {e.start})'
+    ) from None
 
 
 def _number(text):
@@ -73,29 +77,32 @@ def read_rows(run_dir):
   path = os.path.join(run_dir, METRICS_FILE)
   lines = list(csv.reader(io.StringIO(_text(path))))
   if not lines or not lines[0] or lines[0][0] != 'round':
-    raise DamagedFile(f'{path} is damaged: its header does not start with '
-                      '"round"')
+    raise DamagedFile(
+      f'{path} is damaged: its header does not start with "round"'
+    )
   header = lines[0]
   if len(set(header)) < len(header) or '' in header:
-    raise DamagedFile(f'{path} is damaged: its header {header} repeats or '
-                      'lacks a column name')
+    raise DamagedFile(
+      f'{path} is damaged: its header {header} repeats or lacks a column name'
+    )
   rows, previous = [], -1
   for number, cells in enumerate(lines[1:], 2):
     if not cells:
       continue
     where = f'{path} is damaged: line {number}'
     if len(cells) != len(header):
-      raise DamagedFile(f'{where} has {len(cells)} cells for '
-                        f'{len(header)} columns')
+      raise DamagedFile(
+        f'{where} has {len(cells)} cells for {len(header)} columns'
+      )
     row = dict(zip(header, cells))
     round_num = row['round']
     if not round_num.isdigit() or int(round_num) <= previous:
-      raise DamagedFile(f'{where}: round {round_num!r} does not follow round '
-                        f'{previous}')
+      raise DamagedFile(
+        f'{where}: round {round_num!r} does not follow round {previous}'
+      )
     bad = [k for k, v in row.items() if v != '' and _number(v) is None]
     if bad:
-      raise DamagedFile(f'{where}: {bad[0]} = {row[bad[0]]!r} is not a '
-                        'number')
+      raise DamagedFile(f'{where}: {bad[0]} = {row[bad[0]]!r} is not a number')
     previous = int(round_num)
     rows.append(row)
   return _lam_named(run_dir, rows)
@@ -112,16 +119,18 @@ def _lam_named(run_dir, rows):
     return rows
   if algo != 'fedisgd':
     return rows
-  return [{('lam' if k == 'mu' else k): v for k, v in row.items()}
-          for row in rows]
+  return [
+    {('lam' if k == 'mu' else k): v for k, v in row.items()} for row in rows
+  ]
 
 
 def has_rows(run_dir):
   """Whether run_dir/metrics.csv holds at least one round (a run killed
   before round 0 was released leaves only its header). DamagedFile for a
   damaged one."""
-  return (os.path.exists(os.path.join(run_dir, METRICS_FILE)) and
-          bool(read_rows(run_dir)))
+  return os.path.exists(os.path.join(run_dir, METRICS_FILE)) and bool(
+    read_rows(run_dir)
+  )
 
 
 def csv_text(columns, rows):
@@ -149,8 +158,11 @@ INTEGER_COLUMNS = ('round', 'participants', 'local_steps')
 
 def typed(row):
   """A metrics.csv row as numbers, without the columns not measured."""
-  return {k: int(v) if k in INTEGER_COLUMNS else float(v)
-          for k, v in row.items() if v != ''}
+  return {
+    k: int(v) if k in INTEGER_COLUMNS else float(v)
+    for k, v in row.items()
+    if v != ''
+  }
 
 
 def read_json(run_dir, name):
@@ -164,8 +176,9 @@ def read_json(run_dir, name):
   except json.JSONDecodeError as e:
     raise DamagedFile(f'{path} is damaged: {e}') from None
   if not isinstance(value, dict):
-    raise DamagedFile(f'{path} is damaged: a JSON {type(value).__name__}, '
-                      'not an object')
+    raise DamagedFile(
+      f'{path} is damaged: a JSON {type(value).__name__}, not an object'
+    )
   return value
 
 
@@ -190,8 +203,9 @@ def code_id(run_dir) -> str:
   latest.pop('from_round', None)
   latest.pop('initial_state', None)
   latest['package'] = (latest.get('package') or {}).get('sha256')
-  return hashlib.sha256(json.dumps(latest, sort_keys=True).encode()
-                        ).hexdigest()[:8]
+  return hashlib.sha256(
+    json.dumps(latest, sort_keys=True).encode()
+  ).hexdigest()[:8]
 
 
 def series(rows, metric):
@@ -212,8 +226,9 @@ def rounds_to_target(rounds, accuracies, target):
     if accuracy >= target:
       if previous_round is None:
         return float(round_num)
-      return previous_round + (round_num - previous_round) * (
-          target - best) / (accuracy - best)
+      return previous_round + (round_num - previous_round) * (target - best) / (
+        accuracy - best
+      )
     best, previous_round = max(best, accuracy), round_num
   return None
 
@@ -233,13 +248,19 @@ def updates_per_round(epochs, batch_size, examples_per_client):
 
 # Columns some runs record (DP runs ε; models with a per-client accuracy
 # its spread), shown by their last value where they are.
-FINAL_WHEN_RECORDED = ('epsilon', 'deployment_epsilon',
-                       'client_test_accuracy_p10', 'client_test_accuracy_p50',
-                       'client_test_accuracy_min', 'client_test_accuracy_std')
+FINAL_WHEN_RECORDED = (
+  'epsilon',
+  'deployment_epsilon',
+  'client_test_accuracy_p10',
+  'client_test_accuracy_p50',
+  'client_test_accuracy_min',
+  'client_test_accuracy_std',
+)
 
 
-def summarize(run_dir, target_accuracy=None, examples_per_client=None,
-              rows=None):
+def summarize(
+  run_dir, target_accuracy=None, examples_per_client=None, rows=None
+):
   """The numbers a results table shows for one run (a dict).
 
   updates_per_round (FedAvg's u = E·n/(K·B), §3) needs the mean local
@@ -254,28 +275,32 @@ def summarize(run_dir, target_accuracy=None, examples_per_client=None,
   _, loss = series(rows, loss_column)
   last_round = int(rows[-1]['round']) if rows else 0
   result = dict(
-      rounds=last_round,
-      finished=bool(summary),
-      **{f'final_{loss_column}': loss[-1] if loss else None},
-      final_test_accuracy=accuracy[-1] if accuracy else None,
-      best_test_accuracy=max(accuracy) if accuracy else None,
-      last_half_test_accuracy=last_half_mean(rounds, accuracy, last_round))
+    rounds=last_round,
+    finished=bool(summary),
+    **{f'final_{loss_column}': loss[-1] if loss else None},
+    final_test_accuracy=accuracy[-1] if accuracy else None,
+    best_test_accuracy=max(accuracy) if accuracy else None,
+    last_half_test_accuracy=last_half_mean(rounds, accuracy, last_round),
+  )
   examples_per_client = examples_per_client or summary.get(
-      'examples_per_client')
+    'examples_per_client'
+  )
   block = (config.get('hparams') or {}).get('updates_per_round')
   if block is not None:  # A centralized run: a round is a block of steps.
     result['updates_per_round'] = float(block)
   elif examples_per_client and config:
     result['updates_per_round'] = updates_per_round(  # FedAvg's u.
-        config['epochs'], config['batch_size'], examples_per_client)
+      config['epochs'], config['batch_size'], examples_per_client
+    )
   for column in FINAL_WHEN_RECORDED:
     _, values = series(rows, column)
     if values:
       result[f'final_{column}'] = values[-1]
   if target_accuracy is not None:
     result['target_accuracy'] = target_accuracy
-    result['rounds_to_target'] = rounds_to_target(rounds, accuracy,
-                                                  target_accuracy)
+    result['rounds_to_target'] = rounds_to_target(
+      rounds, accuracy, target_accuracy
+    )
     if block is not None and result['rounds_to_target'] is not None:
       result['updates_to_target'] = result['rounds_to_target'] * block
   return result

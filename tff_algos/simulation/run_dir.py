@@ -42,12 +42,27 @@ from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
-    results.CONFIG_FILE, results.METRICS_FILE, results.SUMMARY_FILE)
+  results.CONFIG_FILE,
+  results.METRICS_FILE,
+  results.SUMMARY_FILE,
+)
 CHECKPOINT_DIR, TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM = (
-    'checkpoints', 'tensorboard', 'worker.log', 'label_histogram.csv')
+  'checkpoints',
+  'tensorboard',
+  'worker.log',
+  'label_histogram.csv',
+)
 CLIENT_ACCURACY = results.CLIENT_ACCURACY_FILE
-OUTPUTS = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR,
-           TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM, CLIENT_ACCURACY)
+OUTPUTS = (
+  CONFIG_FILE,
+  METRICS_FILE,
+  SUMMARY_FILE,
+  CHECKPOINT_DIR,
+  TENSORBOARD_DIR,
+  WORKER_LOG,
+  LABEL_HISTOGRAM,
+  CLIENT_ACCURACY,
+)
 
 
 class OutputDirError(ConfigError):
@@ -64,16 +79,20 @@ def check_usable(path: str, flag: str = '--output_dir'):
   existing = os.path.abspath(path)
   while not os.path.lexists(existing):
     existing = os.path.dirname(existing)
-  where = ('' if existing == os.path.abspath(path) else
-           f' is under {existing}, which')
+  where = (
+    '' if existing == os.path.abspath(path) else f' is under {existing}, which'
+  )
   if os.path.islink(existing) and not os.path.exists(existing):
-    raise OutputDirError(f'{flag}={path}{where} is a symbolic link that '
-                         'leads nowhere (or in a loop), not a folder')
+    raise OutputDirError(
+      f'{flag}={path}{where} is a symbolic link that '
+      'leads nowhere (or in a loop), not a folder'
+    )
   if not os.path.isdir(existing):
     raise OutputDirError(f'{flag}={path}{where} is a file, not a folder')
   if not os.access(existing, os.W_OK | os.X_OK):
-    raise OutputDirError(f'{flag}={path}: cannot write in {existing} '
-                         '(permission denied)')
+    raise OutputDirError(
+      f'{flag}={path}: cannot write in {existing} (permission denied)'
+    )
 
 
 class _Made:
@@ -83,7 +102,8 @@ class _Made:
   def __init__(self, path):
     top = os.path.abspath(path)
     while not os.path.lexists(os.path.dirname(top)) and (
-        os.path.dirname(top) != top):
+      os.path.dirname(top) != top
+    ):
       top = os.path.dirname(top)
     self._top = None if os.path.lexists(top) else top
     parent = os.path.dirname(top)
@@ -146,8 +166,9 @@ class RunDir:
       fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
       made.undo()
-      raise OutputDirError(f'cannot create {self.path}: {e.strerror or e}'
-                           ) from None
+      raise OutputDirError(
+        f'cannot create {self.path}: {e.strerror or e}'
+      ) from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -156,13 +177,15 @@ class RunDir:
       os.close(fd)
       made.undo()
       if not held:
-        raise OutputDirError(f'cannot lock {self.path}: {e.strerror or e}'
-                             ) from None
+        raise OutputDirError(
+          f'cannot lock {self.path}: {e.strerror or e}'
+        ) from None
       raise OutputDirError(
-          f'{self.path} is in use by '
-          f'{f"process {holder}" if holder else "another process"}: one run '
-          'writes a folder at a time (wait for it, or choose another '
-          '--output_dir)') from None
+        f'{self.path} is in use by '
+        f'{f"process {holder}" if holder else "another process"}: one run '
+        'writes a folder at a time (wait for it, or choose another '
+        '--output_dir)'
+      ) from None
     try:
       yield self
     finally:
@@ -177,9 +200,10 @@ class RunDir:
       return results.read_json(self.path, CONFIG_FILE)
     except results.DamagedFile as e:
       raise OutputDirError(
-          f'{self._file(CONFIG_FILE)} is damaged ({e}), so the settings of '
-          'the run in this folder are unknown: pass --overwrite to start it '
-          'anew, or choose another --output_dir') from None
+        f'{self._file(CONFIG_FILE)} is damaged ({e}), so the settings of '
+        'the run in this folder are unknown: pass --overwrite to start it '
+        'anew, or choose another --output_dir'
+      ) from None
 
   def provenance(self) -> list:
     """config.json's provenance records, oldest first ([] if none)."""
@@ -187,8 +211,9 @@ class RunDir:
     records = saved.get('provenance')
     return records if isinstance(records, list) else []
 
-  def status(self, settings: dict, provenance: dict,
-             accept_package_change: bool = False) -> str:
+  def status(
+    self, settings: dict, provenance: dict, accept_package_change: bool = False
+  ) -> str:
     """'new', 'resume' (the same run, unfinished) or 'finished', for a run
     of `settings` (`Settings.to_json()`) and `provenance`
     (`provenance.record`).
@@ -200,28 +225,36 @@ class RunDir:
     """
     saved = self.saved_config()
     if saved is None:
-      if any(os.path.exists(self._file(name)) for name in OUTPUTS
-             if name != WORKER_LOG):  # A worker's log alone: no results.
-        raise OutputDirError(f'{self.path} already holds results; pass '
-                             '--overwrite to replace them or choose another '
-                             '--output_dir')
+      if any(
+        os.path.exists(self._file(name))
+        for name in OUTPUTS
+        if name != WORKER_LOG
+      ):  # A worker's log alone: no results.
+        raise OutputDirError(
+          f'{self.path} already holds results; pass '
+          '--overwrite to replace them or choose another '
+          '--output_dir'
+        )
       return 'new'
     try:
       saved_settings = resolve(Config.from_json(saved)).to_json()
     except (ConfigError, TypeError, ValueError) as e:
-      raise OutputDirError(f'{self.path} holds a run with settings this '
-                           f'version cannot read ({e}); pass --overwrite to '
-                           'replace it or choose another --output_dir'
-                           ) from None
-    differences = [f'{key}={saved_settings.get(key)!r} there, '
-                   f'{settings.get(key)!r} here'
-                   for key in sorted(set(saved_settings) | set(settings))
-                   if saved_settings.get(key) != settings.get(key)]
+      raise OutputDirError(
+        f'{self.path} holds a run with settings this '
+        f'version cannot read ({e}); pass --overwrite to '
+        'replace it or choose another --output_dir'
+      ) from None
+    differences = [
+      f'{key}={saved_settings.get(key)!r} there, {settings.get(key)!r} here'
+      for key in sorted(set(saved_settings) | set(settings))
+      if saved_settings.get(key) != settings.get(key)
+    ]
     if differences:
       raise OutputDirError(
-          f'{self.path} holds a run with another config '
-          f'({"; ".join(differences)}); pass --overwrite to replace it or '
-          'choose another --output_dir')
+        f'{self.path} holds a run with another config '
+        f'({"; ".join(differences)}); pass --overwrite to replace it or '
+        'choose another --output_dir'
+      )
     self._check_code(provenance, accept_package_change)
     if not os.path.exists(self._file(SUMMARY_FILE)):
       return 'resume'
@@ -229,7 +262,7 @@ class RunDir:
       results.read_json(self.path, SUMMARY_FILE)
     except results.DamagedFile:
       return 'resume'  # Its run goes on from its last checkpoint (the
-                       # last round) and writes the summary again.
+      # last round) and writes the summary again.
     return 'finished'
 
   def _check_code(self, provenance, accept_package_change):
@@ -240,17 +273,23 @@ class RunDir:
       differ = provenance_lib.differences(records[-1], provenance)
     else:
       differ = {'package': 'the code (its config.json records none)'}
-    if not differ or (accept_package_change and 'package' in differ and
-                      set(differ) <= {'package', 'computation'}):
+    if not differ or (
+      accept_package_change
+      and 'package' in differ
+      and set(differ) <= {'package', 'computation'}
+    ):
       return
     what = ', '.join(differ.values())
-    hint = ('pass --accept_package_change to go on under this version of '
-            'the package, --overwrite to start it again, or choose another '
-            '--output_dir' if set(differ) <= {'package', 'computation'} and
-            'package' in differ else
-            'pass --overwrite to replace it or choose another --output_dir')
-    raise OutputDirError(f'{self.path} holds a run of other code or data: '
-                         f'{what} differ; {hint}')
+    hint = (
+      'pass --accept_package_change to go on under this version of '
+      'the package, --overwrite to start it again, or choose another '
+      '--output_dir'
+      if set(differ) <= {'package', 'computation'} and 'package' in differ
+      else 'pass --overwrite to replace it or choose another --output_dir'
+    )
+    raise OutputDirError(
+      f'{self.path} holds a run of other code or data: {what} differ; {hint}'
+    )
 
   def remove_outputs(self):
     """Deletes what a run writes in the folder (--overwrite), nothing else."""
@@ -264,15 +303,22 @@ class RunDir:
   def start(self, settings: dict, provenance: dict):
     """Creates the folder; a new run's settings and provenance go to
     config.json, its settings to TensorBoard's HPARAMS."""
-    from tensorboard.plugins.hparams import api as hparams_api  # pylint: disable=g-import-not-at-top
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from tensorboard.plugins.hparams import api as hparams_api
+    import tensorflow as tf
+
     os.makedirs(self.path, exist_ok=True)
     if self.saved_config() is None:
       self._write_config(settings, [dict(from_round=0, **provenance)])
       with tf.summary.create_file_writer(
-          self._file(TENSORBOARD_DIR)).as_default():
-        hparams_api.hparams({k: v for k, v in settings.items()
-                             if isinstance(v, (bool, int, float, str))})
+        self._file(TENSORBOARD_DIR)
+      ).as_default():
+        hparams_api.hparams(
+          {
+            k: v
+            for k, v in settings.items()
+            if isinstance(v, (bool, int, float, str))
+          }
+        )
 
   def record_code(self, provenance: dict, first_round: int):
     """Adds `provenance` to config.json's records, from `first_round` on,
@@ -282,22 +328,26 @@ class RunDir:
     if records and not provenance_lib.differences(records[-1], provenance):
       return
     saved = self.saved_config()
-    self._write_config({k: v for k, v in saved.items() if k != 'provenance'},
-                       records + [dict(from_round=first_round, **provenance)])
+    self._write_config(
+      {k: v for k, v in saved.items() if k != 'provenance'},
+      records + [dict(from_round=first_round, **provenance)],
+    )
 
   def _write_config(self, settings, records):
     results.write_atomically(
-        self._file(CONFIG_FILE),
-        json.dumps(dict(settings, provenance=records), indent=2,
-                   sort_keys=True))
+      self._file(CONFIG_FILE),
+      json.dumps(dict(settings, provenance=records), indent=2, sort_keys=True),
+    )
 
   def release_manager(self):
     """metrics.csv and TensorBoard, a row per round. Rounds metrics.csv
     already holds are not written to TensorBoard again (a resumed run
     recomputes the rounds after its checkpoint, to the same values)."""
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    rows = (results.read_rows(self.path)
-            if os.path.exists(self.metrics_path) else [])
+    import tensorflow_federated as tff
+
+    rows = (
+      results.read_rows(self.path) if os.path.exists(self.metrics_path) else []
+    )
     written = int(rows[-1]['round']) if rows else -1
 
     class AfterRound(tff.program.ReleaseManager):
@@ -310,14 +360,20 @@ class RunDir:
         if key > written:
           await self._manager.release(value, key)
 
-    return tff.program.GroupingReleaseManager([
+    return tff.program.GroupingReleaseManager(
+      [
         # WRITE: the whole file is rewritten and renamed each round, so a
         # kill never leaves a half row (O(rounds²) bytes over a run; small).
         tff.program.CSVFileReleaseManager(
-            self.metrics_path, tff.program.CSVSaveMode.WRITE,
-            key_fieldname='round'),
-        AfterRound(tff.program.TensorBoardReleaseManager(
-            self._file(TENSORBOARD_DIR)))])
+          self.metrics_path,
+          tff.program.CSVSaveMode.WRITE,
+          key_fieldname='round',
+        ),
+        AfterRound(
+          tff.program.TensorBoardReleaseManager(self._file(TENSORBOARD_DIR))
+        ),
+      ]
+    )
 
   def missing_rounds(self, last_round: int) -> list[int]:
     """The rounds 0..last_round (a checkpoint's) that metrics.csv lacks; a
@@ -338,38 +394,56 @@ class RunDir:
     hold the same values, each round written once) and returns the rounds
     of `rounds` the events do not hold either (nothing is written then).
     `columns`: metrics.csv's, round first."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
+
     logged = {}
-    for path in sorted(glob.glob(os.path.join(self._file(TENSORBOARD_DIR),
-                                              'events.out.tfevents.*'))):
+    for path in sorted(
+      glob.glob(
+        os.path.join(self._file(TENSORBOARD_DIR), 'events.out.tfevents.*')
+      )
+    ):
       try:
         for event in tf.compat.v1.train.summary_iterator(path):
           for value in event.summary.value:
             if value.tag in columns and value.HasField('tensor'):
               logged.setdefault(event.step, {})[value.tag] = float(
-                  tf.make_ndarray(value.tensor))
+                tf.make_ndarray(value.tensor)
+              )
       except tf.errors.DataLossError:
         continue  # A file cut short: its complete records were read.
     lost = [r for r in rounds if r not in logged]
     if lost:
       return lost
-    rows = {int(row['round']): row for row in (
-        results.read_rows(self.path) if os.path.exists(self.metrics_path)
-        else [])}
+    rows = {
+      int(row['round']): row
+      for row in (
+        results.read_rows(self.path)
+        if os.path.exists(self.metrics_path)
+        else []
+      )
+    }
     for r in rounds:
-      rows[r] = {'round': r, **{
+      rows[r] = {
+        'round': r,
+        **{
           c: (int(v) if c in results.INTEGER_COLUMNS else v)
-          for c, v in logged[r].items()}}
-    results.write_atomically(self.metrics_path, results.csv_text(
-        columns, (rows[r] for r in sorted(rows))))
+          for c, v in logged[r].items()
+        },
+      }
+    results.write_atomically(
+      self.metrics_path,
+      results.csv_text(columns, (rows[r] for r in sorted(rows))),
+    )
     return []
 
   def state_manager(self):
     """The checkpoints (two kept), without saves a kill cut short."""
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
+
     directory = self._file(CHECKPOINT_DIR)
     manager = tff.program.FileProgramStateManager(
-        directory, prefix='round_', keep_total=2, keep_first=False)
+      directory, prefix='round_', keep_total=2, keep_first=False
+    )
     for name in os.listdir(directory):
       if '_temp' in name:
         shutil.rmtree(os.path.join(directory, name))
@@ -383,34 +457,46 @@ class RunDir:
     for version in versions:
       try:
         return await manager.load(version, structure), version
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         path = os.path.join(self._file(CHECKPOINT_DIR), f'round_{version}')
-        print(f'{path} is damaged ({type(e).__name__}); resuming from the '
-              'checkpoint before it', file=sys.stderr)
+        print(
+          f'{path} is damaged ({type(e).__name__}); resuming from the '
+          'checkpoint before it',
+          file=sys.stderr,
+        )
         shutil.rmtree(path, ignore_errors=True)
     return None, None
 
   def write_label_histogram(self, rows):
     """label_histogram.csv: each client's training examples per label (a
     --partition run)."""
-    results.write_atomically(self._file(LABEL_HISTOGRAM),
-                             results.csv_text(rows[0], rows))
+    results.write_atomically(
+      self._file(LABEL_HISTOGRAM), results.csv_text(rows[0], rows)
+    )
 
   def write_client_accuracy(self, client_ids, round_num, clients):
     """client_accuracy.csv: each test client's accuracy at the last
     evaluated round `round_num` (`evaluation.ClientAccuracy`), and what it
     averages over (its examples; the char-LSTM: its characters)."""
-    rows = [dict(client=c, round=round_num, counted=f'{n:g}',
-                 accuracy=repr(float(a)) if n > 0 else '')
-            for c, n, a in zip(client_ids, clients.counted,
-                               clients.accuracy)]
-    results.write_atomically(self._file(CLIENT_ACCURACY), results.csv_text(
-        ('client', 'round', 'counted', 'accuracy'), rows))
+    rows = [
+      dict(
+        client=c,
+        round=round_num,
+        counted=f'{n:g}',
+        accuracy=repr(float(a)) if n > 0 else '',
+      )
+      for c, n, a in zip(client_ids, clients.counted, clients.accuracy)
+    ]
+    results.write_atomically(
+      self._file(CLIENT_ACCURACY),
+      results.csv_text(('client', 'round', 'counted', 'accuracy'), rows),
+    )
 
   def finish(self, summary: dict):
     """Writes summary.json: the run is finished."""
-    results.write_atomically(self._file(SUMMARY_FILE),
-                             json.dumps(summary, indent=2, sort_keys=True))
+    results.write_atomically(
+      self._file(SUMMARY_FILE), json.dumps(summary, indent=2, sort_keys=True)
+    )
 
   def rows(self):
     """metrics.csv as dicts of numbers (the measured columns)."""

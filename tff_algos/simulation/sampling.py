@@ -14,15 +14,16 @@ K clients drawn with probability proportional to their numbers of training
 examples n_k (FedProx's Algorithm 2 and its Appendix C.3.4).
 """
 
+from collections.abc import Sequence
 import dataclasses
 import enum
-from typing import Sequence
 
 import numpy as np
 
 
 class _Stream(enum.IntEnum):
   """Independent random streams, one per kind of draw."""
+
   SELECTION = 0
   STRAGGLERS = 1
   STRAGGLER_EPOCHS = 2
@@ -49,20 +50,21 @@ class SamplingScheme(enum.Enum):
     2020, Algorithm 2 and Figure 12), not the n_k-weighted one: the weights
     are already in the sampling.
   """
+
   UNIFORM = 'uniform'
   POISSON = 'poisson'
   PROPORTIONAL = 'proportional'
 
 
 class StragglerPolicy(enum.Enum):
-  DROP = 'drop'        # FedAvg: stragglers' updates are discarded.
+  DROP = 'drop'  # FedAvg: stragglers' updates are discarded.
   PARTIAL = 'partial'  # FedProx: stragglers' partial solutions are kept.
 
 
 @dataclasses.dataclass(frozen=True)
 class ClientPlan:
-  client: int      # index into the task's client list
-  epochs: int      # local epochs this round: E, or x ~ U{1..E-1} if straggling
+  client: int  # index into the task's client list
+  epochs: int  # local epochs this round: E, or x ~ U{1..E-1} if straggling
   straggler: bool
 
 
@@ -92,6 +94,7 @@ class ClientSampler:
       index (PROPORTIONAL needs them, all positive; the other schemes do
       not read them).
   """
+
   num_clients: int
   clients_per_round: int
   epochs: int
@@ -108,43 +111,55 @@ class ClientSampler:
       scheme = SamplingScheme(self.scheme)
     except ValueError:
       raise ValueError(
-          f'unknown sampling scheme {self.scheme!r}: one of '
-          f'{", ".join(s.value for s in SamplingScheme)}') from None
+        f'unknown sampling scheme {self.scheme!r}: one of '
+        f'{", ".join(s.value for s in SamplingScheme)}'
+      ) from None
     object.__setattr__(self, 'scheme', scheme)
     if scheme == SamplingScheme.POISSON and not (
-        1 <= self.clients_per_round <= self.num_clients):
+      1 <= self.clients_per_round <= self.num_clients
+    ):
       raise ValueError(
-          'poisson sampling includes each client with probability '
-          'q = clients_per_round / num_clients, so clients_per_round must '
-          f'be in [1, {self.num_clients}], got {self.clients_per_round}')
+        'poisson sampling includes each client with probability '
+        'q = clients_per_round / num_clients, so clients_per_round must '
+        f'be in [1, {self.num_clients}], got {self.clients_per_round}'
+      )
     if not 1 <= self.clients_per_round <= self.num_clients:
       raise ValueError(
-          f'clients_per_round must be in [1, {self.num_clients}], '
-          f'got {self.clients_per_round}')
+        f'clients_per_round must be in [1, {self.num_clients}], '
+        f'got {self.clients_per_round}'
+      )
     if self.client_sizes is not None:
       sizes = tuple(self.client_sizes)
       if len(sizes) != self.num_clients:
-        raise ValueError(f'client_sizes has {len(sizes)} entries for '
-                         f'{self.num_clients} clients')
-      if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
-                 for n in sizes):
+        raise ValueError(
+          f'client_sizes has {len(sizes)} entries for '
+          f'{self.num_clients} clients'
+        )
+      if not all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+        for n in sizes
+      ):
         raise ValueError('client_sizes must be whole numbers of examples')
       object.__setattr__(self, 'client_sizes', tuple(int(n) for n in sizes))
     if scheme == SamplingScheme.PROPORTIONAL:
       if self.client_sizes is None:
-        raise ValueError('proportional sampling needs client_sizes (each '
-                         'client\'s number of training examples)')
+        raise ValueError(
+          'proportional sampling needs client_sizes (each '
+          "client's number of training examples)"
+        )
       empty = [k for k, n in enumerate(self.client_sizes) if n <= 0]
       if empty:
         raise ValueError(
-            'proportional sampling needs every client to have training '
-            f'examples: client(s) {empty[:10]} have none (a client drawn '
-            'with probability 0 could never train)')
+          'proportional sampling needs every client to have training '
+          f'examples: client(s) {empty[:10]} have none (a client drawn '
+          'with probability 0 could never train)'
+        )
     if self.epochs < 1:
       raise ValueError(f'epochs must be >= 1, got {self.epochs}')
     if not 0.0 <= self.straggler_fraction <= 1.0:
-      raise ValueError('straggler_fraction must be in [0, 1], '
-                       f'got {self.straggler_fraction}')
+      raise ValueError(
+        f'straggler_fraction must be in [0, 1], got {self.straggler_fraction}'
+      )
 
   def _rng(self, stream, round_num, client=0):
     return np.random.default_rng([self.seed, round_num, client, int(stream)])
@@ -155,16 +170,24 @@ class ClientSampler:
     if self.scheme == SamplingScheme.POISSON:
       q = self.clients_per_round / self.num_clients
       uniforms = self._rng(_Stream.POISSON_SELECTION, round_num).random(
-          self.num_clients)
+        self.num_clients
+      )
       return np.flatnonzero(uniforms < q)
     if self.scheme == SamplingScheme.PROPORTIONAL:
       sizes = np.asarray(self.client_sizes, np.float64)
-      return np.sort(self._rng(_Stream.PROPORTIONAL_SELECTION,
-                               round_num).choice(
-          self.num_clients, size=self.clients_per_round, replace=False,
-          p=sizes / sizes.sum()))
-    return np.sort(self._rng(_Stream.SELECTION, round_num).choice(
-        self.num_clients, size=self.clients_per_round, replace=False))
+      return np.sort(
+        self._rng(_Stream.PROPORTIONAL_SELECTION, round_num).choice(
+          self.num_clients,
+          size=self.clients_per_round,
+          replace=False,
+          p=sizes / sizes.sum(),
+        )
+      )
+    return np.sort(
+      self._rng(_Stream.SELECTION, round_num).choice(
+        self.num_clients, size=self.clients_per_round, replace=False
+      )
+    )
 
   def round_plan(self, round_num: int) -> list[ClientPlan]:
     """The selected clients of `round_num`, sorted, with their epochs (an
@@ -174,14 +197,20 @@ class ClientSampler:
     if k == 0:
       return []
     num_stragglers = k - int(round(k * (1.0 - self.straggler_fraction)))
-    stragglers = set(self._rng(_Stream.STRAGGLERS, round_num).choice(
-        selected, size=num_stragglers, replace=False).tolist())
+    stragglers = set(
+      self._rng(_Stream.STRAGGLERS, round_num)
+      .choice(selected, size=num_stragglers, replace=False)
+      .tolist()
+    )
     plans = []
     for client in selected.tolist():
       epochs = self.epochs
       if client in stragglers:
-        epochs = int(self._rng(_Stream.STRAGGLER_EPOCHS, round_num,
-                               client).integers(1, max(self.epochs, 2)))
+        epochs = int(
+          self._rng(_Stream.STRAGGLER_EPOCHS, round_num, client).integers(
+            1, max(self.epochs, 2)
+          )
+        )
       plans.append(ClientPlan(client, epochs, client in stragglers))
     return plans
 
@@ -197,13 +226,21 @@ class ClientSampler:
     of the seed alone: whose data estimate the training metrics when not
     all clients are evaluated (`--eval_clients`)."""
     if not 1 <= count <= self.num_clients:
-      raise ValueError(f'count must be in [1, {self.num_clients}], '
-                       f'got {count}')
-    return np.sort(self._rng(_Stream.EVALUATION_CLIENTS, 0).choice(
-        self.num_clients, size=count, replace=False)).tolist()
+      raise ValueError(f'count must be in [1, {self.num_clients}], got {count}')
+    return np.sort(
+      self._rng(_Stream.EVALUATION_CLIENTS, 0).choice(
+        self.num_clients, size=count, replace=False
+      )
+    ).tolist()
 
-  def minibatch_schedule(self, round_num: int, client: int,
-                         num_examples: int, epochs: int, batch_size: int):
+  def minibatch_schedule(
+    self,
+    round_num: int,
+    client: int,
+    num_examples: int,
+    epochs: int,
+    batch_size: int,
+  ):
     """(example_order, batch_ends) for `epochs` passes over the local data.
 
     Each epoch is a fresh permutation, cut into minibatches of `batch_size`
@@ -219,13 +256,21 @@ class ClientSampler:
     if self.steps_per_round is not None:
       # Fresh permutations, cut into `steps_per_round` minibatches of B.
       wanted = self.steps_per_round * b
-      order = np.concatenate([rng.permutation(num_examples) for _ in range(
-          -(-wanted // num_examples))])[:wanted]
-      return (order.astype(np.int32),
-              np.arange(b, wanted + 1, b, dtype=np.int32))
+      order = np.concatenate(
+        [
+          rng.permutation(num_examples)
+          for _ in range(-(-wanted // num_examples))
+        ]
+      )[:wanted]
+      return (
+        order.astype(np.int32),
+        np.arange(b, wanted + 1, b, dtype=np.int32),
+      )
     order = np.concatenate(
-        [rng.permutation(num_examples) for _ in range(epochs)])
+      [rng.permutation(num_examples) for _ in range(epochs)]
+    )
     ends_in_epoch = np.minimum(np.arange(b, num_examples + b, b), num_examples)
-    ends = np.concatenate([ends_in_epoch + e * num_examples
-                           for e in range(epochs)])
+    ends = np.concatenate(
+      [ends_in_epoch + e * num_examples for e in range(epochs)]
+    )
     return order.astype(np.int32), ends.astype(np.int32)

@@ -20,20 +20,20 @@ flags), resolved once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 import dataclasses
-import sys
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 import tasks as tasks_lib
 from tff_algos import learning
-from tff_algos.learning import privacy
+from tff_algos import runtime
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms.callbacks import RoundCallback
-from tff_algos.simulation import accounting
-from tff_algos import runtime
+from tff_algos.learning import privacy
 from tff_algos.runtime import tracing
+from tff_algos.simulation import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import evaluation
@@ -45,8 +45,12 @@ from tff_algos.simulation.sampling import ClientSampler
 ProcessFn = Callable[[Any], Any]  # model_fn → LearningProcess
 
 
-def build_process(settings: config_lib.Settings, model_fn,
-                  client_input=None, process_fn: ProcessFn | None = None):
+def build_process(
+  settings: config_lib.Settings,
+  model_fn,
+  client_input=None,
+  process_fn: ProcessFn | None = None,
+):
   """The run's learning process: `process_fn(model_fn)`, or the registered
   algorithm of `settings` (the simulation build unless `client_input`
   says otherwise), traced deterministically (`tracing.deterministic`)."""
@@ -54,13 +58,17 @@ def build_process(settings: config_lib.Settings, model_fn,
   with tracing.deterministic():
     if process_fn is not None:
       return process_fn(model_fn)
-    return settings.entry.build(model_fn, settings.algorithm,
-                                client_input or learning.ScheduledInput())
+    return settings.entry.build(
+      model_fn, settings.algorithm, client_input or learning.ScheduledInput()
+    )
 
 
-def build_for_run(settings: config_lib.Settings, model_fn,
-                  process_fn: ProcessFn | None = None,
-                  workers: str = '') -> tuple[Any, str]:
+def build_for_run(
+  settings: config_lib.Settings,
+  model_fn,
+  process_fn: ProcessFn | None = None,
+  workers: str = '',
+) -> tuple[Any, str]:
   """(the run's process, how its clients train): with
   --client_execution=lockstep, or auto, where the run allows it and (auto)
   it pays (`lockstep.unavailable`), the algorithm built with
@@ -69,24 +77,33 @@ def build_for_run(settings: config_lib.Settings, model_fn,
   execution = settings.config.client_execution
   if execution == 'per_client':
     return build_process(settings, model_fn, process_fn=process_fn), (
-        'per client (--client_execution=per_client)')
-  why = ('a process_fn of its own takes the per-client input'
-         if process_fn is not None else lockstep.unavailable(
-             model_fn, workers or runtime.remote_workers(),
-             only_where_it_pays=execution == 'auto'))
+      'per client (--client_execution=per_client)'
+    )
+  why = (
+    'a process_fn of its own takes the per-client input'
+    if process_fn is not None
+    else lockstep.unavailable(
+      model_fn,
+      workers or runtime.remote_workers(),
+      only_where_it_pays=execution == 'auto',
+    )
+  )
   if why is None:
     try:
       process = build_process(settings, model_fn, learning.LockstepInput())
       if isinstance(process, learning.LockstepProcess):
         return process, 'lockstep'
-      why = 'the algorithm\'s builder does not take learning.LockstepInput'
+      why = "the algorithm's builder does not take learning.LockstepInput"
     except learning.LockstepUnavailable as e:
       why = str(e)
-    except Exception as e:  # pylint: disable=broad-except
-      why = (f'the algorithm\'s builder refused learning.LockstepInput '
-             f'({type(e).__name__}: {e})')
+    except Exception as e:
+      why = (
+        f"the algorithm's builder refused learning.LockstepInput "
+        f'({type(e).__name__}: {e})'
+      )
   return build_process(settings, model_fn, process_fn=process_fn), (
-      f'per client ({why})')
+    f'per client ({why})'
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +111,7 @@ class ClientData:
   """A task's clients as a run uses them: ids and arrays by client index
   (training; test, whose clients may be others), and the clients whose
   training data the evaluation reads."""
+
   client_ids: Sequence[str]
   train: Sequence[Any]
   test: Sequence[Any] | None
@@ -102,20 +120,28 @@ class ClientData:
 
   @classmethod
   def of(cls, task, settings: config_lib.Settings) -> ClientData:
-    return cls.from_arrays(settings, tasks_lib.client_arrays(task.train),
-                           tasks_lib.client_arrays(task.test),
-                           list(task.client_ids), list(task.test.client_ids))
+    return cls.from_arrays(
+      settings,
+      tasks_lib.client_arrays(task.train),
+      tasks_lib.client_arrays(task.test),
+      list(task.client_ids),
+      list(task.test.client_ids),
+    )
 
   @classmethod
-  def from_arrays(cls, settings, train, test=None, client_ids=None,
-                  test_ids=None):
+  def from_arrays(
+    cls, settings, train, test=None, client_ids=None, test_ids=None
+  ):
     """Arrays by client index (ids: their indices unless given); the
     evaluated clients those of --eval_clients, else all."""
     evaluated = train
     if settings.eval_clients is not None:
-      evaluated = [train[k] for k in ClientSampler(
-          len(train), 1, 1, settings.seed).evaluation_clients(
-              settings.eval_clients)]
+      evaluated = [
+        train[k]
+        for k in ClientSampler(
+          len(train), 1, 1, settings.seed
+        ).evaluation_clients(settings.eval_clients)
+      ]
     ids = client_ids or [str(k) for k in range(len(train))]
     test_ids = test_ids or [str(k) for k in range(len(test or ()))]
     if settings.entry.pooled:  # One client of all the training data.
@@ -125,8 +151,7 @@ class ClientData:
 
 def _pooled(arrays):
   """Every client's arrays concatenated, client after client."""
-  return {name: np.concatenate([a[name] for a in arrays])
-          for name in arrays[0]}
+  return {name: np.concatenate([a[name] for a in arrays]) for name in arrays[0]}
 
 
 def sampler(settings: config_lib.Settings, train) -> ClientSampler:
@@ -134,15 +159,20 @@ def sampler(settings: config_lib.Settings, train) -> ClientSampler:
   proportional sampling)."""
   steps = settings.algorithm.hparams.get('updates_per_round')
   return ClientSampler(
-      len(train), settings.clients_per_round, settings.algorithm.epochs,
-      settings.seed, settings.straggler_fraction,
-      scheme=settings.client_sampling,
-      client_sizes=[len(next(iter(a.values()))) for a in train],
-      steps_per_round=int(steps) if settings.entry.pooled else None)
+    len(train),
+    settings.clients_per_round,
+    settings.algorithm.epochs,
+    settings.seed,
+    settings.straggler_fraction,
+    scheme=settings.client_sampling,
+    client_sizes=[len(next(iter(a.values()))) for a in train],
+    steps_per_round=int(steps) if settings.entry.pooled else None,
+  )
 
 
-def accounted_mechanism(settings: config_lib.Settings,
-                        process) -> accounting.Mechanism | None:
+def accounted_mechanism(
+  settings: config_lib.Settings, process
+) -> accounting.Mechanism | None:
   """The DP mechanism a run's ε is computed from: the one its process was
   built with, as the model aggregator's own DP event in the process state
   says (`learning.privacy.dp_events`); None for a run without
@@ -162,28 +192,33 @@ def accounted_mechanism(settings: config_lib.Settings,
   events = privacy.dp_events(process.initialize())
   if len(events) != 1:
     raise config_lib.ConfigError(
-        f'--aggregator=dp: the process of --algo={settings.algo} carries '
-        'no DP aggregator, '
-        'so no ε can be claimed for it: its builder must pass the run\'s '
-        'aggregator on, model_aggregator=core.model_aggregator(settings, '
-        'client_input) (README, "Your own task, algorithm and optimizer")'
-        if not events else
-        f'--aggregator=dp: the process of --algo={settings.algo} carries '
-        f'{len(events)} DP aggregators; the accountant accounts for one')
+      f'--aggregator=dp: the process of --algo={settings.algo} carries '
+      'no DP aggregator, '
+      "so no ε can be claimed for it: its builder must pass the run's "
+      'aggregator on, model_aggregator=core.model_aggregator(settings, '
+      'client_input) (README, "Your own task, algorithm and optimizer")'
+      if not events
+      else f'--aggregator=dp: the process of --algo={settings.algo} carries '
+      f'{len(events)} DP aggregators; the accountant accounts for one'
+    )
   try:
     built = accounting.Mechanism.of_event(events[0])
   except accounting.UncertifiedMechanismError as e:
     raise config_lib.ConfigError(f'--aggregator=dp: {e}') from None
   declared = accounting.mechanism(
-      c.dp_noise_multiplier, clients_per_round=settings.clients_per_round,
-      adaptive_clipping=c.dp_clip is None,
-      noise_cohort_size=c.dp_noise_cohort)
+    c.dp_noise_multiplier,
+    clients_per_round=settings.clients_per_round,
+    adaptive_clipping=c.dp_clip is None,
+    noise_cohort_size=c.dp_noise_cohort,
+  )
   return declared if built.matches(declared) else built
 
 
-def privacy_spent(settings: config_lib.Settings,
-                  mechanism: accounting.Mechanism | None,
-                  num_clients: int) -> list[RoundCallback]:
+def privacy_spent(
+  settings: config_lib.Settings,
+  mechanism: accounting.Mechanism | None,
+  num_clients: int,
+) -> list[RoundCallback]:
   """A DP run's ε column (`callbacks.PrivacySpent`: the ε of `mechanism`,
   the trained model's, and with a noise cohort the deployment's) and
   adaptive clipping's clip norm (`callbacks.AdaptiveClip`), or [] for a
@@ -191,24 +226,48 @@ def privacy_spent(settings: config_lib.Settings,
   if mechanism is None:
     return []
   c = settings.config
-  sampling = dict(num_clients=num_clients,
-                  clients_per_round=settings.clients_per_round,
-                  sampling=settings.client_sampling, accountant=c.dp_accountant)
+  sampling = dict(
+    num_clients=num_clients,
+    clients_per_round=settings.clients_per_round,
+    sampling=settings.client_sampling,
+    accountant=c.dp_accountant,
+  )
   deployment = None
   if c.dp_noise_cohort is not None:
     deployment = accounting.epsilons(
-        c.dp_noise_multiplier, settings.rounds, c.dp_delta,
-        adaptive_clipping=c.dp_clip is None,
-        noise_cohort_size=c.dp_noise_cohort, **sampling)
-  adaptive = [] if c.dp_clip is not None else [callbacks_lib.AdaptiveClip(
-      c.dp_initial_clip or privacy.INITIAL_L2_NORM_CLIP)]
-  return adaptive + [callbacks_lib.PrivacySpent(
-      mechanism, accounting.epsilons_of(mechanism, settings.rounds,
-                                        c.dp_delta, **sampling), deployment)]
+      c.dp_noise_multiplier,
+      settings.rounds,
+      c.dp_delta,
+      adaptive_clipping=c.dp_clip is None,
+      noise_cohort_size=c.dp_noise_cohort,
+      **sampling,
+    )
+  adaptive = (
+    []
+    if c.dp_clip is not None
+    else [
+      callbacks_lib.AdaptiveClip(
+        c.dp_initial_clip or privacy.INITIAL_L2_NORM_CLIP
+      )
+    ]
+  )
+  return adaptive + [
+    callbacks_lib.PrivacySpent(
+      mechanism,
+      accounting.epsilons_of(
+        mechanism, settings.rounds, c.dp_delta, **sampling
+      ),
+      deployment,
+    )
+  ]
 
 
-def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
-                 every_round: bool = False) -> list[RoundCallback]:
+def measurements(
+  settings: config_lib.Settings,
+  model_fn,
+  data: ClientData,
+  every_round: bool = False,
+) -> list[RoundCallback]:
   """What is measured of the global model: f(w) and accuracy every
   --eval_every rounds, round 0 and the last (every round with
   `every_round`), and the dissimilarity every --dissimilarity_every.
@@ -216,21 +275,34 @@ def measurements(settings: config_lib.Settings, model_fn, data: ClientData,
   clients but with --client_execution=per_client (the reference path)."""
   last = settings.rounds
   across_clients = settings.config.client_execution != 'per_client'
-  measured = [callbacks_lib.Evaluation(
+  measured = [
+    callbacks_lib.Evaluation(
       evaluation.build_evaluation(model_fn, across_clients=across_clients),
-      data.evaluated, data.test,
+      data.evaluated,
+      data.test,
       lambda r: every_round or r % settings.eval_every == 0 or r == last,
-      sampled=settings.eval_clients is not None)]
+      sampled=settings.eval_clients is not None,
+    )
+  ]
   if settings.dissimilarity_every:
-    measured.append(callbacks_lib.Dissimilarity(
-        evaluation.build_dissimilarity(model_fn), data.train,
-        settings.dissimilarity_every))
+    measured.append(
+      callbacks_lib.Dissimilarity(
+        evaluation.build_dissimilarity(model_fn),
+        data.train,
+        settings.dissimilarity_every,
+      )
+    )
   return measured
 
 
-def round_callbacks(settings: config_lib.Settings, model_fn,
-                    data: ClientData, process, evaluate: bool = True,
-                    more: Sequence[RoundCallback] = ()) -> list[RoundCallback]:
+def round_callbacks(
+  settings: config_lib.Settings,
+  model_fn,
+  data: ClientData,
+  process,
+  evaluate: bool = True,
+  more: Sequence[RoundCallback] = (),
+) -> list[RoundCallback]:
   """A run's callbacks before its outputs, in order: its constant columns,
   the measurements (`evaluate`), the ε of the DP mechanism `process` was
   built with (`accounted_mechanism`), the algorithm's own callbacks and
@@ -240,22 +312,42 @@ def round_callbacks(settings: config_lib.Settings, model_fn,
   name, value = settings.hparam_column
   algorithm = settings.entry.round_callbacks(settings.algorithm)
   chosen = [*algorithm, *more]
-  measured = measurements(settings, model_fn, data, every_round=any(
-      c.needs_evaluation for c in chosen)) if evaluate else []
+  measured = (
+    measurements(
+      settings,
+      model_fn,
+      data,
+      every_round=any(c.needs_evaluation for c in chosen),
+    )
+    if evaluate
+    else []
+  )
   client = settings.algorithm.client_optimizer
   return [
-      callbacks_lib.Columns({name: value}), *measured,
-      *privacy_spent(settings, accounted_mechanism(settings, process),
-                     len(data.train)), *algorithm,
-      callbacks_lib.ReportedMetrics(settings.entry.metrics), *more,
-      *([optimizers.ClientLearningRateSchedule(client)]
-        if client is not None and client.schedule.kind != 'constant' else []),
-      *([callbacks_lib.StopAtAccuracy(settings.stop_at_accuracy)]
-        if settings.stop_at_accuracy is not None else [])]
+    callbacks_lib.Columns({name: value}),
+    *measured,
+    *privacy_spent(
+      settings, accounted_mechanism(settings, process), len(data.train)
+    ),
+    *algorithm,
+    callbacks_lib.ReportedMetrics(settings.entry.metrics),
+    *more,
+    *(
+      [optimizers.ClientLearningRateSchedule(client)]
+      if client is not None and client.schedule.kind != 'constant'
+      else []
+    ),
+    *(
+      [callbacks_lib.StopAtAccuracy(settings.stop_at_accuracy)]
+      if settings.stop_at_accuracy is not None
+      else []
+    ),
+  ]
 
 
-def lockstep_engine(settings: config_lib.Settings, process,
-                    data: ClientData) -> lockstep.Engine | None:
+def lockstep_engine(
+  settings: config_lib.Settings, process, data: ClientData
+) -> lockstep.Engine | None:
   """The lockstep engine of a `learning.LockstepProcess` on `data` (None
   for another process)."""
   if not isinstance(process, learning.LockstepProcess):
@@ -263,34 +355,54 @@ def lockstep_engine(settings: config_lib.Settings, process,
   return lockstep.Engine(process, data.train, settings.algorithm.batch_size)
 
 
-def make_loop(settings: config_lib.Settings, process, data: ClientData,
-              callbacks: Sequence[RoundCallback],
-              engine: lockstep.Engine | None = None) -> loop_lib.Loop:
+def make_loop(
+  settings: config_lib.Settings,
+  process,
+  data: ClientData,
+  callbacks: Sequence[RoundCallback],
+  engine: lockstep.Engine | None = None,
+) -> loop_lib.Loop:
   """The loop of `process` on `data`. A process with a DP aggregator runs
   every round, one without participants too: the server releases the
   noise of a zero sum, as a deployment's would, and the accountant counts
   every round."""
   engine = engine or lockstep_engine(settings, process, data)
-  return loop_lib.Loop(process, sampler(settings, data.train),
-                       settings.policy, settings.algorithm.batch_size,
-                       data.train, list(callbacks),
-                       release_empty_rounds=bool(privacy.dp_events(
-                           process.initialize())),
-                       lockstep=engine.inputs if engine else None)
+  return loop_lib.Loop(
+    process,
+    sampler(settings, data.train),
+    settings.policy,
+    settings.algorithm.batch_size,
+    data.train,
+    list(callbacks),
+    release_empty_rounds=bool(privacy.dp_events(process.initialize())),
+    lockstep=engine.inputs if engine else None,
+  )
 
 
-def loop_for(settings: config_lib.Settings, model_fn, train, test=None, *,
-             process=None, evaluate: bool = True) -> loop_lib.Loop:
+def loop_for(
+  settings: config_lib.Settings,
+  model_fn,
+  train,
+  test=None,
+  *,
+  process=None,
+  evaluate: bool = True,
+) -> loop_lib.Loop:
   """The run's loop over the client arrays `train` (and `test`), with its
   round callbacks but no outputs (`process`: built if not given; without
   `evaluate`, no measurement of the global model): for tests, benchmarks
   and scripts that step rounds themselves."""
   data = ClientData.from_arrays(settings, train, test)
   process = process or build_for_run(settings, model_fn)[0]
-  return make_loop(settings, process, data, [
-      *round_callbacks(settings, model_fn, data, process,
-                       evaluate=evaluate),
-      callbacks_lib.DivergenceCheck()])
+  return make_loop(
+    settings,
+    process,
+    data,
+    [
+      *round_callbacks(settings, model_fn, data, process, evaluate=evaluate),
+      callbacks_lib.DivergenceCheck(),
+    ],
+  )
 
 
 class Rows(RoundCallback):
@@ -308,6 +420,7 @@ class Training:
   """What `train` returns: every round's row (round 0: the initial model),
   the final process state, its model weights, the process and the
   resolved settings."""
+
   rows: list[dict]
   state: Any
   weights: Any
@@ -315,9 +428,15 @@ class Training:
   settings: config_lib.Settings
 
 
-def train(process_fn: ProcessFn | None, task, *,
-          model_fn=None, callbacks: Sequence[RoundCallback] = (),
-          show_progress: bool = False, **settings) -> Training:
+def train(
+  process_fn: ProcessFn | None,
+  task,
+  *,
+  model_fn=None,
+  callbacks: Sequence[RoundCallback] = (),
+  show_progress: bool = False,
+  **settings,
+) -> Training:
   """Trains `process_fn(model_fn)` (None: the registered algorithm of
   `algo`) on `task`'s clients from the seeded initial model, with the
   package's client sampling, stragglers, evaluation and callbacks.
@@ -344,37 +463,48 @@ def train(process_fn: ProcessFn | None, task, *,
   """
   model_fn = model_fn or task.model_fn
   settings = config_lib.resolve(
-      config_lib.Config(task=task.name, **settings),
-      num_clients=len(task.client_ids))
+    config_lib.Config(task=task.name, **settings),
+    num_clients=len(task.client_ids),
+  )
   data = ClientData.of(task, settings)
   process, _ = build_for_run(settings, model_fn, process_fn=process_fn)
   initial = learning.initial_model_weights(model_fn, settings.seed)
   _check_model(process, initial)
   rows = Rows()
-  loop = make_loop(settings, process, data, [
+  loop = make_loop(
+    settings,
+    process,
+    data,
+    [
       *round_callbacks(settings, model_fn, data, process, more=callbacks),
       rows,
       callbacks_lib.DivergenceCheck(),
-      outputs.Progress(settings.entry.hparam_column, show_progress)])
+      outputs.Progress(settings.entry.hparam_column, show_progress),
+    ],
+  )
   state = loop.run(loop.initial_state(initial), range(settings.rounds + 1))
-  return Training(rows.rows, state, process.get_model_weights(state), process,
-                  settings)
+  return Training(
+    rows.rows, state, process.get_model_weights(state), process, settings
+  )
 
 
 def _check_model(process, weights):
   """TypeError unless `process` trains a model with `weights`' structure
   (a process built from another model_fn than the evaluation's)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   expected = process.get_model_weights.type_signature.result
   try:
     tf.nest.assert_same_structure(
-        list(weights.trainable), list(expected.trainable),
-        check_types=False)
+      list(weights.trainable), list(expected.trainable), check_types=False
+    )
     shapes = [tuple(w.shape) for w in weights.trainable]
     wanted = [tuple(t.shape) for t in expected.trainable]
   except (ValueError, TypeError, AttributeError):
     shapes, wanted = None, 'another structure'
   if shapes != wanted:
-    raise TypeError(f'the process trains a model whose weights are '
-                    f'{wanted}, but model_fn builds {shapes}: build the '
-                    'process from the same model_fn')
+    raise TypeError(
+      f'the process trains a model whose weights are '
+      f'{wanted}, but model_fn builds {shapes}: build the '
+      'process from the same model_fn'
+    )

@@ -18,7 +18,7 @@ NUM_CLIENTS, FEATURES = 8, 4
 def _client(rng, n):
   y = rng.integers(0, 2, n).astype(np.int32)
   centre = rng.normal(0, 1, FEATURES)
-  x = (centre + 2.0 * (2 * y[:, None] - 1) + rng.normal(0, 1, (n, FEATURES)))
+  x = centre + 2.0 * (2 * y[:, None] - 1) + rng.normal(0, 1, (n, FEATURES))
   return collections.OrderedDict(x=x.astype(np.float32), y=y)
 
 
@@ -30,12 +30,20 @@ def load(data_dir, seed):
   for k in range(NUM_CLIENTS):
     train[f'client_{k}'] = _client(rng, int(rng.integers(20, 60)))
     test[f'client_{k}'] = _client(rng, 10)
-  from tasks import models  # pylint: disable=g-import-not-at-top
+  from tasks import models
+
   return tasks.from_arrays(
-      'blobs', train, test,
-      models.multinomial_logistic_regression(FEATURES, 2),
-      description=f'two Gaussian blobs on {NUM_CLIENTS} clients, MLR')
+    'blobs',
+    train,
+    test,
+    models.multinomial_logistic_regression(FEATURES, 2),
+    description=f'two Gaussian blobs on {NUM_CLIENTS} clients, MLR',
+  )
 
 
-tasks.register('blobs', load, 'two Gaussian blobs per client, 2 classes, MLR '
-               '(a user\'s task, tests/programs/user_modules)')
+tasks.register(
+  'blobs',
+  load,
+  'two Gaussian blobs per client, 2 classes, MLR '
+  "(a user's task, tests/programs/user_modules)",
+)

@@ -24,8 +24,9 @@ def _mean_update_norm(mean):
 
   @tff.tensorflow.computation(mean.type_signature.member)
   def norm(update):
-    return collections.OrderedDict(mean_update_norm=tf.linalg.global_norm(
-        tf.nest.flatten(update)))
+    return collections.OrderedDict(
+      mean_update_norm=tf.linalg.global_norm(tf.nest.flatten(update))
+    )
 
   return tff.federated_map(norm, mean)
 
@@ -35,26 +36,34 @@ def build_fed_avg_m(model_fn, settings, client_input):
   run's model aggregator (`--aggregator`: TFF's weighted mean by default)
   measures the mean's norm."""
   return learning.build_process(
-      model_fn,
-      functools.partial(learning.build_proximal_sgd_client_work, mu=0.0,
-                        optimizer=tff.learning.optimizers.build_sgdm(
-                            settings.client_optimizer.learning_rate)),
-      tff.learning.optimizers.build_sgdm(
-          settings.server_optimizer.learning_rate,
-          momentum=settings.hparams['server_momentum']),
-      client_weighting=settings.client_weighting, client_input=client_input,
-      model_aggregator=tff.aggregators.add_measurements(
-          core.model_aggregator(settings, client_input) or
-          tff.aggregators.MeanFactory(),
-          server_measurement_fn=_mean_update_norm))
+    model_fn,
+    functools.partial(
+      learning.build_proximal_sgd_client_work,
+      mu=0.0,
+      optimizer=tff.learning.optimizers.build_sgdm(
+        settings.client_optimizer.learning_rate
+      ),
+    ),
+    tff.learning.optimizers.build_sgdm(
+      settings.server_optimizer.learning_rate,
+      momentum=settings.hparams['server_momentum'],
+    ),
+    client_weighting=settings.client_weighting,
+    client_input=client_input,
+    model_aggregator=tff.aggregators.add_measurements(
+      core.model_aggregator(settings, client_input)
+      or tff.aggregators.MeanFactory(),
+      server_measurement_fn=_mean_update_norm,
+    ),
+  )
 
 
 class ServerWarmup(callbacks.RoundCallback):
   """Raises the server's learning rate linearly to --server_lr over the
   first `rounds` rounds (it sets the finalizer's rate in the process state
   for the next round) and records the rate a round used."""
-  columns = {'server_lr_now': 'the server learning rate of the round '
-                              '(warm-up)'}
+
+  columns = {'server_lr_now': 'the server learning rate of the round (warm-up)'}
 
   def __init__(self, learning_rate, rounds):
     self._learning_rate, self._rounds = learning_rate, rounds
@@ -66,22 +75,39 @@ class ServerWarmup(callbacks.RoundCallback):
     if end.round_num > 0:
       end.row['server_lr_now'] = self.rate(end.round_num)
     hparams = end.process.get_hparams(end.state)
-    hparams['finalizer']['learning_rate'] = np.float32(self.rate(
-        end.round_num + 1))
+    hparams['finalizer']['learning_rate'] = np.float32(
+      self.rate(end.round_num + 1)
+    )
     end.state = end.process.set_hparams(end.state, hparams)
 
 
-registry.register(registry.Algorithm(
-    name='fedavgm', label='FedAvgM', summary='FedAvg with server momentum '
-    'and a warm-up of the server learning rate', paper='Hsu et al. 2019',
+registry.register(
+  registry.Algorithm(
+    name='fedavgm',
+    label='FedAvgM',
+    summary='FedAvg with server momentum '
+    'and a warm-up of the server learning rate',
+    paper='Hsu et al. 2019',
     build=build_fed_avg_m,
-    uses=('epochs', 'batch_size', 'client_lr', 'server_lr',
-          'client_weighting', 'straggler_policy'),
+    uses=(
+      'epochs',
+      'batch_size',
+      'client_lr',
+      'server_lr',
+      'client_weighting',
+      'straggler_policy',
+    ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
     hparams=dict(server_momentum=0.9, warmup_rounds=2),
     fixed=dict(mu=0.0),
-    metrics=dict(mean_update_norm='‖mean client update‖ (its aggregator\'s '
-                                  'measurement)'),
-    callbacks=lambda settings: [ServerWarmup(
+    metrics=dict(
+      mean_update_norm="‖mean client update‖ (its aggregator's measurement)"
+    ),
+    callbacks=lambda settings: [
+      ServerWarmup(
         settings.server_optimizer.learning_rate,
-        settings.hparams['warmup_rounds'])]))
+        settings.hparams['warmup_rounds'],
+      )
+    ],
+  )
+)

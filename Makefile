@@ -9,7 +9,7 @@ TEST_JOBS ?= auto
 UV_PIN := uv==0.13.9
 UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --compile-bytecode
 
-.PHONY: install run test lint format notebook notebook-run tensorboard clean
+.PHONY: install run test check lint format notebook notebook-run tensorboard clean
 
 install: $(STAMP)
 
@@ -32,6 +32,11 @@ run: install
 # Lint and format check first: a finding fails in seconds, not after pytest.
 test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
+
+# The fast set while developing: lint, then every test but those marked
+# slow (subprocesses, notebooks, compilations; README.md, "Tests").
+check: lint
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow" tests
 
 # ruff (ruff.toml): lint and check the formatting, changing nothing.
 lint: install

@@ -55,6 +55,19 @@ def listening_ips(pid):
   }
 
 
+def pytest_sessionfinish(session):
+  """With TFF_ALGOS_MODULES_SEEN=DIR, the package's modules this test
+  process imported, in DIR/<pid>.txt: what a set of tests reaches (README,
+  "Tests")."""
+  del session
+  directory = os.environ.get('TFF_ALGOS_MODULES_SEEN')
+  if directory:
+    seen = sorted(
+      m for m in sys.modules if m.split('.')[0] in ('tff_algos', 'tasks')
+    )
+    pathlib.Path(directory, f'{os.getpid()}.txt').write_text('\n'.join(seen))
+
+
 @pytest.fixture(scope='session', autouse=True)
 def tff_runtime():
   from tff_algos import runtime

@@ -326,18 +326,21 @@ def _inside(path, folder):
 def _terminate_as_interrupt():
   """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal);
   both also stop the training loop at the end of the round, should Python
-  swallow the exception (one raised inside a garbage-collector callback)."""
+  swallow the exception (one raised inside a garbage-collector callback):
+  yields the `loop.StopRequests` the handlers record them in."""
   from tff_algos.simulation import loop
+
+  requests = loop.StopRequests()
 
   def on_signal(signum, frame):
     del frame
-    raise loop.request_stop(signum)
+    raise requests.request(signum)
 
   previous = {
     s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
   }
   try:
-    yield
+    yield requests
   finally:
     for s, handler in previous.items():
       signal.signal(s, handler)
@@ -573,7 +576,7 @@ def run_single(plan: RunPlan, program: str):
   runtime.install()
   stage = _Stage()
   stage.output_dir = options.output_dir or 'runs'
-  with _terminate_as_interrupt():
+  with _terminate_as_interrupt() as stop_requests:
     try:
       with _prepared_in_held_folder(plan) as (prepared, folder):
         stage.output_dir = output_dir = folder.path
@@ -617,6 +620,7 @@ def run_single(plan: RunPlan, program: str):
           show_progress=options.progress,
           checkpoint_every=options.checkpoint_every,
           target_accuracy=options.target_accuracy,
+          stop_requests=stop_requests,
         )
     except (Exception, KeyboardInterrupt) as e:
       reported = _one_line(e, stage)

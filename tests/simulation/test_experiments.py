@@ -198,6 +198,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
 
   build_evaluation = trainer.evaluation.build_evaluation
   calls = []  # Over both runs below: the request comes once.
+  requests = loop_lib.StopRequests()  # Where the CLI's handlers record.
 
   def swallowed_at_round_2(model_fn, **options):
     evaluate = build_evaluation(model_fn, **options)
@@ -205,7 +206,7 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
     def patched(weights, arrays):
       calls.append(1)  # Two calls (train, test) per round.
       if len(calls) == 5:
-        loop_lib.request_stop(signal.SIGTERM)  # Its raise "swallowed".
+        requests.request(signal.SIGTERM)  # Its raise "swallowed".
       return evaluate(weights, arrays)
 
     patched.per_client_accuracy = False  # Only the pooled metrics patched.
@@ -218,15 +219,23 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
   out = tmp_path / 'run'
   with pytest.raises(loop_lib.Interrupted) as interrupted:
     experiment.run(
-      helpers.quick_config(rounds=5), task, str(out), show_progress=False
+      helpers.quick_config(rounds=5),
+      task,
+      str(out),
+      show_progress=False,
+      stop_requests=requests,
     )
   assert (interrupted.value.round_num, interrupted.value.signum) == (
     2,
     signal.SIGTERM,
   )
   assert [r['round'] for r in results.read_rows(str(out))] == ['0', '1', '2']
-  assert not loop_lib._STOP_REQUESTS
+  assert requests.pending is None
   experiment.run(
-    helpers.quick_config(rounds=5), task, str(out), show_progress=False
+    helpers.quick_config(rounds=5),
+    task,
+    str(out),
+    show_progress=False,
+    stop_requests=requests,
   )  # Resumes; no stale request.
   assert results.summarize(str(out))['rounds'] == 5

@@ -94,12 +94,15 @@ def _tensor(array):
   return tf.constant(array)
 
 
-class _AllClients:
-  """All clients' arrays as one tensor per feature plus each client's row
+class ClientTensors:
+  """Clients' arrays as one tensor per feature plus each client's row
   offsets, kept for the last `size` client lists (by the identity of their
   arrays, which are never modified in place here). Clients that are
   consecutive slices of one aligned array (`tasks.base.packed_clients`)
-  cost no memory here: the tensor is that array (`_joined`, `_tensor`)."""
+  cost no memory here: the tensor is that array (`_joined`, `_tensor`).
+  A run makes one and gives it to its evaluation, dissimilarity and
+  lockstep clients, which read the same training clients
+  (`trainer.ClientData.tensors`)."""
 
   def __init__(self, size=2):
     self._size = size
@@ -124,18 +127,11 @@ class _AllClients:
     _, concatenated, splits = self._entries[key]
     return concatenated, splits
 
-
-_CLIENTS = _AllClients()  # Shared: evaluation and dissimilarity of a run
-# read the same training clients.
-
-
-def client_tensors(data):
-  """All clients' arrays (`data`, by client) as one tensor per feature,
-  without a copy where they are one packed array, and each client's first
-  row in it: what the evaluation reads, and the lockstep clients
-  (`lockstep.Engine`)."""
-  concatenated, splits = _CLIENTS(data)
-  return concatenated, splits.numpy()[:-1]
+  def with_offsets(self, data):
+    """All clients' arrays (`data`, by client) as one tensor per feature
+    and each client's first row in it (what `lockstep.Engine` reads)."""
+    concatenated, splits = self(data)
+    return concatenated, splits.numpy()[:-1]
 
 
 class _InProcess:
@@ -149,7 +145,7 @@ class _InProcess:
   and an eager model traced after such a swap fails.
   """
 
-  def __init__(self, model_fn):
+  def __init__(self, model_fn, clients: ClientTensors | None = None):
     self.model = model_fn()
     self._template = tff.learning.models.ModelWeights.from_model(self.model)
     self.input_signature = [
@@ -160,7 +156,7 @@ class _InProcess:
       tf.TensorSpec([None], tf.int32),
     ]
     self.fresh_metrics = [v.numpy() for v in self.model.local_variables]
-    self.clients = _CLIENTS
+    self.clients = clients or ClientTensors()
 
   def function(self, python_function, autograph=True):
     function = tf.function(
@@ -424,7 +420,10 @@ ROWS_PER_PASS = 1024
 
 
 def build_evaluation(
-  model_fn, across_clients: bool = True, rows_per_pass: int = ROWS_PER_PASS
+  model_fn,
+  across_clients: bool = True,
+  rows_per_pass: int = ROWS_PER_PASS,
+  client_tensors: ClientTensors | None = None,
 ) -> Evaluation:
   """(weights, [client data]) → OrderedDict of the model's metrics over all
   clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
@@ -446,8 +445,11 @@ def build_evaluation(
   per-example matches summed by client (a Keras SparseCategoricalAccuracy),
   or each client's own accuracy state (a Keras mean, client by client);
   other models have the global metrics only.
+
+  `client_tensors`: where the clients' data is held as tensors, shared
+  with others that read the same clients (default: its own).
   """
-  local = _InProcess(model_fn)
+  local = _InProcess(model_fn, client_tensors)
   model = local.model
   # Keras finalizers are tf.functions that build a metric (variables) per
   # trace, which eager tf.function tracing refuses: their Python functions,
@@ -678,12 +680,12 @@ def _finalizing_function(finalizers, totals):
   return function
 
 
-def build_dissimilarity(model_fn):
+def build_dissimilarity(model_fn, client_tensors: ClientTensors | None = None):
   """(weights, [client data]) → OrderedDict(grad_variance,
-  grad_dissimilarity), computed in this process. The clients' gradients are
-  held at once (as the TFF computation holds them in its worker) for the
-  two-pass variance."""
-  local = _InProcess(model_fn)
+  grad_dissimilarity), computed in this process (`client_tensors`: as
+  `build_evaluation`'s). The clients' gradients are held at once (as the
+  TFF computation holds them in its worker) for the two-pass variance."""
+  local = _InProcess(model_fn, client_tensors)
   shapes = [v.shape for v in local.model.trainable_variables]
 
   def dissimilarity_fn(flat_weights, data, splits):

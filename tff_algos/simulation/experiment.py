@@ -169,10 +169,12 @@ def train(
   show_progress: bool = True,
   checkpoint_every: int = 10,
   target_accuracy: float | None = None,
+  stop_requests: loop_lib.StopRequests | None = None,
 ):
   """Trains the unfinished run of `prepared` in `folder` (its status 'new'
   or 'resume') to its last round, continuing from the latest checkpoint,
-  and writes summary.json. Returns metrics.csv's rows as numbers."""
+  and writes summary.json (`stop_requests`: where the caller's signal
+  handlers record a stop). Returns metrics.csv's rows as numbers."""
   settings, data = prepared.settings, prepared.data
   callbacks = trainer.round_callbacks(
     settings, prepared.task.model_fn, data, prepared.process
@@ -184,7 +186,12 @@ def train(
   )
   timer = outputs.Timer()
   loop = trainer.make_loop(
-    settings, prepared.process, data, callbacks, prepared.engine
+    settings,
+    prepared.process,
+    data,
+    callbacks,
+    prepared.engine,
+    stop_requests,
   )
   folder.start(settings.to_json(), prepared.provenance)
   if settings.partition is not None:
@@ -316,6 +323,7 @@ def run(
   checkpoint_every: int = 10,
   target_accuracy: float | None = None,
   accept_package_change: bool = False,
+  stop_requests: loop_lib.StopRequests | None = None,
 ):
   """Trains the run of `config` (a `config.Config` or resolved `Settings`)
   on `task` into the folder `output_dir`: a folder holding the same
@@ -343,6 +351,7 @@ def run(
     show_progress=show_progress,
     checkpoint_every=checkpoint_every,
     target_accuracy=target_accuracy,
+    stop_requests=stop_requests,
   )
 
 

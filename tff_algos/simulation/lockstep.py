@@ -227,12 +227,14 @@ class Engine:
     process: learning.LockstepProcess,
     train_arrays: Sequence[Mapping[str, np.ndarray]],
     batch_size: int,
+    client_tensors: evaluation.ClientTensors | None = None,
   ):
     self._model_fn = process.model_fn
     self._local = process.local_training
     self._mean_of_updates = process.mean_of_updates
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
-    self._data, self._offsets = evaluation.client_tensors(train_arrays)
+    tensors = client_tensors or evaluation.ClientTensors()
+    self._data, self._offsets = tensors.with_offsets(train_arrays)
     self._gradient = self._local.kind == 'gradient'
     if self._gradient:  # One pass in chunks, as the per-client path.
       batch_size = int(min(self._sizes.max(), CHUNK_SIZE))

@@ -46,16 +46,28 @@ class Interrupted(KeyboardInterrupt):
     self.round_num = round_num
 
 
-_STOP_REQUESTS = []  # Signal numbers received (request_stop).
+class StopRequests:
+  """The stop requests (signal numbers) a run has received. A signal
+  handler records one with `request` and raises the KeyboardInterrupt it
+  returns; Python ignores an exception raised while a garbage-collector
+  callback runs, so `Loop.run` also stops after the round in which a
+  request arrived. Each loop has its own: a request never reaches another
+  run."""
 
+  def __init__(self):
+    self._signals = []
 
-def request_stop(signum: int) -> KeyboardInterrupt:
-  """Records a stop request and returns the KeyboardInterrupt (carrying
-  `signum`) for the signal handler to raise. Python ignores an exception
-  raised while a garbage-collector callback runs, so `run` also stops after
-  the round in which a request arrived."""
-  _STOP_REQUESTS.append(signum)
-  return _interrupt(signum)
+  def request(self, signum: int) -> KeyboardInterrupt:
+    self._signals.append(signum)
+    return _interrupt(signum)
+
+  @property
+  def pending(self) -> int | None:
+    """The last request's signal, if one is unhandled."""
+    return self._signals[-1] if self._signals else None
+
+  def clear(self):
+    self._signals.clear()
 
 
 def _interrupt(signum: int) -> KeyboardInterrupt:
@@ -84,6 +96,8 @@ class Loop:
       schedules, round_num)` → the clients' computed results
       (`simulation.lockstep.Engine.inputs`); None: each client's data and
       minibatch schedule go to the process (`client_inputs`).
+    stop_requests: where the run's signal handlers record a stop request
+      (`StopRequests`).
   """
 
   process: Any
@@ -94,6 +108,7 @@ class Loop:
   callbacks: Sequence[RoundCallback] = ()
   release_empty_rounds: bool = False
   lockstep: Callable[[Any, Sequence[Any], int], list] | None = None
+  stop_requests: StopRequests = dataclasses.field(default_factory=StopRequests)
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""
@@ -163,7 +178,7 @@ class Loop:
     """Runs `rounds` from `state`; returns the final state. A round whose
     callbacks set `stop` is the last. Ctrl-C raises Interrupted (a
     KeyboardInterrupt) naming the round, as does the end of a round during
-    which `request_stop` was called."""
+    which a stop was requested (`stop_requests`)."""
     for callback in self.callbacks:
       callback.before_training(rounds)
     try:
@@ -171,10 +186,11 @@ class Loop:
         try:
           end = self.step(state, round_num)
           state = end.state
-          if _STOP_REQUESTS:  # Its KeyboardInterrupt was swallowed.
-            raise _interrupt(_STOP_REQUESTS[-1])
+          if self.stop_requests.pending is not None:
+            # Its KeyboardInterrupt was swallowed.
+            raise _interrupt(self.stop_requests.pending)
         except KeyboardInterrupt as e:
-          _STOP_REQUESTS.clear()  # Handled: a later run starts afresh.
+          self.stop_requests.clear()  # Handled: resuming starts afresh.
           interrupted = Interrupted(round_num)
           if hasattr(e, 'signum'):  # SIGTERM, as the CLI raises it.
             interrupted.signum = e.signum

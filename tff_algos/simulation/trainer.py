@@ -109,14 +109,19 @@ def build_for_run(
 @dataclasses.dataclass(frozen=True)
 class ClientData:
   """A task's clients as a run uses them: ids and arrays by client index
-  (training; test, whose clients may be others), and the clients whose
-  training data the evaluation reads."""
+  (training; test, whose clients may be others), the clients whose
+  training data the evaluation reads, and the run's tensors of them
+  (`evaluation.ClientTensors`), shared by its evaluation, dissimilarity
+  and lockstep clients."""
 
   client_ids: Sequence[str]
   train: Sequence[Any]
   test: Sequence[Any] | None
   evaluated: Sequence[Any]
   test_ids: Sequence[str] = ()
+  tensors: evaluation.ClientTensors = dataclasses.field(
+    default_factory=evaluation.ClientTensors, compare=False, repr=False
+  )
 
   @classmethod
   def of(cls, task, settings: config_lib.Settings) -> ClientData:
@@ -277,7 +282,9 @@ def measurements(
   across_clients = settings.config.client_execution != 'per_client'
   measured = [
     callbacks_lib.Evaluation(
-      evaluation.build_evaluation(model_fn, across_clients=across_clients),
+      evaluation.build_evaluation(
+        model_fn, across_clients=across_clients, client_tensors=data.tensors
+      ),
       data.evaluated,
       data.test,
       lambda r: every_round or r % settings.eval_every == 0 or r == last,
@@ -287,7 +294,7 @@ def measurements(
   if settings.dissimilarity_every:
     measured.append(
       callbacks_lib.Dissimilarity(
-        evaluation.build_dissimilarity(model_fn),
+        evaluation.build_dissimilarity(model_fn, data.tensors),
         data.train,
         settings.dissimilarity_every,
       )
@@ -352,7 +359,9 @@ def lockstep_engine(
   for another process)."""
   if not isinstance(process, learning.LockstepProcess):
     return None
-  return lockstep.Engine(process, data.train, settings.algorithm.batch_size)
+  return lockstep.Engine(
+    process, data.train, settings.algorithm.batch_size, data.tensors
+  )
 
 
 def make_loop(
@@ -361,8 +370,10 @@ def make_loop(
   data: ClientData,
   callbacks: Sequence[RoundCallback],
   engine: lockstep.Engine | None = None,
+  stop_requests: loop_lib.StopRequests | None = None,
 ) -> loop_lib.Loop:
-  """The loop of `process` on `data`. A process with a DP aggregator runs
+  """The loop of `process` on `data` (its stop requests recorded in
+  `stop_requests`, else its own). A process with a DP aggregator runs
   every round, one without participants too: the server releases the
   noise of a zero sum, as a deployment's would, and the accountant counts
   every round."""
@@ -376,6 +387,7 @@ def make_loop(
     list(callbacks),
     release_empty_rounds=bool(privacy.dp_events(process.initialize())),
     lockstep=engine.inputs if engine else None,
+    stop_requests=stop_requests or loop_lib.StopRequests(),
   )
 
 

@@ -164,6 +164,7 @@ def main(argv=None):
     )
     if holder.per_client:
       plot.plot_client_accuracy(groups, holder.out, holder.title, **shape)
+      what = "the clients' final test accuracy"
     else:
       metrics = {c for d in run_dirs for c in results.read_rows(d)[0]} - {
         'round'
@@ -185,9 +186,9 @@ def main(argv=None):
         x=holder.x,
         **shape,
       )
+      what = metric
   except (ValueError, OSError, cli.UsageError) as e:
     cli.fail(PROGRAM, e)
-  what = "the clients' final test accuracy" if holder.per_client else (metric)
   print(f'wrote {holder.out} ({what} of {len(run_dirs)} runs)', file=sys.stderr)
   return 0
 

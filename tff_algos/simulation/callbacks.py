@@ -116,10 +116,8 @@ class Evaluation(RoundCallback):
     self._per_client = (
       per_client and test_arrays is not None and evaluate.per_client_accuracy
     )
-    self._names = {
-      name: columns_lib.SAMPLED.get(name, name) if sampled else name
-      for name in columns_lib.SAMPLED
-    }
+    # The training metrics' columns: over a sample, names that say so.
+    self._names = columns_lib.SAMPLED if sampled else {}
     self.columns = (
       evaluation.CLIENT_ACCURACY_COLUMNS if (self._per_client) else {}
     )

@@ -47,7 +47,7 @@ def _differences(case, rounds, task, arrays):
   loops, states = {}, {}
   for execution in ('lockstep', 'per_client'):
     settings = resolve(
-      Config(
+      Config.create(
         **dict(test_lockstep.QUICK, **case, rounds=max(rounds)),
         client_execution=execution,
       ),

@@ -157,7 +157,7 @@ def main(argv):
   batch_size, lr, mu = workload.batch_size, workload.client_lr, workload.mu
   arrays = tasks.client_arrays(task.train)
   settings = resolve(
-    Config(
+    Config.create(
       algo='fedprox' if mu else 'fedavg',
       task=workload.task,
       clients_per_round=k,

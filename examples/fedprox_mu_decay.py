@@ -1,11 +1,13 @@
 """FedProx whose proximal weight decays every round: μ_t = μ · decay^t.
 
 An algorithm of your own in one file: a registry entry (FedProx's builder
-with a hyper-parameter of its own) and a round callback that sets μ in the
-process state between rounds and records the μ each round used.
+with a hyper-parameter of its own, declared once: its flag --mu_decay, its
+check, its metrics.csv column and its header entry come from that) and a
+round callback that sets μ in the process state between rounds and records
+the μ each round used.
 
   python -m tff_algos --import=examples/fedprox_mu_decay.py \\
-      --algo=fedprox_mu_decay --hparam=mu_decay=0.9 ...
+      --algo=fedprox_mu_decay --mu_decay=0.9 ...
 """
 
 import numpy as np
@@ -33,6 +35,16 @@ class DecayingMu(callbacks.RoundCallback):
     end.state = end.process.set_hparams(end.state, hparams)
 
 
+MU_DECAY = registry.HyperParameter(
+  'mu_decay',
+  0.9,
+  help="The factor μ is multiplied by after each round: μ_t = μ·decay^t.",
+  minimum=0.0,
+  column='the factor μ is multiplied by after each round',
+  symbol='μ decay',
+)
+
+
 def _build(model_fn, settings, client_input):
   return fedprox.build_fed_prox(
     model_fn,
@@ -45,7 +57,7 @@ registry.register(
   registry.Algorithm(
     name='fedprox_mu_decay',
     label='FedProx μ-decay',
-    summary='FedProx whose μ decays by --hparam=mu_decay per round',
+    summary='FedProx whose μ decays by --mu_decay per round',
     paper='FedProx (Li et al. 2020) with an annealed proximal term',
     build=_build,
     uses=(
@@ -57,7 +69,7 @@ registry.register(
       'straggler_policy',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
-    hparams=dict(mu=1.0, mu_decay=0.9),
+    hparams=(core.MU, MU_DECAY),
     callbacks=lambda settings: [
       DecayingMu(settings.hparams['mu'], settings.hparams['mu_decay'])
     ],

@@ -46,7 +46,7 @@ def quick_config(**overrides):
     rounds=3, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
   )
   values.update(overrides)
-  return Config(**values)
+  return Config.create(**values)
 
 
 def run(tmp_path, name, **overrides):

@@ -58,9 +58,7 @@ def _algorithm_default(name):
   values = {}
   for algo in registry.names():
     entry = registry.get(algo)
-    value = entry.fixed.get(
-      name, entry.defaults.get(name, entry.hparams.get(name))
-    )
+    value = entry.fixed.get(name, entry.defaults.get(name))
     if value is not None and not callable(value):
       values.setdefault(value, []).append(algo)
   if not values:
@@ -70,6 +68,36 @@ def _algorithm_default(name):
     f'{", ".join(algos)}: {v}' for v, algos in values.items() if v != common
   )
   return f' (default {common}' + (f'; {others}' if others else '') + ')'
+
+
+_DEFINE = {bool: 'DEFINE_bool', int: 'DEFINE_integer', float: 'DEFINE_float'}
+
+
+def _hyperparameter_flags():
+  """A flag for each hyper-parameter the registered algorithms declare
+  (one per name, shared by the algorithms that declare it): its help is
+  the first free declaration's, then which algorithms take it and their
+  defaults, and which hold it fixed."""
+  found = []
+  for name, declared in registry.hyperparameters().items():
+    by_value = {}
+    for algo, h in declared:
+      text = f'{h.default:g}' if h.kind is float else str(h.default)
+      by_value.setdefault((h.fixed, text), []).append(algo)
+    notes = '; '.join(
+      f'{", ".join(algos)}: {"fixed at" if fixed else "default"} {text}'
+      for (fixed, text), algos in sorted(by_value.items())
+    )
+    first = next((h for _, h in declared if not h.fixed), declared[0][1])
+    found.append(
+      Flag(
+        _DEFINE[first.kind],
+        name,
+        None,
+        f'{first.help.rstrip(".")} ({notes}).',
+      )
+    )
+  return found
 
 
 def _optimizer_flags(role):
@@ -147,7 +175,26 @@ def _optimizer_flags(role):
 
 def _groups():
   """The flags of every group, in help order (built on first use: the
-  algorithms' defaults come from the registry)."""
+  algorithms' defaults and hyper-parameters come from the registry).
+  UsageError for a hyper-parameter named as another flag."""
+  groups = _run_groups()
+  names = {f.name for group in groups.values() for f in group}
+  own = _hyperparameter_flags()
+  for flag in own:
+    if flag.name in names:
+      owners = [a for a, _ in registry.hyperparameters()[flag.name]]
+      raise UsageError(
+        f'{", ".join(owners)}: the hyper-parameter {flag.name} is named as '
+        f'the flag --{flag.name}; rename it'
+      )
+  algorithm = groups['algorithm']
+  at = [f.name for f in algorithm].index('client_optimizer')
+  algorithm[at:at] = own  # Before the optimizers' flags.
+  return groups
+
+
+def _run_groups():
+  """The flags of every group but the algorithms' hyper-parameters."""
   return {
     'run': [
       Flag(
@@ -250,27 +297,6 @@ def _groups():
         'η_gi; 0.01 for the Fed* optimizer presets.',
       ),
       Flag(
-        'DEFINE_float',
-        'mu',
-        None,
-        "FedProx's proximal weight μ (default 1; FedAvg and FedSGD "
-        'have μ = 0).',
-      ),
-      Flag(
-        'DEFINE_float',
-        'lam',
-        None,
-        "FedISGD's λ: the proximal weight of its local objective "
-        'and the scale of its server step (default 1).',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'adaptive_mu',
-        None,
-        'FedProx: adapt μ by ±0.1 from the training loss (Li et al. '
-        '§5.3.2); --mu is the initial value.',
-      ),
-      Flag(
         'DEFINE_enum',
         'straggler_policy',
         None,
@@ -290,8 +316,8 @@ def _groups():
         'DEFINE_multi_string',
         'hparam',
         [],
-        "NAME=VALUE: a hyper-parameter of the algorithm's own (an "
-        'algorithm registered with extra_hparams); repeatable.',
+        "NAME=VALUE: a hyper-parameter of the algorithm's own, as its "
+        'flag --NAME=VALUE gives it; repeatable.',
       ),
       *_optimizer_flags('client'),
       *_optimizer_flags('server'),
@@ -714,15 +740,26 @@ imports_in = user_modules.imports_in
 
 # --------------------------------------------------------- the settings
 def _hparams(holder):
-  values = {}
+  """The hyper-parameters given: their flags and --hparam NAME=VALUE
+  (UsageError for one given both ways)."""
+  values = {
+    name: holder[name].value
+    for name in registry.hyperparameters()
+    if name in holder and holder[name].value is not None
+  }
+  flagged = set(values)
   for item in holder.hparam:
     name, sep, value = item.partition('=')
+    name = name.strip()
     try:
-      values[name.strip()] = float(value)
+      number = float(value)
     except ValueError:
       sep = ''
-    if not sep or not name.strip():
+    if not sep or not name:
       raise UsageError(f'--hparam={item!r}: expected NAME=NUMBER')
+    if name in flagged:
+      raise UsageError(f'give --{name} or --hparam={name}=..., not both')
+    values[name] = number
   return values
 
 
@@ -758,11 +795,7 @@ def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:
   """
   given = {
     name: holder[name].value
-    for name in (
-      *registry.ALGORITHM_FIELDS,
-      *registry.HPARAM_FLAGS,
-      *OPTIMIZER_FIELDS,
-    )
+    for name in (*registry.ALGORITHM_FIELDS, *OPTIMIZER_FIELDS)
   }
   clients_per_round = _value(holder, 'clients_per_round')
   client_fraction = _value(holder, 'client_fraction')
@@ -788,7 +821,7 @@ def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:
     straggler_fraction=_value(
       holder, 'straggler_fraction', _DEFAULTS.straggler_fraction
     ),
-    hparams=_hparams(holder),
+    hparams=_hparams(holder),  # The algorithm's own, given.
     update_spread=_value(holder, 'update_spread', False),
     dissimilarity_every=_value(holder, 'dissimilarity_every', 0),
     eval_every=_value(holder, 'eval_every', _DEFAULTS.eval_every),

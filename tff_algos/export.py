@@ -231,19 +231,20 @@ def _settings(settings, production):
   """The algorithm's hyper-parameters and optimizers (with their learning
   rate schedules) in the computation, and the batch size the pipeline is
   to use (B is not part of a production build)."""
-  simulation_only = {'straggler_policy', 'adaptive_mu'}
+  entry = settings.entry
+  simulation_only = {'straggler_policy'} | {
+    h.name for h in entry.hparams if h.simulation_only
+  }
   if production:
     simulation_only.add('batch_size')
   values = settings.to_json()
-  entry = settings.entry
   if values['aggregator'] != 'dp' or production:
     simulation_only.add('seed')  # A simulation's DP noise seed.
   return {
     k: values[k]
     for k in (
       *entry.uses,
-      *entry.hparams,
-      'hparams',
+      *(h.name for h in entry.hparams),
       *cli.OPTIMIZER_FIELDS,
       'update_spread',
       'aggregator',

@@ -204,11 +204,13 @@ def _recorded_metrics(run_dirs):
 
 
 def _description(metric, recorded):
-  """An algorithm's own metric's description (None for a built-in one):
+  """An algorithm's own column's description (None for a built-in one):
   a registered algorithm's, or one the runs recorded."""
   for name in registry.names():
-    if metric in registry.get(name).metrics:
-      return registry.get(name).metrics[metric].replace('$', r'\$')
+    entry = registry.get(name)
+    own = {**entry.columns, **entry.metrics}
+    if metric in own:
+      return own[metric].replace('$', r'\$')
   if metric in recorded:
     return str(recorded[metric]).replace('$', r'\$')
   return None

@@ -428,11 +428,7 @@ def _header(
       parts.append(
         optimizers.describe(role, optimizer, (built or {}).get(part))
       )
-  parts += [
-    f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
-    for k, v in algorithm.hparams.items()
-    if v is not False
-  ]
+  parts += settings.entry.describe_hparams(algorithm.hparams)
   parts.append(f'{algorithm.client_weighting} weights')
   if settings.client_sampling != 'uniform':
     parts.append(f'{settings.client_sampling} client sampling')

@@ -4,15 +4,18 @@ path; the registry's rules for settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import tensorflow_federated as tff
 
+from tff_algos import cli
 from tff_algos import learning
 from tff_algos import run
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
+from tff_algos.simulation import columns
 from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
@@ -57,13 +60,12 @@ def fedavgm():
         'straggler_policy',
       ),
       defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
-      fixed=dict(mu=0.0),
-      hparams=dict(server_momentum=0.9),
+      hparams=dict(momentum=0.9),
       build=lambda model_fn, settings, client_input: build_fed_avg_m(
         model_fn,
         settings.client_optimizer.learning_rate,
         settings.server_optimizer.learning_rate,
-        settings.hparams['server_momentum'],
+        settings.hparams['momentum'],
         client_input,
       ),
     )
@@ -86,20 +88,21 @@ def test_a_registered_algorithm_runs_through_the_command_line(
   runs = {}
   for name, flags in (
     ('fedavg', ['--algo=fedavg']),
-    ('momentum0', ['--algo=fedavgm_test', '--hparam=server_momentum=0']),
+    ('momentum0', ['--algo=fedavgm_test', '--momentum=0']),
     ('momentum', ['--algo=fedavgm_test']),
   ):
     _main(*flags, f'--output_dir={tmp_path / name}')
     runs[name] = results.read_rows(tmp_path / name)
   config = json.loads((tmp_path / 'momentum' / 'config.json').read_text())
   assert config['algo'] == 'fedavgm_test'
-  assert config['hparams'] == {'server_momentum': 0.9}  # Its default.
+  assert config['momentum'] == 0.9  # Its default.
+  assert 'mu' not in config and 'mu' not in runs['momentum'][0]  # Not FedProx.
   assert runs['momentum0'] == runs['fedavg']  # Momentum 0: FedAvg.
   # The first server step has no momentum yet; later ones do.
   assert runs['momentum'][1] == runs['fedavg'][1]
   assert runs['momentum'][3]['train_loss'] != runs['fedavg'][3]['train_loss']
   _, labels = plot.describe([[tmp_path / 'momentum'], [tmp_path / 'fedavg']])
-  assert labels == ['FedAvgM server_momentum=0.9', 'FedAvg']
+  assert labels == ['FedAvgM momentum=0.9', 'FedAvg']
 
 
 def test_unknown_or_foreign_settings_are_usage_errors(
@@ -107,10 +110,14 @@ def test_unknown_or_foreign_settings_are_usage_errors(
 ):
   for flags, message in (
     (
-      ['--hparam=server_momentun=0.5'],
-      'server_momentun: fedavgm_test has only server_momentum',
+      ['--hparam=momentun=0.5'],
+      '--momentun is not a fedavgm_test hyper-parameter (it has '
+      'epochs, batch_size, client_lr, server_lr, client_weighting, '
+      'straggler_policy, momentum)',
     ),
-    (['--mu=1'], '--mu=1.0: fedavgm_test has mu=0.0'),
+    (['--momentum=inf'], '--momentum must be a number (below 3.4e38'),
+    (['--mu=1'], '--mu is not a fedavgm_test hyper-parameter'),
+    (['--algo=fedavg', '--mu=1'], '--mu=1: fedavg has mu=0'),
     (['--adaptive_mu'], '--adaptive_mu is not a fedavgm_test hyper-parameter'),
     (
       ['--server_lr_decay=0.5'],
@@ -134,7 +141,7 @@ def test_unknown_or_foreign_settings_are_usage_errors(
 def test_resolution_fills_in_each_algorithms_own_settings():
   fedsgd = resolve(Config(algo='fedsgd', client_lr=0.3)).config
   assert (fedsgd.epochs, fedsgd.batch_size, fedsgd.server_lr) == (1, -1, 0.3)
-  assert fedsgd.mu == 0 and fedsgd.server_lr_decay is None
+  assert fedsgd.hparams == {'mu': 0.0} and fedsgd.server_lr_decay is None
   fedisgd = resolve(Config(algo='fedisgd')).config
   assert (fedisgd.client_weighting, fedisgd.straggler_policy) == (
     'uniform',
@@ -142,7 +149,7 @@ def test_resolution_fills_in_each_algorithms_own_settings():
   )
   # A setting the algorithm does not have does not tell runs apart.
   assert (
-    resolve(Config(algo='fedavg', mu=0.0)).to_json()
+    resolve(Config.create(algo='fedavg', mu=0.0)).to_json()
     == resolve(Config(algo='fedavg')).to_json()
   )
   with pytest.raises(ConfigError, match='fedsgd has epochs=1'):
@@ -157,3 +164,73 @@ def test_resolution_fills_in_each_algorithms_own_settings():
       uses=('momentum',),
       defaults={},
     )
+
+
+@pytest.mark.parametrize(
+  'old, new, hparams',
+  [
+    (  # Hyper-parameters were fields of their own, None where not had.
+      dict(algo='fedprox', mu=0.5, lam=None, adaptive_mu=True, hparams={}),
+      dict(algo='fedprox', mu=0.5, adaptive_mu=True),
+      {'mu': 0.5, 'adaptive_mu': True},
+    ),
+    (  # FedISGD's λ was once held as "mu".
+      dict(algo='fedisgd', mu=0.3),
+      dict(algo='fedisgd', lam=0.3),
+      {'lam': 0.3},
+    ),
+    (
+      dict(
+        algo='centralized',
+        mu=0.0,
+        lam=None,
+        adaptive_mu=None,
+        hparams={'updates_per_round': 50.0},
+      ),
+      dict(algo='centralized', updates_per_round=50),
+      {'mu': 0.0, 'updates_per_round': 50},
+    ),
+  ],
+)
+def test_older_config_json_files_load_as_the_same_settings(old, new, hparams):
+  loaded = resolve(Config.from_json(old))
+  assert loaded.to_json() == resolve(Config.from_json(new)).to_json()
+  assert loaded.algorithm.hparams == hparams
+
+
+def test_a_hyperparameter_declares_its_flag_check_column_and_header():
+  decay = registry.HyperParameter(
+    'decay', 0.5, help='A decay.', minimum=0.0, column='the decay', symbol='δ'
+  )
+  entry = registry.register(
+    dataclasses.replace(registry.get('fedprox'), name='t', hparams=(decay,))
+  )
+  try:
+    config = cli.config_from_flags(_flags('--algo=t', '--decay=0.25'))
+    settings = resolve(config)
+    assert settings.algorithm.hparams == {'decay': 0.25}
+    assert settings.hparam_columns == {'decay': 0.25}
+    assert settings.to_json()['decay'] == 0.25
+    assert entry.describe_hparams(settings.algorithm.hparams) == ['δ=0.25']
+    assert 'decay' in columns.names(settings.hparam_columns)
+    for bad in ('--decay=-1', '--decay=inf'):
+      with pytest.raises(cli.UsageError, match='--decay must be a number >= 0'):
+        cli.config_from_flags(_flags('--algo=t', bad))
+    with pytest.raises(cli.UsageError, match='not a fedavg hyper-parameter'):
+      cli.config_from_flags(_flags('--algo=fedavg', '--decay=0.25'))
+    registry.register(
+      dataclasses.replace(
+        entry, name='u', hparams=(dataclasses.replace(decay, name='rounds'),)
+      )
+    )
+    with pytest.raises(cli.UsageError, match='named as the flag --rounds'):
+      cli.flag_values(run.GROUPS)
+  finally:
+    registry.unregister('t')
+    registry.unregister('u')
+
+
+def _flags(*args):
+  holder = cli.flag_values(run.GROUPS)
+  cli.parse(holder, list(args))
+  return holder

@@ -138,7 +138,7 @@ def _ours_and_reference(config, model_fn, reference_model, train_arrays):
       1,
       lambda _, r=round_num: schedule(r),
       params,
-      mu=resolved.mu or 0.0,
+      mu=resolved.hparams.get('mu', 0.0),
       eval_every=10**9,
     )
     params = history['params']
@@ -208,7 +208,7 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
   train_arrays = [
     collections.OrderedDict(x=x[:90], y=y[:90]) for x, y in zip(xs, ys)
   ]
-  config = Config(
+  config = Config.create(
     algo='fedprox',
     task='synthetic_1_1',
     rounds=3,

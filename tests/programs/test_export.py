@@ -176,7 +176,10 @@ def test_an_export_runs_in_a_process_without_this_package(tmp_path):
   [
     (['--algo=nope', '--out=OUT'], 'unknown algorithm'),
     (['--algo=fedavg'], '--out is required'),
-    (['--algo=fedavg', '--mu=1', '--out=OUT'], 'fedavg has mu=0.0'),
+    (
+      ['--algo=fedavg', '--mu=1', '--out=OUT'],
+      'fedavg has mu=0 (McMahan et al.',
+    ),
     (['--algo=fedavg', '--task=nope', '--out=OUT'], 'unknown --task'),
     (['--algo=fedavg', '--out=FULL'], 'is not empty (--overwrite'),
     (

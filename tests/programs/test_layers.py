@@ -8,6 +8,7 @@ not counted). Imports inside functions count too.
 """
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -238,3 +239,63 @@ def _python(code):
     timeout=120,
   )
   assert result.returncode == 0, result.stderr[-2000:]
+
+
+# The layers that run any algorithm: what they know of one comes from its
+# registry entry, so that a user's algorithm is treated as the package's.
+GENERIC = (
+  'tff_algos/simulation',
+  'tff_algos/analysis',
+  'tff_algos/cli.py',
+  'tff_algos/run.py',
+)
+
+
+def _words(tree):
+  """(line, word) of every identifier and every word of every string in
+  `tree` but its docstrings (which may show a command line)."""
+  docs = {
+    id(node.body[0].value)
+    for node in ast.walk(tree)
+    if isinstance(
+      node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    )
+    and node.body
+    and isinstance(node.body[0], ast.Expr)
+    and isinstance(node.body[0].value, ast.Constant)
+  }
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+      if id(node) not in docs:
+        yield from ((node.lineno, w) for w in re.findall(r'\w+', node.value))
+    elif isinstance(node, (ast.Name, ast.Attribute, ast.arg, ast.keyword)):
+      name = getattr(node, 'id', None) or getattr(node, 'attr', None)
+      name = name or getattr(node, 'arg', None)
+      if name:
+        yield getattr(node, 'lineno', 0), name
+    elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+      yield node.lineno, node.name
+
+
+def test_generic_layers_name_no_algorithm_or_its_hyperparameters():
+  from tff_algos import algorithms  # noqa: F401  (registers them)
+  from tff_algos.algorithms import registry
+
+  entries = [  # The package's own: tests may have registered others.
+    registry.get(name)
+    for name in registry.names()
+    if registry.get(name).build.__module__.startswith('tff_algos.')
+  ]
+  known = {e.name for e in entries} | {
+    h.name for e in entries for h in e.hparams
+  }
+  known -= {registry.POOLED_STEPS}  # The registry's name, for any pooled one.
+  assert {'fedprox', 'fedisgd', 'mu', 'lam', 'adaptive_mu'} <= known
+  found = [
+    f'{path.relative_to(REPO)}:{line}: {word}'
+    for path in SOURCES
+    if str(path.relative_to(REPO)).startswith(GENERIC)
+    for line, word in _words(ast.parse(path.read_text()))
+    if word in known
+  ]
+  assert not found, found

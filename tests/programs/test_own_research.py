@@ -30,7 +30,7 @@ SWEEP = (
   '--clients_per_round=3',
   '--epochs=1',
   '--server_lr=0.5',
-  '--hparam=server_momentum=0.5',
+  '--momentum=0.5',
   '--progress=false',
   '--checkpoint_every=1',
   '--sweep=seed=0,1',
@@ -166,8 +166,8 @@ def test_an_undeclared_metric_is_reported_not_dropped(tmp_path, capsys):
 
 def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
   """examples/fedprox_mu_decay.py, one file: with no decay it is FedProx,
-  byte for byte; with decay its callback sets μ_t = μ·decay^t each round;
-  its runs plot and it exports."""
+  value for value (its own column says the decay); with decay its callback
+  sets μ_t = μ·decay^t each round; its runs plot and it exports."""
   example = f'--import={REPO / "examples" / "fedprox_mu_decay.py"}'
   out = tmp_path / 'sweep'
   command, kwargs = _command(
@@ -177,17 +177,18 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
     '--clients_per_round=3',
     '--epochs=1',
     '--progress=false',
-    '--variant=decaying: --algo=fedprox_mu_decay --hparam=mu_decay=0.5',
-    '--variant=constant: --algo=fedprox_mu_decay --hparam=mu_decay=1',
+    '--variant=decaying: --algo=fedprox_mu_decay --mu_decay=0.5',
+    '--variant=constant: --algo=fedprox_mu_decay --mu_decay=1',
     '--variant=fedprox: --algo=fedprox --mu=1',
     f'--output_dir={out}',
     cwd=tmp_path,
   )
   result = subprocess.run(command, capture_output=True, timeout=600, **kwargs)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert (out / 'constant' / 'metrics.csv').read_bytes() == (
-    out / 'fedprox' / 'metrics.csv'
-  ).read_bytes()
+  constant = _rows(out / 'constant' / 'metrics.csv')
+  assert [r.pop('mu_decay') for r in constant] == ['1.0'] * 4
+  assert constant == _rows(out / 'fedprox' / 'metrics.csv')
+  assert 'μ=1, μ decay=0.5' in result.stderr  # The run's header.
   decaying = _rows(out / 'decaying' / 'metrics.csv')
   assert [float(r['mu']) for r in decaying[1:]] == [1.0, 0.5, 0.25]
   assert (
@@ -224,7 +225,32 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
   manifest = json.loads((tmp_path / 'export' / 'manifest.json').read_text())
   assert manifest['algorithm'] == 'fedprox_mu_decay'
   assert manifest['hyperparameters']['mu'] == 1.0
-  assert manifest['hyperparameters']['hparams'] == dict(mu_decay=0.9)
+  assert manifest['hyperparameters']['mu_decay'] == 0.9
   # The decay is a round callback, not part of the computations: the
   # manifest says what a pipeline has to do between rounds.
   assert "sets the client work's μ" in manifest['round_callbacks']['DecayingMu']
+
+
+def test_the_example_algorithms_own_flag_is_checked_and_helped(
+  tmp_path, capsys
+):
+  from tff_algos import run
+
+  example = f'--import={REPO / "examples" / "fedprox_mu_decay.py"}'
+  with pytest.raises(SystemExit) as exit_:
+    run.main(
+      [
+        'run_experiment.py',
+        example,
+        '--algo=fedprox_mu_decay',
+        '--mu_decay=-0.5',
+        f'--output_dir={tmp_path / "x"}',
+      ]
+    )
+  assert exit_.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1 and '--mu_decay must be a number >= 0' in err
+  assert not (tmp_path / 'x').exists()
+  run.main(['run_experiment.py', example, '--help'])
+  helped = capsys.readouterr().out
+  assert '--mu_decay\n      The factor μ is multiplied by' in helped

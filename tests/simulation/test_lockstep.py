@@ -67,7 +67,7 @@ def test_lockstep_trains_the_per_client_model(name):
   runs = {}
   for execution in ('lockstep', 'per_client'):
     settings = resolve(
-      Config(**dict(QUICK, **CASES[name]), client_execution=execution),
+      Config.create(**dict(QUICK, **CASES[name]), client_execution=execution),
       num_clients=30,
     )
     runs[execution] = _final_weights(settings, task.model_fn, arrays)

@@ -15,28 +15,36 @@ of one update is that update exactly). The client is sent only the
 examples its block reads.
 """
 
+from tff_algos.algorithms import core
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import registry
+
+UPDATES_PER_ROUND = registry.HyperParameter(
+  registry.POOLED_STEPS,
+  100,
+  help='The centralized baseline: minibatch updates in a "round" (a block '
+  'of SGD steps on the pooled data).',
+  minimum=1,
+)
 
 ALGORITHM = registry.register(
   registry.Algorithm(
     name='centralized',
     label='SGD (centralized)',
     summary="minibatch SGD on all clients' data pooled (B = 100), a round "
-    'a block of --hparam=updates_per_round updates: the baseline',
+    'a block of --updates_per_round updates: the baseline',
     paper='McMahan et al., AISTATS 2017, §3 (Table 3, Figure 9)',
     build=fedavg.ALGORITHM.build,  # FedAvg's process on the pooled client.
     uses=('batch_size', 'client_lr'),
     defaults=dict(
       batch_size=100, client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr']
     ),
-    hparams=dict(updates_per_round=100),
+    hparams=(core.MU.fixed_at(0.0), UPDATES_PER_ROUND),
     fixed=dict(
       epochs=1,
       server_lr=1.0,
       straggler_policy='drop',
       client_weighting='uniform',
-      mu=0.0,
     ),
     describe=lambda settings: (
       f'SGD (centralized), {settings.hparams["updates_per_round"]:g} '

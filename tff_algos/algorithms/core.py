@@ -17,9 +17,22 @@ import numbers
 from tff_algos import lazy
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
+from tff_algos.algorithms import registry
 
 learning = lazy.module('tff_algos.learning')
 tff = lazy.module('tensorflow_federated')
+
+# The proximal weight of the local objective F_k(w) + μ/2‖w − w_t‖² that
+# FedAvg, FedProx and FedISGD's clients minimize (FedAvg at μ = 0).
+MU = registry.HyperParameter(
+  'mu',
+  1.0,
+  help="FedProx's proximal weight μ of the local objective "
+  'F_k(w) + μ/2‖w − w_t‖² (Li et al. eq. 2).',
+  minimum=0.0,
+  column='μ of the local objective (0: none)',
+  symbol='μ',
+)
 
 
 def _is_number(value) -> bool:

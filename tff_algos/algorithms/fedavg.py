@@ -98,6 +98,6 @@ ALGORITHM = registry.register(
       'straggler_policy',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
-    fixed=dict(mu=0.0),
+    hparams=(core.MU.fixed_at(0.0),),
   )
 )

@@ -154,6 +154,18 @@ def build_fed_isgd(
   )
 
 
+LAM = registry.HyperParameter(
+  'lam',
+  1.0,
+  help="FedISGD's λ: the proximal weight of its local objective and the "
+  'scale of its server step.',
+  minimum=0.0,
+  column='λ of FedISGD (its proximal weight and server scale)',
+  symbol='λ',
+  formerly='mu',  # Files written before λ had a name of its own.
+)
+
+
 def _build(model_fn, settings, client_input):
   # The simulation always measures the VLG (Figure 2); a production build
   # only when asked (--update_spread).
@@ -200,8 +212,7 @@ ALGORITHM = registry.register(
       client_weighting='uniform',
       straggler_policy='partial',
     ),
-    hparams=dict(lam=1.0),
-    hparam_column='lam',
+    hparams=(LAM,),
     describe=lambda settings: f'FedISGD λ={settings.hparams["lam"]:g}',
     callbacks=lambda settings: [
       VarianceOfLocalGradients(settings.hparams['lam'])

@@ -164,6 +164,16 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
     end.state = end.process.set_hparams(end.state, hparams)
 
 
+ADAPTIVE_MU = registry.HyperParameter(
+  'adaptive_mu',
+  False,
+  help='FedProx: adapt μ by ±0.1 from the training loss (Li et al. '
+  '§5.3.2); --mu is the initial value.',
+  symbol='adaptive μ',
+  simulation_only=True,
+)
+
+
 def _build(model_fn, settings, client_input):
   return build_fed_prox(
     model_fn,
@@ -202,7 +212,7 @@ ALGORITHM = registry.register(
       'straggler_policy',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
-    hparams=dict(mu=1.0, adaptive_mu=False),
+    hparams=(core.MU, ADAPTIVE_MU),
     describe=_describe,
     callbacks=_callbacks,
   )

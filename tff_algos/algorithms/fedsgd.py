@@ -85,7 +85,8 @@ ALGORITHM = registry.register(
       server_lr=lambda settings: settings['client_lr'],
       client_weighting='num_examples',
     ),
-    fixed=dict(epochs=1, batch_size=-1, mu=0.0, straggler_policy='drop'),
+    fixed=dict(epochs=1, batch_size=-1, straggler_policy='drop'),
+    hparams=(core.MU.fixed_at(0.0),),
     client_optimizer=False,
   )
 )

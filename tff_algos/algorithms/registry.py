@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 from typing import Any
 
+from tasks.validate import FLOAT32_MAX  # Rates and weights run in float32.
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import callbacks as callbacks_lib
 from tff_algos.algorithms import optimizers
@@ -31,9 +32,13 @@ ALGORITHM_FIELDS = (
   'straggler_policy',
   'client_weighting',
 )
-# Hyper-parameters of the papers' algorithms that have a flag of their own
-# (--mu, --lam, --adaptive_mu); any other is --hparam NAME=VALUE.
-HPARAM_FLAGS = ('mu', 'lam', 'adaptive_mu')
+
+# The algorithm of a run that names none: the default run is FedProx on
+# Synthetic(1,1) (Li et al. 2020, §5.2).
+DEFAULT = 'fedprox'
+# The hyper-parameter a pooled algorithm (`Algorithm.pooled`) declares:
+# the minibatch steps a round of it takes.
+POOLED_STEPS = 'updates_per_round'
 
 # FedProx's settings for its synthetic data (Li et al. 2020, §5.2 and
 # Appendix C.2), the default run: E = 20, B = 10, learning rate 0.01, and
@@ -45,6 +50,90 @@ LOCAL_SGD_DEFAULTS = dict(
   server_lr=1.0,
   client_weighting='num_examples',
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class HyperParameter:
+  """A hyper-parameter of an algorithm's own. Its flag (`--NAME`), parse-time
+  check, `--sweep`, config.json entry, header entry and (with `column`) its
+  metrics.csv column and plot label all come from this declaration.
+
+  Attributes:
+    name: the flag and config.json key (an identifier).
+    default: its value when a run does not give one; its type (bool, int
+      or float) is the flag's.
+    help: the flag's help.
+    minimum: the least value a number may take (ints and floats; below
+      float32's largest either way).
+    column: what its metrics.csv column holds, or None for no column. The
+      column holds the value each round used (a callback may change it
+      between rounds, e.g. adaptive μ).
+    symbol: its name in the run's header and plot legends (default: name).
+    fixed: the algorithm implies `default` (FedAvg: μ = 0); another value
+      is an error.
+    simulation_only: a callback of the simulation acts on it between
+      rounds; a production build has no such setting.
+    formerly: the name older config.json and metrics.csv files give it.
+  """
+
+  name: str
+  default: bool | int | float
+  help: str = ''
+  minimum: float | None = None
+  column: str | None = None
+  symbol: str = ''
+  fixed: bool = False
+  simulation_only: bool = False
+  formerly: str | None = None
+
+  @property
+  def kind(self) -> type:
+    """bool, int or float: the type its values take."""
+    return (
+      type(self.default) if isinstance(self.default, (bool, int)) else float
+    )
+
+  def fixed_at(self, value) -> HyperParameter:
+    """This hyper-parameter held at `value` by an algorithm."""
+    return dataclasses.replace(self, default=value, fixed=True)
+
+  def error(self, value) -> str | None:
+    """Why `value` is not one this hyper-parameter takes, or None."""
+    if self.kind is bool:
+      return (
+        None
+        if isinstance(value, bool)
+        else (f'--{self.name} must be true or false, got {value!r}')
+      )
+    what = 'a whole number' if self.kind is int else 'a number'
+    if self.minimum is not None:
+      what += f' >= {self.minimum:g}'
+    ok = (
+      isinstance(value, (int, float))
+      and not isinstance(value, bool)
+      and abs(value) < FLOAT32_MAX
+      and (self.kind is not int or value == int(value))
+      and (self.minimum is None or value >= self.minimum)
+    )
+    return (
+      None
+      if ok
+      else (
+        f"--{self.name} must be {what} (below 3.4e38, float32's largest), "
+        f'got {value}'
+      )
+    )
+
+  def value(self, given):
+    """`given` (a valid value) as this hyper-parameter's type."""
+    return self.kind(given)
+
+  def describe(self, value) -> str:
+    """Its header entry: `symbol=value` (a switch: its symbol when on)."""
+    if self.kind is bool:
+      return self.symbol or self.name
+    text = f'{value:g}' if isinstance(value, float) else str(value)
+    return f'{self.symbol or self.name}={text}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +150,8 @@ class AlgorithmSettings:
     server_optimizer: the server's optimizer on the mean update.
     client_weighting: 'num_examples' (n_k) or 'uniform' (1/K).
     straggler_policy: 'drop' or 'partial'.
-    hparams: its own hyper-parameters (FedProx's mu and adaptive_mu,
-      FedISGD's lam, an algorithm's --hparam values), defaults filled in.
+    hparams: its own hyper-parameters by name (FedProx's mu and
+      adaptive_mu, FedISGD's lam), defaults filled in.
     report_update_spread: whether the process reports the spread of the
       client updates.
     aggregator: the model aggregator (`--aggregator`; None: TFF's weighted
@@ -97,12 +186,11 @@ class Algorithm:
     uses: the ALGORITHM_FIELDS it reads; giving it another one is an error.
     defaults: its values for those when a run does not give them (a value,
       or a function of the other resolved settings, by name).
-    hparams: its own hyper-parameters and their defaults (`--mu`, `--lam`,
-      `--adaptive_mu`, else `--hparam NAME=VALUE`).
-    fixed: settings or hyper-parameters the algorithm implies (FedSGD:
-      E = 1, B = ∞; FedAvg: μ = 0); giving another value is an error.
-    hparam_column: the hyper-parameter metrics.csv reports each round
-      (`mu`: FedProx's μ, 0 for FedAvg; `lam`: FedISGD's λ).
+    hparams: its own hyper-parameters (`HyperParameter`s; a mapping of
+      name → default declares numbers with no check or column).
+    fixed: ALGORITHM_FIELDS the algorithm implies (FedSGD: E = 1, B = ∞);
+      giving another value is an error. (A hyper-parameter it implies is
+      a `HyperParameter.fixed_at`.)
     describe: its legend entry for a run's `AlgorithmSettings` (default: the
       label and its own hyper-parameters).
     callbacks: `callbacks(settings)` → the round callbacks of a run
@@ -117,7 +205,7 @@ class Algorithm:
       (`algorithms.optimizers`; FedISGD's η_g decays in steps).
     pooled: it trains on all clients' training data pooled as one (a
       centralized baseline): one "client", each round a block of
-      `hparams['updates_per_round']` minibatch steps, no sampling.
+      `hparams[POOLED_STEPS]` minibatch steps, no sampling.
   """
 
   name: str
@@ -127,9 +215,8 @@ class Algorithm:
   build: Callable[..., Any]
   uses: tuple[str, ...]
   defaults: Mapping[str, Any]
-  hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  hparams: Sequence[HyperParameter] | Mapping[str, float] = ()
   fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  hparam_column: str = 'mu'
   describe: Callable[[AlgorithmSettings], str] | None = None
   callbacks: (
     Callable[[AlgorithmSettings], Sequence[callbacks_lib.RoundCallback]] | None
@@ -140,6 +227,19 @@ class Algorithm:
   pooled: bool = False
 
   def __post_init__(self):
+    if isinstance(self.hparams, Mapping):
+      object.__setattr__(
+        self,
+        'hparams',
+        tuple(HyperParameter(k, float(v)) for k, v in self.hparams.items()),
+      )
+    object.__setattr__(self, 'hparams', tuple(self.hparams))
+    names = [h.name for h in self.hparams]
+    if len(set(names)) < len(names) or set(names) & set(ALGORITHM_FIELDS):
+      raise ValueError(
+        f'{self.name}: hyper-parameter names must be distinct and not '
+        f'settings ({", ".join(ALGORITHM_FIELDS)}), got {names}'
+      )
     unknown = set(self.uses) - set(ALGORITHM_FIELDS)
     if unknown:
       raise ValueError(
@@ -147,28 +247,52 @@ class Algorithm:
         f'algorithm can use ({", ".join(ALGORITHM_FIELDS)}); '
         'declare its own in hparams'
       )
-    if set(self.uses) & set(self.fixed) or set(self.hparams) & set(self.fixed):
-      raise ValueError(f'{self.name}: a setting is either used or fixed')
-    if self.pooled and 'updates_per_round' not in self.hparams:
+    if set(self.uses) & set(self.fixed) or set(self.fixed) - set(
+      ALGORITHM_FIELDS
+    ):
+      raise ValueError(
+        f'{self.name}: fixed holds settings it does not use '
+        f'({", ".join(ALGORITHM_FIELDS)}); a hyper-parameter is fixed by '
+        'HyperParameter.fixed_at'
+      )
+    if self.pooled and POOLED_STEPS not in names:
       raise ValueError(
         f'{self.name}: a pooled algorithm needs the '
-        'hyper-parameter updates_per_round'
+        f'hyper-parameter {POOLED_STEPS}'
       )
     missing = set(self.uses) - set(self.defaults)
     if missing:
       raise ValueError(f'{self.name}: no default for {sorted(missing)}')
-    bad = [m for m in (*self.metrics, *self.hparams) if not m.isidentifier()]
+    bad = [m for m in (*self.metrics, *names) if not m.isidentifier()]
     if bad:
       raise ValueError(
         f'{self.name}: metric and hyper-parameter names must '
         f'be identifiers (letters, digits, _), got {bad}'
       )
 
+  def hyperparameter(self, name: str) -> HyperParameter | None:
+    """Its hyper-parameter `name`, or None."""
+    return next((h for h in self.hparams if h.name == name), None)
+
+  @property
+  def columns(self) -> dict[str, str]:
+    """Its hyper-parameters' metrics.csv columns: name → what it holds."""
+    return {h.name: h.column for h in self.hparams if h.column is not None}
+
+  def describe_hparams(self, hparams: Mapping[str, Any]) -> list[str]:
+    """The header's entries for resolved `hparams`: none for one the
+    algorithm fixes or a switch that is off."""
+    return [
+      h.describe(hparams[h.name])
+      for h in self.hparams
+      if not h.fixed and hparams.get(h.name) is not False
+    ]
+
   def legend(self, settings: AlgorithmSettings) -> str:
     """The line's name in a plot: label and hyper-parameters that vary."""
     if self.describe is not None:
       return self.describe(settings)
-    extras = ' '.join(f'{k}={v:g}' for k, v in settings.hparams.items())
+    extras = ' '.join(self.describe_hparams(settings.hparams))
     return f'{self.label} {extras}'.strip()
 
   def round_callbacks(self, settings: AlgorithmSettings):
@@ -200,3 +324,21 @@ def get(name: str) -> Algorithm:
 
 def names() -> tuple[str, ...]:
   return tuple(_ALGORITHMS)
+
+
+def hyperparameters() -> dict[str, list[tuple[str, HyperParameter]]]:
+  """Every registered algorithm's hyper-parameters by name: name →
+  [(algorithm, its declaration), ...], for the flags they share.
+  ValueError when two algorithms give one name different types."""
+  found: dict[str, list[tuple[str, HyperParameter]]] = {}
+  for algo, entry in _ALGORITHMS.items():
+    for h in entry.hparams:
+      declared = found.setdefault(h.name, [])
+      if declared and declared[0][1].kind is not h.kind:
+        raise ValueError(
+          f'--{h.name} is a {declared[0][1].kind.__name__} of '
+          f'{declared[0][0]} and a {h.kind.__name__} of {algo}: one flag '
+          'has one type; rename one'
+        )
+      declared.append((algo, h))
+  return found

@@ -41,7 +41,6 @@ MATH_DESCRIPTIONS = {
   r'\|\nabla f(w)\|^2)^{1/2}$ (FedProx Def. 3)',
   'update_spread': r'$(1/K)\,\Sigma_k \|u_k - \bar{u}\|^2$, '
   r'$u_k = w_t - w_k$',
-  'vlg': r'VLG $= \lambda^2 \cdot$ update spread (FedISGD eq. 8)',
 }
 # Settings that tell runs apart, in the order a label or title names them
 # (the algorithm's own, μ/λ and its extra hyper-parameters, are in its

@@ -51,7 +51,7 @@ SUMMARY_COLUMNS = {
   'rounds_to_target': 'first round whose best-so-far test accuracy '
   'reaches the target, interpolated between evaluated '
   'rounds (FedAvg §3; — = not reached)',
-  'updates_to_target': "a centralized run's minibatch updates to the "
+  'updates_to_target': "a pooled run's minibatch updates to the "
   'target (rounds × updates per round; each a round '
   'of communication if federated: FedAvg Table 3)',
   'final_epsilon': "a DP run's ε after the last round, at its δ (the "

@@ -423,6 +423,10 @@ def _hparams_accessors(state_type):
   return get_hparams_fn, set_hparams_fn
 
 
+# The proximal client work's state (and `get_hparams`) key of μ.
+PROXIMAL_WEIGHT = 'mu'
+
+
 def build_proximal_sgd_client_work(
   model_fn: ModelFn,
   optimizer: tff.learning.optimizers.Optimizer,
@@ -462,7 +466,9 @@ def build_proximal_sgd_client_work(
       optimizer.initialize(tf.TensorSpec([], tf.float32))
     )
   proximal_sgd = _proximal_sgd(optimizer, optimizer_hparams)
-  hparams = collections.OrderedDict(mu=float(mu), **optimizer_hparams)
+  hparams = collections.OrderedDict(
+    {PROXIMAL_WEIGHT: float(mu)}, **optimizer_hparams
+  )
   return _build_client_work(
     model_fn,
     hparams,
@@ -503,10 +509,10 @@ def _proximal_sgd(optimizer, optimizer_hparams):
       # over the weights per step, ~15% of a CNN step's CPU time
       # (docs/PERFORMANCE.md). Same values: g + 0·(w − w_t) = g.
       proximal_gradients = tf.cond(
-        tf.equal(state['mu'], 0.0),
+        tf.equal(state[PROXIMAL_WEIGHT], 0.0),
         lambda: gradients,
         lambda: tuple(
-          g + tf.cast(state['mu'], g.dtype) * (w - w0)
+          g + tf.cast(state[PROXIMAL_WEIGHT], g.dtype) * (w - w0)
           for g, w, w0 in zip(gradients, weights, anchor)
         ),
       )

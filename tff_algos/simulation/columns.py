@@ -3,9 +3,10 @@
 Round 0 is the initial model; an empty cell was not measured that round
 (evaluation every --eval_every rounds, the dissimilarity every
 --dissimilarity_every rounds, the update spread with --update_spread or
-FedISGD). After `test_accuracy` comes the algorithm's hyper-parameter of
-the round (`Algorithm.hparam_column`: `mu`, or FedISGD's `lam`); after the
-built-in columns, those its callbacks and process metrics add.
+when the algorithm reports it). After `test_accuracy` come the algorithm's
+hyper-parameters that are columns (`registry.HyperParameter.column`: the
+value each round used); after the built-in columns, those the algorithm's
+callbacks add, then those of the other callbacks and process metrics.
 """
 
 # name → what it holds (also the y-axis label of plots).
@@ -20,15 +21,12 @@ DESCRIPTIONS = {
   'clients (--eval_clients)',
   'test_loss': 'test loss, all clients',
   'test_accuracy': 'test accuracy, all clients',
-  'mu': 'μ of the local objective (0: none)',
-  'lam': 'λ of FedISGD (its proximal weight and server scale)',
   'participants': 'clients whose updates reached the server',
   'local_steps': 'local SGD steps of those clients',
   'grad_variance': 'Σ_k p_k‖∇F_k(w) − ∇f(w)‖² (FedProx §5.3.3)',
   'grad_dissimilarity': 'B(w) = (Σ_k p_k‖∇F_k(w)‖² / ‖∇f(w)‖²)^½ '
   '(FedProx Def. 3)',
   'update_spread': '(1/K)Σ_k‖u_k − ū‖², u_k = w_t − w_k',
-  'vlg': 'VLG = λ²·update spread (FedISGD eq. 8)',
 }
 COLUMNS = tuple(DESCRIPTIONS)
 # The training metrics' columns over all clients → over a sample of them.
@@ -48,15 +46,16 @@ def training_loss_column(columns) -> str:
 
 
 def names(
-  hparam_column: str = 'mu', more=(), sampled_training: bool = False
+  hparam_columns=(), more=(), sampled_training: bool = False
 ) -> tuple[str, ...]:
   """metrics.csv's columns in order: the built-in ones with the
-  algorithm's hyper-parameter column (`mu` or `lam`) in its place and
-  the training metrics over all clients or (`sampled_training`) over a
+  algorithm's hyper-parameter columns after `test_accuracy` and the
+  training metrics over all clients or (`sampled_training`) over a
   sample, then `more` (those of the run's callbacks), each once."""
   unused = SAMPLED.keys() if sampled_training else SAMPLED.values()
-  built_in = [c for c in COLUMNS if c not in ('mu', 'lam', *unused)]
-  built_in.insert(built_in.index('test_accuracy') + 1, hparam_column)
+  built_in = [c for c in COLUMNS if c not in unused]
+  at = built_in.index('test_accuracy') + 1
+  built_in[at:at] = list(hparam_columns)
   return tuple(built_in) + tuple(
     dict.fromkeys(c for c in more if c not in built_in)
   )

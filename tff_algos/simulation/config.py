@@ -2,14 +2,16 @@
 what every layer takes (`Settings`). Imports no TensorFlow.
 
 `Config` holds the flags' values; a flag not given is None there ("the
-algorithm's default"). `resolve(config)`, called once where a run starts,
-checks them and fills in the algorithm's defaults, giving the frozen
-`Settings` of the run: its algorithm's own settings
-(`registry.AlgorithmSettings`, with nested optimizer settings) and the
-run's. config.json records `Settings.to_json()`, flat as the flags are
-(`--client_beta2` is "client_beta2"), with every default filled in and
-None for the settings the algorithm does not use, so that two runs of the
-same settings have the same config.json however their flags were written.
+algorithm's default"), and its `hparams` hold the algorithm's own
+hyper-parameters that were given (`registry.HyperParameter`).
+`resolve(config)`, called once where a run starts, checks them and fills
+in the algorithm's defaults, giving the frozen `Settings` of the run: its
+algorithm's own settings (`registry.AlgorithmSettings`, with nested
+optimizer settings) and the run's. config.json records
+`Settings.to_json()`, flat as the flags are (`--client_beta2` is
+"client_beta2", `--mu` is "mu"), with every default filled in and None for
+the settings the algorithm does not use, so that two runs of the same
+settings have the same config.json however their flags were written.
 """
 
 from __future__ import annotations
@@ -72,11 +74,11 @@ class Config:
   """What a run's flags say; None: the algorithm's default.
 
   The settings of `registry.ALGORITHM_FIELDS`, the hyper-parameters
-  (`mu`, `lam`, `adaptive_mu`, `hparams`) and the optimizers' are the
+  (`hparams`: the algorithm's own, by name) and the optimizers' are the
   algorithm's; `resolve` fills them in.
   """
 
-  algo: str = 'fedprox'
+  algo: str = registry.DEFAULT
   task: str = 'synthetic_1_1'  # a name for tasks.load_task, or any
   # name when the caller passes the task
   rounds: int = 200
@@ -90,10 +92,7 @@ class Config:
   server_lr: float | None = None  # FedSGD's η; FedISGD's η_gi
   straggler_policy: str | None = None  # 'drop' or 'partial'
   client_weighting: str | None = None  # 'num_examples' or 'uniform'
-  mu: float | None = None  # FedProx's μ
-  lam: float | None = None  # FedISGD's λ
-  adaptive_mu: bool | None = None
-  hparams: dict[str, float] = dataclasses.field(default_factory=dict)
+  hparams: dict[str, float | bool] = dataclasses.field(default_factory=dict)
   # Optimizers (algorithms.optimizers; None: plain SGD at a constant rate,
   # and the parameters of the optimizer chosen).
   client_optimizer: str | None = None
@@ -154,13 +153,28 @@ class Config:
         f'expected an object of settings, got {type(values).__name__}'
       )
     values = {k: v for k, v in values.items() if k != 'provenance'}
-    if values.get('algo') == 'fedisgd' and 'lam' not in values:
-      values['lam'] = values.pop('mu', None)  # Older files: λ was "mu".
     # Runs recorded before lockstep clients existed trained one by one.
     values.setdefault('client_execution', 'per_client')
-    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
-    if unknown:
-      raise ConfigError(f'unknown settings {sorted(unknown)}')
+    return cls.create(**values)
+
+  @classmethod
+  def create(cls, **values) -> Config:
+    """A Config of flat settings, as config.json and the flags hold them:
+    the algorithm's hyper-parameters by name (`mu=0.5`), the others by
+    field. ConfigError for a name that is neither, or a value of the
+    wrong type (checked against the fields' annotations, in one place)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    hparams = dict(values.pop('hparams', None) or {})
+    declared = _declared(values.get('algo', cls.algo))
+    for name in [k for k in values if k not in fields]:
+      value = values.pop(name)
+      if declared is not None:
+        name = declared.get(name, name)
+        if name not in declared.values() and value is not None:
+          raise ConfigError(f'unknown settings {[name]}')
+      if value is not None:  # None: older files' flag of another algorithm.
+        hparams[name] = value
+    values['hparams'] = hparams
     hints = typing.get_type_hints(cls)
     for name, value in values.items():
       if not _of_type(value, hints[name]):
@@ -168,6 +182,19 @@ class Config:
     if 'imports' in values:
       values = dict(values, imports=tuple(values['imports']))
     return cls(**values)
+
+
+def _declared(algo) -> dict[str, str] | None:
+  """The hyper-parameters of the algorithm `algo` by every name they have
+  had (`HyperParameter.formerly`) → their names; None when `algo` is not
+  registered (`resolve` reports that)."""
+  try:
+    entry = registry.get(algo)
+  except ValueError:
+    return None
+  names = {h.name: h.name for h in entry.hparams}
+  names.update({h.formerly: h.name for h in entry.hparams if h.formerly})
+  return names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,28 +236,32 @@ class Settings:
     return StragglerPolicy(self.algorithm.straggler_policy)
 
   @property
-  def hparam_column(self) -> tuple[str, float]:
-    """(name, value) of the hyper-parameter metrics.csv reports each round
-    (μ of the local objective, 0 without one; FedISGD's λ)."""
-    name = self.entry.hparam_column
-    value = (
-      getattr(self.config, name)
-      if name in registry.HPARAM_FLAGS
-      else self.algorithm.hparams.get(name)
-    )
-    return name, float(value or 0.0)
+  def hparam_columns(self) -> dict[str, float]:
+    """The hyper-parameters metrics.csv reports each round (name → the
+    run's value), in the order the algorithm declares them."""
+    return {
+      name: float(self.algorithm.hparams[name]) for name in self.entry.columns
+    }
 
   def to_json(self) -> dict[str, Any]:
-    """The settings as config.json holds them (flat, defaults filled in)."""
-    return json.loads(json.dumps(dataclasses.asdict(self.config)))
+    """The settings as config.json holds them: flat, the hyper-parameters
+    by name where the field `hparams` is, defaults filled in."""
+    values = {}
+    for name, value in dataclasses.asdict(self.config).items():
+      if name == 'hparams':
+        values.update(value)
+      else:
+        values[name] = value
+    return json.loads(json.dumps(values))
 
 
 def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
-  """The ALGORITHM_FIELDS and hyper-parameter flags of `config` resolved for
-  `algorithm` (None for those it has not); ConfigError for a value given
-  for a setting it does not have, or other than one it fixes."""
+  """The ALGORITHM_FIELDS of `config` resolved for `algorithm` (None for
+  those it has not); ConfigError for a value given for a setting it does
+  not have, or other than one it fixes."""
   given = dataclasses.asdict(config)
-  for name in (*registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS):
+  owned = ', '.join((*algorithm.uses, *(h.name for h in algorithm.hparams)))
+  for name in registry.ALGORITHM_FIELDS:
     value = given[name]
     if value is None:
       continue
@@ -239,31 +270,17 @@ def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
         f'--{name}={value}: {algorithm.name} has {name}='
         f'{algorithm.fixed[name]} ({algorithm.paper})'
       )
-    if name not in (*algorithm.fixed, *algorithm.uses, *algorithm.hparams):
-      owned = ', '.join((*algorithm.uses, *algorithm.hparams))
+    if name not in (*algorithm.fixed, *algorithm.uses):
       raise ConfigError(
         f'--{name} is not a {algorithm.name} hyper-parameter (it has {owned})'
       )
-  unknown = set(config.hparams) - (
-    set(algorithm.hparams) - set(registry.HPARAM_FLAGS)
-  )
-  if unknown:
-    own = [h for h in algorithm.hparams if h not in registry.HPARAM_FLAGS]
-    raise ConfigError(
-      f'--hparam {", ".join(sorted(unknown))}: {algorithm.name} has '
-      + (f'only {", ".join(own)}' if own else 'no hyper-parameters of its own')
-    )
   values = {}
-  for name in (*registry.ALGORITHM_FIELDS, *registry.HPARAM_FLAGS):
+  for name in registry.ALGORITHM_FIELDS:
     if name in algorithm.fixed:
       values[name] = algorithm.fixed[name]
     elif name in algorithm.uses:
       values[name] = (
         given[name] if given[name] is not None else algorithm.defaults[name]
-      )
-    elif name in algorithm.hparams:
-      values[name] = (
-        given[name] if given[name] is not None else algorithm.hparams[name]
       )
     else:
       values[name] = None
@@ -271,6 +288,34 @@ def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
     if callable(value):  # A default derived from other settings.
       values[name] = value(values)
   return values
+
+
+def _hyperparameters(config: Config, algorithm: registry.Algorithm) -> dict:
+  """The algorithm's own hyper-parameters of `config`, checked by their
+  declarations, defaults filled in; ConfigError for one it has not, or a
+  value its declaration refuses."""
+  owned = ', '.join((*algorithm.uses, *(h.name for h in algorithm.hparams)))
+  resolved = {}
+  for name, value in config.hparams.items():
+    declared = algorithm.hyperparameter(name)
+    if declared is None:
+      raise ConfigError(
+        f'--{name} is not a {algorithm.name} hyper-parameter (it has '
+        f'{owned or "none"})'
+      )
+    error = declared.error(value)
+    if error is not None:
+      raise ConfigError(error)
+    if declared.fixed and value != declared.default:
+      raise ConfigError(
+        f'--{name}={value:g}: {algorithm.name} has {name}='
+        f'{declared.default:g} ({algorithm.paper})'
+      )
+  for declared in algorithm.hparams:
+    resolved[declared.name] = declared.value(
+      config.hparams.get(declared.name, declared.default)
+    )
+  return resolved
 
 
 def _optimizers(config, algorithm, values):
@@ -319,6 +364,7 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
   if algorithm.pooled:
     config = _pooled(config)
   values = _algorithm_values(config, algorithm)
+  hparams = _hyperparameters(config, algorithm)
   privacy = _privacy(config, num_clients)
   if config.client_sampling == 'proportional' and (
     config.client_weighting is None and 'client_weighting' in algorithm.uses
@@ -335,12 +381,6 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
       values['client_weighting'] = 'uniform'
   _check(dataclasses.replace(config, **values), num_clients)
   client, server = _optimizers(config, algorithm, values)
-  hparams = {
-    name: values[name]
-    if name in registry.HPARAM_FLAGS
-    else config.hparams.get(name, default)
-    for name, default in algorithm.hparams.items()
-  }
   flags = dict(
     values,
     **optimizers.flags_of(client, 'client'),
@@ -350,9 +390,7 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
     flags['server_lr'] = server.learning_rate
   resolved = dataclasses.replace(
     config,
-    hparams={
-      k: v for k, v in hparams.items() if k not in registry.HPARAM_FLAGS
-    },
+    hparams=hparams,
     **flags,
     **privacy,
   )
@@ -406,11 +444,6 @@ def _pooled(c: Config) -> Config:
     raise ConfigError(
       f"{given[0]}: --algo={c.algo} trains on all clients' "
       'data pooled, without client sampling or aggregation'
-    )
-  updates = c.hparams.get('updates_per_round')
-  if updates is not None and not (updates >= 1 and updates == int(updates)):
-    raise ConfigError(
-      f'--hparam=updates_per_round must be a whole number >= 1, got {updates:g}'
     )
   return dataclasses.replace(c, clients_per_round=1)
 
@@ -594,20 +627,6 @@ def _check(c: Config, num_clients):
       c.server_lr is None or 0 < c.server_lr < FLOAT32_MAX,
       f"--server_lr must be a positive number (below 3.4e38, float32's "
       f'largest), got {c.server_lr}',
-    ),
-    (
-      c.mu is None or 0 <= c.mu < FLOAT32_MAX,
-      f"--mu must be a number >= 0 (below 3.4e38, float32's largest), "
-      f'got {c.mu}',
-    ),
-    (
-      c.lam is None or 0 <= c.lam < FLOAT32_MAX,
-      f"--lam must be a number >= 0 (below 3.4e38, float32's largest), "
-      f'got {c.lam}',
-    ),
-    (
-      all(abs(v) < FLOAT32_MAX for v in c.hparams.values()),
-      f'--hparam values must be numbers (finite in float32), got {c.hparams}',
     ),
     (
       0 <= c.straggler_fraction <= 1,

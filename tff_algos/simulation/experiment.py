@@ -27,7 +27,6 @@ from tff_algos.simulation import provenance as provenance_lib
 from tff_algos.simulation import results
 from tff_algos.simulation import run_dir as run_dir_lib
 from tff_algos.simulation import trainer
-from tff_algos.simulation.columns import names as column_names
 
 # What summary.json's `seconds` holds (the progress bar's time also counts
 # start-up).
@@ -179,11 +178,7 @@ def train(
   callbacks = trainer.round_callbacks(
     settings, prepared.task.model_fn, data, prepared.process
   )
-  columns = column_names(
-    settings.entry.hparam_column,
-    [c for cb in callbacks for c in cb.columns],
-    sampled_training=settings.eval_clients is not None,
-  )
+  columns = trainer.metrics_columns(settings, callbacks)
   timer = outputs.Timer()
   loop = trainer.make_loop(
     settings,
@@ -207,7 +202,7 @@ def train(
       checkpoints, loop.program_state, checkpoint_every, settings.rounds
     ),
     timer,
-    outputs.Progress(settings.entry.hparam_column, show_progress),
+    outputs.Progress(settings.hparam_columns, show_progress),
   ]
   try:
     loop.run(state, range(first_round, settings.rounds + 1))
@@ -260,7 +255,7 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
   # need not import the modules (--import) that registered the algorithm.
   summary.update(
     legend=settings.entry.legend(settings.algorithm),
-    algorithm_metrics=dict(settings.entry.metrics),
+    algorithm_metrics=trainer.algorithm_columns(settings),
   )
   versions = len(folder.provenance())
   summary.update(

@@ -50,6 +50,7 @@ import tensorflow as tf
 
 from tff_algos import learning
 from tff_algos.learning import model_ops
+from tff_algos.learning.client_work import PROXIMAL_WEIGHT
 from tff_algos.simulation import evaluation
 
 # The most lanes a round's computation takes (benchmarks/cohort.py: the
@@ -314,7 +315,8 @@ class Engine:
       {}
       if self._gradient
       else {
-        name: tf.constant(0.0) for name in ['mu', *self._optimizer_hparams()]
+        name: tf.constant(0.0)
+        for name in [PROXIMAL_WEIGHT, *self._optimizer_hparams()]
       }
     )
     lanes, state = self._fresh_state(weights, hparams, 1)
@@ -355,7 +357,7 @@ class Engine:
     if slots in self._rounds:
       return self._rounds[slots]
     batch = self._batch_size
-    hparam_names = ['mu', *self._optimizer_hparams()]
+    hparam_names = [PROXIMAL_WEIGHT, *self._optimizer_hparams()]
     signature = [
       self._specs,
       {name: tf.TensorSpec([], tf.float32) for name in hparam_names},
@@ -504,10 +506,10 @@ class Engine:
     # μ = 0 (FedAvg) skips the proximal term, as the per-client path does:
     # the same values, g + 0·(w − w_t) = g.
     proximal = _when(
-      tf.equal(hparams['mu'], 0.0),
+      tf.equal(hparams[PROXIMAL_WEIGHT], 0.0),
       lambda: tuple(gradients),
       lambda: tuple(
-        g + hparams['mu'] * (lane - w)
+        g + hparams[PROXIMAL_WEIGHT] * (lane - w)
         for g, lane, w in zip(gradients, lanes, global_weights)
       ),
     )

@@ -93,10 +93,10 @@ class Checkpoints(RoundCallback):
 
 class Progress(RoundCallback):
   """A progress bar on stderr: rounds done, and the latest evaluated
-  round's loss, test accuracy and hyper-parameter."""
+  round's loss, test accuracy and hyper-parameter columns."""
 
-  def __init__(self, hparam_column: str = 'mu', enabled: bool = True):
-    self._hparam = hparam_column
+  def __init__(self, hparam_columns=(), enabled: bool = True):
+    self._hparams = tuple(hparam_columns)
     self._enabled = enabled
     self._bar = None
 
@@ -120,7 +120,7 @@ class Progress(RoundCallback):
             for label, value, spec in (
               ('loss', end.training_loss, '.4f'),
               ('test_acc', end.test_accuracy, '.4f'),
-              (self._hparam, end.row.get(self._hparam), 'g'),
+              *((name, end.row.get(name), 'g') for name in self._hparams),
             )
             if value is not None
           ]

@@ -17,6 +17,8 @@ import json
 import math
 import os
 
+from tff_algos import algorithms  # noqa: F401  (registers the algorithms)
+from tff_algos.algorithms import registry
 from tff_algos.simulation import columns
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE = (
@@ -105,23 +107,28 @@ def read_rows(run_dir):
       raise DamagedFile(f'{where}: {bad[0]} = {row[bad[0]]!r} is not a number')
     previous = int(round_num)
     rows.append(row)
-  return _lam_named(run_dir, rows)
+  return _renamed(run_dir, rows)
 
 
-def _lam_named(run_dir, rows):
-  """`rows` with FedISGD's λ under its own name: files written before it
-  had one hold it in the column `mu`."""
-  if not rows or 'lam' in rows[0] or 'mu' not in rows[0]:
+def _renamed(run_dir, rows):
+  """`rows` with the algorithm's hyper-parameter columns under their names:
+  older files hold some under the name they had (`HyperParameter.formerly`,
+  when the file lacks the new name)."""
+  if not rows:
     return rows
   try:
     algo = (read_json(run_dir, CONFIG_FILE) or {}).get('algo')
-  except DamagedFile:
+    entry = registry.get(algo)
+  except (DamagedFile, ValueError):
     return rows
-  if algo != 'fedisgd':
+  renames = {
+    h.formerly: h.name
+    for h in entry.hparams
+    if h.formerly in rows[0] and h.name not in rows[0]
+  }
+  if not renames:
     return rows
-  return [
-    {('lam' if k == 'mu' else k): v for k, v in row.items()} for row in rows
-  ]
+  return [{renames.get(k, k): v for k, v in row.items()} for row in rows]
 
 
 def has_rows(run_dir):
@@ -285,8 +292,11 @@ def summarize(
   examples_per_client = examples_per_client or summary.get(
     'examples_per_client'
   )
-  block = (config.get('hparams') or {}).get('updates_per_round')
-  if block is not None:  # A centralized run: a round is a block of steps.
+  block = config.get(
+    registry.POOLED_STEPS,  # Older files hold it in "hparams".
+    (config.get('hparams') or {}).get(registry.POOLED_STEPS),
+  )
+  if block is not None:  # A pooled run: a round is a block of steps.
     result['updates_per_round'] = float(block)
   elif examples_per_client and config:
     result['updates_per_round'] = updates_per_round(  # FedAvg's u.

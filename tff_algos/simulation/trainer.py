@@ -30,11 +30,13 @@ import tasks as tasks_lib
 from tff_algos import learning
 from tff_algos import runtime
 from tff_algos.algorithms import optimizers
+from tff_algos.algorithms import registry
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.learning import privacy
 from tff_algos.runtime import tracing
 from tff_algos.simulation import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
+from tff_algos.simulation import columns as columns_lib
 from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import lockstep
@@ -162,7 +164,7 @@ def _pooled(arrays):
 def sampler(settings: config_lib.Settings, train) -> ClientSampler:
   """The run's sampler over the clients of `train` (their arrays: n_k for
   proportional sampling)."""
-  steps = settings.algorithm.hparams.get('updates_per_round')
+  steps = settings.algorithm.hparams.get(registry.POOLED_STEPS)
   return ClientSampler(
     len(train),
     settings.clients_per_round,
@@ -316,7 +318,6 @@ def round_callbacks(
   process metrics, `more` (a caller's), the client learning-rate schedule
   and --stop_at_target. (The divergence check comes after the outputs
   that keep the diverged round's row.)"""
-  name, value = settings.hparam_column
   algorithm = settings.entry.round_callbacks(settings.algorithm)
   chosen = [*algorithm, *more]
   measured = (
@@ -331,7 +332,7 @@ def round_callbacks(
   )
   client = settings.algorithm.client_optimizer
   return [
-    callbacks_lib.Columns({name: value}),
+    callbacks_lib.Columns(settings.hparam_columns),
     *measured,
     *privacy_spent(
       settings, accounted_mechanism(settings, process), len(data.train)
@@ -350,6 +351,35 @@ def round_callbacks(
       else []
     ),
   ]
+
+
+def _own_callbacks(settings, callbacks):
+  """Those of `callbacks` that the run's algorithm added."""
+  own = {type(c) for c in settings.entry.round_callbacks(settings.algorithm)}
+  return [c for c in callbacks if type(c) in own]
+
+
+def metrics_columns(settings, callbacks) -> tuple[str, ...]:
+  """metrics.csv's columns for a run of `settings` with `callbacks`: the
+  built-in ones with the algorithm's hyper-parameters, then its callbacks'
+  (derived from the built-in measurements, e.g. from the update spread),
+  then the other callbacks'."""
+  own = _own_callbacks(settings, callbacks)
+  return columns_lib.names(
+    settings.hparam_columns,
+    [c for cb in [*own, *callbacks] for c in cb.columns],
+    sampled_training=settings.eval_clients is not None,
+  )
+
+
+def algorithm_columns(settings) -> dict[str, str]:
+  """The columns the run's algorithm adds (its hyper-parameters', its
+  callbacks' and its process metrics'), name → what each holds."""
+  columns = dict(settings.entry.columns)
+  for callback in settings.entry.round_callbacks(settings.algorithm):
+    columns.update(callback.columns)
+  columns.update(settings.entry.metrics)
+  return columns
 
 
 def lockstep_engine(
@@ -475,7 +505,7 @@ def train(
   """
   model_fn = model_fn or task.model_fn
   settings = config_lib.resolve(
-    config_lib.Config(task=task.name, **settings),
+    config_lib.Config.create(task=task.name, **settings),
     num_clients=len(task.client_ids),
   )
   data = ClientData.of(task, settings)
@@ -491,7 +521,7 @@ def train(
       *round_callbacks(settings, model_fn, data, process, more=callbacks),
       rows,
       callbacks_lib.DivergenceCheck(),
-      outputs.Progress(settings.entry.hparam_column, show_progress),
+      outputs.Progress(settings.hparam_columns, show_progress),
     ],
   )
   state = loop.run(loop.initial_state(initial), range(settings.rounds + 1))

@@ -3,7 +3,7 @@ momentum (Hsu et al. 2019) and a server learning-rate warm-up, with a
 metric of its own and a round callback.
 
   python -m tff_algos --import=tests/programs/user_modules/fedavgm_algorithm.py \\
-      --algo=fedavgm --hparam=server_momentum=0.9 ...
+      --algo=fedavgm --momentum=0.9 ...
 """
 
 import collections
@@ -46,7 +46,7 @@ def build_fed_avg_m(model_fn, settings, client_input):
     ),
     tff.learning.optimizers.build_sgdm(
       settings.server_optimizer.learning_rate,
-      momentum=settings.hparams['server_momentum'],
+      momentum=settings.hparams['momentum'],
     ),
     client_weighting=settings.client_weighting,
     client_input=client_input,
@@ -98,8 +98,21 @@ registry.register(
       'straggler_policy',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
-    hparams=dict(server_momentum=0.9, warmup_rounds=2),
-    fixed=dict(mu=0.0),
+    hparams=(
+      registry.HyperParameter(
+        'momentum',
+        0.9,
+        help="The server optimizer's momentum β (Hsu et al. 2019).",
+        minimum=0.0,
+        symbol='β',
+      ),
+      registry.HyperParameter(
+        'warmup_rounds',
+        2,
+        help='Rounds over which the server learning rate rises to its value.',
+        minimum=0,
+      ),
+    ),
     metrics=dict(
       mean_update_norm="‖mean client update‖ (its aggregator's measurement)"
     ),

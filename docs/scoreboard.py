@@ -17,10 +17,11 @@ held, so that the scoreboard regenerates the same on a clone without them:
   metric columns the rows read), by command and run name; a run folder
   found under --runs replaces its ledger record;
 - the CPU time of every /usr/bin/time file it has read;
-- the results of commits fde88f1, 83f512b and 239ead1 (EARLIER), whose
-  run folders were not kept: each row's value and status as their
-  scoreboard stated them, the CPU hours of its commands and the runs it left stopped. A row
-  that the recorded runs cannot compute shows that value, marked †.
+- the results of commits fde88f1, 83f512b and 239ead1, whose run folders
+  were not kept (UNKEPT): each row's value and status as their scoreboard
+  stated them, the CPU hours of their commands and the runs they left
+  stopped. A row that the recorded runs cannot compute shows that value,
+  marked †.
 With --write it also updates the ledger. Only finished runs count: a run
 without summary.json is never recorded, and shows only as "not finished".
 
@@ -72,8 +73,11 @@ INTERPOLATE = '.venv/bin/python -m tff_algos.interpolate'
 FIG1_CSV = os.path.join(
   os.path.dirname(__file__), 'figures', 'fedavg_fig1_interpolation.csv'
 )
-# The ledger's key for the results of commits fde88f1, 83f512b and 239ead1.
-EARLIER = 'earlier session'
+# The ledger's key for the results of commits fde88f1, 83f512b and 239ead1,
+# whose run folders were not kept (a ledger may still name it by its old
+# key, OLD_UNKEPT).
+UNKEPT = 'results without run folders'
+OLD_UNKEPT = 'earlier session'
 
 # id → the command (its output folder is runs/<id>).
 COMMANDS = {
@@ -281,7 +285,9 @@ class Ledger:
         data = json.load(f)
     self.runs = data.get('runs', {})  # command → name → record
     self.cpu = data.get('cpu', {})  # command → time file → [h, note]
-    self.earlier = data.get(EARLIER, {'rows': {}, 'cpu': {}, 'stopped': {}})
+    self.unkept = data.get(
+      UNKEPT, data.get(OLD_UNKEPT, {'rows': {}, 'cpu': {}, 'stopped': {}})
+    )
     # The dataset statistics rows as last computed from the data.
     self.data_rows = data.get('data_rows', {})
 
@@ -289,7 +295,7 @@ class Ledger:
     data = {
       'about': "The scoreboard's record of results (docs/scoreboard.py "
       'writes it with --write; see its docstring).',
-      EARLIER: self.earlier,
+      UNKEPT: self.unkept,
       'data_rows': dict(sorted(self.data_rows.items())),
       'cpu': {c: dict(sorted(v.items())) for c, v in sorted(self.cpu.items())},
       'runs': {
@@ -363,8 +369,8 @@ class Runs:
 
   def unfinished(self, command, pattern='*'):
     """'NAME at round r of T' for each run of `command` matching `pattern`
-    that has not finished: in a run folder, or left stopped by the earlier
-    session (while no run of that name has been seen since)."""
+    that has not finished: in a run folder, or stopped among the results
+    without run folders (UNKEPT) while no run of that name is recorded."""
     found = []
     records = self.records(command)
     for name, record in sorted(records.items()):
@@ -374,10 +380,10 @@ class Runs:
           f' of {record.config.get("rounds")}'
         )
     for name, where in sorted(
-      self.ledger.earlier.get('stopped', {}).get(command, {}).items()
+      self.ledger.unkept.get('stopped', {}).get(command, {}).items()
     ):
       if name not in records and fnmatch.fnmatchcase(name, pattern):
-        found.append(f'{name} {where} (earlier session)')
+        found.append(f'{name} {where} (run folder not kept)')
     return found
 
   def time_files(self, command):
@@ -393,15 +399,16 @@ class Runs:
     return found
 
   def cpu_hours(self, command):
-    """(hours, note) of `command`: the earlier session's, plus each time
-    file read (now or before, from the ledger); None when it never ran."""
+    """(hours, note) of `command`: those of its runs without run folders
+    (UNKEPT), plus each time file read (now or before, from the ledger);
+    None when it never ran."""
     parts, notes, running = [], [], False
-    earlier = self.ledger.earlier.get('cpu', {}).get(command)
-    if earlier:
-      parts.append(earlier[0])
+    unkept = self.ledger.unkept.get('cpu', {}).get(command)
+    if unkept:
+      parts.append(unkept[0])
       notes.append(
-        f'{EARLIER} {earlier[0]:.2f}'
-        + (f', {earlier[1]}' if earlier[1] else '')
+        f'without run folders {unkept[0]:.2f}'
+        + (f', {unkept[1]}' if unkept[1] else '')
       )
     files = dict(self.ledger.cpu.get(command, {}))
     for name, took in self.time_files(command).items():
@@ -414,14 +421,14 @@ class Runs:
       parts.append(now)
       killed = [n for _, n in files.values() if n]
       notes.append(
-        f'this session {now:.2f}' + (f', {killed[0]}' if killed else '')
+        f'from time files {now:.2f}' + (f', {killed[0]}' if killed else '')
       )
     if running:
       notes.append('still running')
     if not parts and not running:
       return None
     return sum(parts), '; '.join(notes) if len(notes) > 1 or running or (
-      earlier and earlier[1]
+      unkept and unkept[1]
     ) else ''
 
   def record(self):
@@ -1554,9 +1561,9 @@ FIG7_KEY = (
 def _fedprox_fig7(runs):
   """Test accuracy gain of FedProx (best μ) over FedAvg at 90% stragglers,
   averaged over the datasets run: a dataset's gain from its runs, else the
-  earlier session's (its details, marked †)."""
-  earlier = (
-    runs.ledger.earlier.get('rows', {})
+  one recorded without run folders (UNKEPT: its details, marked †)."""
+  unkept = (
+    runs.ledger.unkept.get('rows', {})
     .get(FIG7_KEY, {})
     .get('details', {})
     .get('gains', {})
@@ -1573,11 +1580,11 @@ def _fedprox_fig7(runs):
       )
       shown.append(f'{gains[name]:+.1f}')
       fresh = True
-    elif name in earlier:
-      gains[name] = earlier[name]
+    elif name in unkept:
+      gains[name] = unkept[name]
       shown.append(f'{gains[name]:+.1f}†')
   if not fresh:
-    return None  # Nothing new: the earlier session's row as it stated it.
+    return None  # No run recorded: the row as UNKEPT states it.
   mean = statistics.fmean(gains.values())
   return (
     f'{mean:+.1f} pp on average over {len(gains)} datasets '
@@ -2685,7 +2692,8 @@ def crosscheck_results(path=CROSSCHECK):
 
 def _accuracy_of(details, ours):
   """(mean, std) of an accuracy row: its per-seed values, else the
-  'M ± S (N seeds)' an earlier session's row states; None otherwise."""
+  'M ± S (N seeds)' a row recorded without run folders states; None
+  otherwise."""
   values = details.get('values')
   if values:
     return _mean_std(values)
@@ -2850,8 +2858,9 @@ def _stopped(row, runs):
 
 def judge(row, runs, with_details=False):
   """(ours, status) of one row (with_details: (ours, status, details,
-  source), source 'runs' or EARLIER): computed from the recorded runs,
-  else the earlier session's value, else not finished / not run."""
+  source), source 'runs' or UNKEPT): computed from the recorded runs,
+  else the value recorded without run folders, else not finished / not
+  run."""
   computed = row.compute(runs) if row.compute else None
   if computed is not None and len(computed) == 2:
     computed = (*computed, {})
@@ -2864,13 +2873,13 @@ def judge(row, runs, with_details=False):
       kept = runs.ledger.data_rows[row.key]
       computed = (kept['ours'], kept['status'], {})
   computed = _whole_cells(row, runs, computed)
-  frozen = runs.ledger.earlier.get('rows', {}).get(row.key)
+  frozen = runs.ledger.unkept.get('rows', {}).get(row.key)
   fewer = re.search(r'\((\d+) seeds\)', frozen['ours']) if frozen else None
   if (
     fewer
     and computed is not None
     and computed[2].get('runs', 99) < int(fewer.group(1))
-  ):  # Fewer seeds run than the earlier session had.
+  ):  # Fewer seeds recorded than the row without run folders had.
     computed = None if computed[1] != 'matches' else computed
   if computed is not None and not computed[1].startswith('not finished'):
     result = (*computed, 'runs')
@@ -2879,7 +2888,7 @@ def judge(row, runs, with_details=False):
       frozen['ours'],
       frozen['status'],
       frozen.get('details', {}),
-      EARLIER,
+      UNKEPT,
     )
   elif computed is not None:
     result = (*computed, 'runs')
@@ -3020,7 +3029,7 @@ def render(runs, crosscheck=()):
         'unexplained' if [r for r, _ in why] == ['unexplained'] else 'explained'
       )
     counts[kind] += 1
-    mark = ' †' if source == EARLIER else ''
+    mark = ' †' if source == UNKEPT else ''
     why_text = '; '.join(f'**{r}**' + (f': {e}' if e else '') for r, e in why)
     lines.append(
       f'| {number} | {row.paper} | {row.item} | {row.value} | '
@@ -3029,10 +3038,10 @@ def render(runs, crosscheck=()):
     )
   lines += [
     '',
-    '† from the runs of commits fde88f1, 83f512b and 239ead1 '
-    "(the earlier session's): their run folders were not kept; "
-    'the value and status are those its scoreboard stated, kept in '
-    'docs/scoreboard_ledger.json.',
+    '† (and "without run folders" in the commands table): the results '
+    'of commits fde88f1, 83f512b and 239ead1, whose run folders were not '
+    'kept; the value, status and CPU hours are those their scoreboard '
+    f'stated, kept in docs/scoreboard_ledger.json ("{UNKEPT}").',
   ]
   lines += [
     '',
@@ -3040,12 +3049,12 @@ def render(runs, crosscheck=()):
     'finished here would take elsewhere |',
     '|---|---|---:|---|',
   ]
-  spent = earlier_spent = 0.0
+  spent = unkept_spent = 0.0
   for name in COMMANDS:
     took = runs.cpu_hours(name)
     spent += took[0] if took else 0.0
-    earlier = runs.ledger.earlier.get('cpu', {}).get(name)
-    earlier_spent += earlier[0] if earlier else 0.0
+    unkept = runs.ledger.unkept.get('cpu', {}).get(name)
+    unkept_spent += unkept[0] if unkept else 0.0
     took = (
       f'{took[0]:.2f} CPU-h' + (f' ({took[1]})' if took[1] else '')
       if took is not None
@@ -3073,8 +3082,8 @@ def render(runs, crosscheck=()):
   lines += [
     '',
     f'CPU time of the commands run: {spent:.1f} CPU-h '
-    f'({EARLIER} {earlier_spent:.1f}, this session '
-    f'{spent - earlier_spent:.1f}).',
+    f'(without run folders {unkept_spent:.1f}, from time files '
+    f'{spent - unkept_spent:.1f}).',
   ]
   return lines, counts
 
@@ -3166,7 +3175,7 @@ def crosscheck_table(runs, crosscheck):
       ours, _, details, source = judge(row, runs, with_details=True)
       mine = (
         _per_seed(details['values']) if details.get('values') else ours
-      ) + (' †' if source == EARLIER else '')
+      ) + (' †' if source == UNKEPT else '')
       lines.append(
         f'| {row.paper} {row.item.split(": ")[0]} | {lr:g} | '
         f'{_per_seed([r["last_half_test_accuracy"] * 100 for r in ref])}'
@@ -3182,7 +3191,7 @@ def crosscheck_table(runs, crosscheck):
             for _, r in sorted(ours.items())
           ]
         )
-      else:  # The earlier session's values, where it stated them.
+      else:  # The values recorded without run folders, where stated.
         details = judge(row, runs, with_details=True)[2]
         seeds = details.get('seeds') if details.get('best_lr') == lr else None
         grid = details.get('grid', {}).get(f'{lr:g}')

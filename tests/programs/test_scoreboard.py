@@ -299,25 +299,25 @@ def test_every_differs_row_has_reasons_from_the_list_with_evidence():
       assert reason == 'unexplained' or evidence, (row.item, reason)
     if 'unexplained' in [r for r, _ in why]:
       assert len(why) == 1, row.item
-  assert differs >= 39  # The earlier session's "differs" rows, at least.
+  assert differs >= 39  # The "differs" rows without run folders, at least.
 
 
-def test_without_run_folders_the_ledger_gives_the_earlier_scoreboard():
+def test_without_run_folders_the_ledger_gives_the_unkept_scoreboard():
   """A fresh clone (no runs/, no data) of the ledger as bootstrapped (the
-  earlier session's results only): every row that session judged keeps its
-  value and status, marked as the earlier session's."""
+  results without run folders only): every row they judged keeps its
+  value and status, marked as theirs."""
   runs = _ledger_only()
   runs.ledger.runs, runs.ledger.cpu, runs.ledger.data_rows = {}, {}, {}
-  earlier = runs.ledger.earlier['rows']
-  assert len(earlier) >= 71  # 32 match + 39 differ when it was written.
+  unkept = runs.ledger.unkept['rows']
+  assert len(unkept) >= 71  # 32 match + 39 differ when it was written.
   for row in SCOREBOARD.ROWS:
-    if row.key in earlier:
+    if row.key in unkept:
       ours, status, _, source = SCOREBOARD.judge(row, runs, with_details=True)
       assert (ours, status) == (
-        earlier[row.key]['ours'],
-        earlier[row.key]['status'],
+        unkept[row.key]['ours'],
+        unkept[row.key]['status'],
       )
-      assert source == SCOREBOARD.EARLIER
+      assert source == SCOREBOARD.UNKEPT
   lines, counts = SCOREBOARD.render(runs)
   assert counts['matches'] + counts['explained'] + counts['unexplained'] >= 71
   assert any('†' in line for line in lines)
@@ -352,8 +352,8 @@ def test_the_committed_ledger_alone_gives_the_committed_scoreboard():
 
 
 def test_a_run_folder_updates_its_row_and_joins_the_ledger(tmp_path):
-  """A finished grid of fake runs replaces the earlier session's value of
-  its row; written to the ledger, it gives the same row without the run
+  """A finished grid of fake runs replaces the value without run folders
+  of its row; written to the ledger, it gives the same row without the run
   folders; an unfinished run is never recorded."""
   ledger_path = tmp_path / 'ledger.json'
   ledger_path.write_text(
@@ -381,7 +381,7 @@ def test_a_run_folder_updates_its_row_and_joins_the_ledger(tmp_path):
     SCOREBOARD.Runs([], SCOREBOARD.Ledger(str(ledger_path))),
     with_details=True,
   )
-  assert before[3] == SCOREBOARD.EARLIER
+  assert before[3] == SCOREBOARD.UNKEPT
 
   runs = SCOREBOARD.Runs([str(root)], SCOREBOARD.Ledger(str(ledger_path)))
   ours, status, details, source = SCOREBOARD.judge(row, runs, with_details=True)
@@ -408,6 +408,22 @@ def test_a_run_folder_updates_its_row_and_joins_the_ledger(tmp_path):
   recorded = clone.ledger.runs['fedavg_table1_2nn_b10_iid']
   assert 'C1__task-mnist_iid_2nn__client_lr-0.1' not in recorded
   assert len(recorded) == 5
+
+
+def test_a_ledger_under_the_old_key_loads_and_saves_under_the_new(tmp_path):
+  """A ledger naming the results without run folders by the old key
+  (OLD_UNKEPT) gives the same results, and is saved under UNKEPT."""
+  data = json.loads(open(SCOREBOARD.LEDGER, encoding='utf-8').read())
+  data[SCOREBOARD.OLD_UNKEPT] = data.pop(SCOREBOARD.UNKEPT)
+  path = tmp_path / 'ledger.json'
+  path.write_text(json.dumps(data), encoding='utf-8')
+  ledger = SCOREBOARD.Ledger(str(path))
+  assert ledger.unkept == SCOREBOARD.Ledger().unkept
+  assert ledger.unkept['rows']
+  ledger.save()
+  saved = json.loads(path.read_text(encoding='utf-8'))
+  assert SCOREBOARD.OLD_UNKEPT not in saved
+  assert saved[SCOREBOARD.UNKEPT] == ledger.unkept
 
 
 def test_reasons_from_measured_numbers():
@@ -470,7 +486,7 @@ def test_an_accuracy_row_is_cross_checked_by_the_reference_agreeing():
   reference = [
     dict(cell=row.key, last_half_test_accuracy=a) for a in (0.72, 0.66, 0.70)
   ]
-  # Ours as the earlier session stated it, or per seed.
+  # Ours as the results without run folders state it, or per seed.
   why = dict(
     SCOREBOARD.reasons(
       row,

@@ -23,6 +23,8 @@ class DecayingMu(callbacks.RoundCallback):
   μ · decay^(t+1); the row's `mu` is the μ round t used. Its state is the
   round's function: nothing to checkpoint."""
 
+  writes = ('mu',)
+
   def __init__(self, mu, decay):
     self._mu, self._decay = mu, decay
 
@@ -38,7 +40,7 @@ class DecayingMu(callbacks.RoundCallback):
 MU_DECAY = registry.HyperParameter(
   'mu_decay',
   0.9,
-  help="The factor μ is multiplied by after each round: μ_t = μ·decay^t.",
+  help='The factor μ is multiplied by after each round: μ_t = μ·decay^t.',
   minimum=0.0,
   column='the factor μ is multiplied by after each round',
   symbol='μ decay',

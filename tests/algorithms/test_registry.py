@@ -93,6 +93,7 @@ def test_a_registered_algorithm_runs_through_the_command_line(
   ):
     _main(*flags, f'--output_dir={tmp_path / name}')
     runs[name] = results.read_rows(tmp_path / name)
+  assert {r.pop('mu') for r in runs['fedavg']} == {'0.0'}  # FedAvg's μ.
   config = json.loads((tmp_path / 'momentum' / 'config.json').read_text())
   assert config['algo'] == 'fedavgm_test'
   assert config['momentum'] == 0.9  # Its default.

@@ -5,8 +5,10 @@ the end of each round the loop gives every callback, in order, the round's
 `RoundEnd`: the round number, its row of metrics.csv, the learning process
 and its state, and the round's process metrics. A callback may add columns
 to the row, change the state (e.g. a hyper-parameter), and stop the run; it
-says whether it reads the evaluation every round, and it saves and restores
-its own state with the run's checkpoints. The evaluation, FedProx's
+declares the round's values it reads and writes (the loop orders the
+callbacks by them, and refuses a run where a value one requires has no
+writer), says whether it reads the evaluation every round, and saves and
+restores its own state with the run's checkpoints. The evaluation, FedProx's
 adaptive μ, FedISGD's VLG, learning-rate schedules, `--stop_at_target` and
 a run's outputs (metrics.csv and TensorBoard, checkpoints, the progress
 bar) are all callbacks. An algorithm's callbacks live in its module and
@@ -17,7 +19,7 @@ Imports no TensorFlow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import dataclasses
 from typing import Any
 
@@ -69,18 +71,29 @@ class RoundCallback:
   """Runs at the end of every round; subclass it and override
   `after_round` (and the rest as needed).
 
+  The round's values are `RoundEnd`'s measurements (`training_loss`,
+  `test_accuracy`) and the row's columns, by name.
+
   Attributes:
     name: the key of its state in a checkpoint ('' for a callback without
       state).
     needs_evaluation: whether it reads the global training loss every
       round (the evaluation then runs every round).
     columns: the metrics.csv columns it adds, name → what it holds (their
-      descriptions label plots).
+      descriptions label plots); it writes them.
+    writes: the other values it sets.
+    requires: the values it cannot do without: it runs after the callbacks
+      that write them, and a run where none does is refused.
+    reads: the values it uses on the rounds that have them: it runs after
+      the callbacks that write them.
   """
 
   name: str = ''
   needs_evaluation: bool = False
   columns: Mapping[str, str] = {}
+  writes: Sequence[str] = ()
+  requires: Sequence[str] = ()
+  reads: Sequence[str] = ()
 
   def after_round(self, end: RoundEnd) -> None:
     """The round `end` has trained: add to its row, change its state or
@@ -99,3 +112,46 @@ class RoundCallback:
   def restore(self, state: Mapping[str, Any]) -> None:
     """Takes back the state `state()` gave, from a checkpoint."""
     del state
+
+
+def in_order(
+  callbacks: Sequence[RoundCallback], given: Sequence[str] = ()
+) -> list[RoundCallback]:
+  """`callbacks` ordered so that each runs after those that write what it
+  requires or reads, otherwise in the order given (which decides among
+  the writers of one value, and puts outputs after what they record).
+  `given`: the values the loop itself writes. ValueError naming a callback
+  whose required value no callback writes, or callbacks that wait for
+  each other."""
+  writers = {}
+  for callback in callbacks:
+    for value in (*callback.columns, *callback.writes):
+      writers.setdefault(value, []).append(callback)
+  for callback in callbacks:
+    missing = [
+      v for v in callback.requires if v not in writers and v not in given
+    ]
+    if missing:
+      raise ValueError(
+        f'{type(callback).__name__} requires {", ".join(missing)}, which '
+        'no callback of the run writes'
+      )
+  waits = {
+    id(c): {
+      id(w)
+      for v in (*c.requires, *c.reads)
+      for w in writers.get(v, ())
+      if w is not c
+    }
+    for c in callbacks
+  }
+  ordered, placed, left = [], set(), list(callbacks)
+  while left:
+    ready = next((c for c in left if waits[id(c)] <= placed), None)
+    if ready is None:
+      names = ', '.join(type(c).__name__ for c in left)
+      raise ValueError(f'the callbacks {names} wait for each other')
+    ordered.append(ready)
+    placed.add(id(ready))
+    left.remove(ready)
+  return ordered

@@ -182,6 +182,7 @@ class VarianceOfLocalGradients(callbacks.RoundCallback):
   λ² times the spread of the updates, on every round that trained."""
 
   columns = {'vlg': 'VLG = λ²·update spread (FedISGD eq. 8)'}
+  requires = ('update_spread',)
 
   def __init__(self, lam: float):
     self._lam = lam

@@ -130,6 +130,8 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
 
   name = 'adaptive_mu'
   needs_evaluation = True
+  requires = ('training_loss',)
+  writes = (core.MU.name,)
 
   def __init__(self, rule: AdaptiveMu):
     self.rule = rule
@@ -149,7 +151,7 @@ class AdaptiveMuCallback(callbacks.RoundCallback):
       )
 
   def after_round(self, end):
-    end.row['mu'] = self.rule.mu
+    end.row[core.MU.name] = self.rule.mu
     if end.round_num == 0:
       return
     if end.training_loss is None:

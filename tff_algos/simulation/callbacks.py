@@ -49,6 +49,7 @@ class Columns(RoundCallback):
 
   def __init__(self, values: Mapping[str, float]):
     self._values = dict(values)
+    self.writes = tuple(values)
 
   def after_round(self, end):
     end.row.update(self._values)
@@ -120,6 +121,16 @@ class Evaluation(RoundCallback):
     self._names = columns_lib.SAMPLED if sampled else {}
     self.columns = (
       evaluation.CLIENT_ACCURACY_COLUMNS if (self._per_client) else {}
+    )
+    self.writes = (
+      'training_loss',
+      'test_accuracy',
+      *(
+        self._names.get(column, column)
+        for split, arrays in self._splits
+        if arrays is not None
+        for column in (f'{split}_loss', f'{split}_accuracy')
+      ),
     )
     self.clients = None
 
@@ -239,6 +250,8 @@ class Dissimilarity(RoundCallback):
   """FedProx's gradient variance and dissimilarity B(w) every `every`
   rounds (`evaluation.build_dissimilarity`)."""
 
+  writes = ('grad_variance', 'grad_dissimilarity')
+
   def __init__(self, dissimilarity, train_arrays, every: int):
     self._dissimilarity = dissimilarity
     self._arrays = train_arrays
@@ -253,6 +266,8 @@ class StopAtAccuracy(RoundCallback):
   """Ends the run at the first evaluated round whose test accuracy reaches
   `target` (all that rounds-to-target tables need)."""
 
+  requires = ('test_accuracy',)
+
   def __init__(self, target: float):
     self._target = target
 
@@ -266,6 +281,9 @@ class DivergenceCheck(RoundCallback):
   loss (NonFiniteLoss) or a round whose mean update TFF's finalizer
   rejected as non-finite (UpdateRejected: it would keep the model and go on
   as if training)."""
+
+  requires = ('update_non_finite',)
+  reads = ('training_loss',)
 
   def after_round(self, end):
     loss = end.training_loss

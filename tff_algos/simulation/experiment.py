@@ -195,15 +195,17 @@ def train(
     )
   state, first_round, checkpoints = _resume(prepared, folder, loop, columns)
   folder.record_code(prepared.provenance, first_round)
-  loop.callbacks += [
-    outputs.Release(folder.release_manager(), columns),
-    callbacks_lib.DivergenceCheck(),
-    outputs.Checkpoints(
-      checkpoints, loop.program_state, checkpoint_every, settings.rounds
-    ),
-    timer,
-    outputs.Progress(settings.hparam_columns, show_progress),
-  ]
+  loop.add(
+    [
+      outputs.Release(folder.release_manager(), columns),
+      callbacks_lib.DivergenceCheck(),
+      outputs.Checkpoints(
+        checkpoints, loop.program_state, checkpoint_every, settings.rounds
+      ),
+      timer,
+      outputs.Progress(settings.hparam_columns, show_progress),
+    ]
+  )
   try:
     loop.run(state, range(first_round, settings.rounds + 1))
   except Diverged as e:

@@ -17,11 +17,21 @@ from typing import Any
 
 import numpy as np
 
+from tff_algos.algorithms.callbacks import in_order
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.algorithms.callbacks import RoundEnd
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 from tff_algos.simulation.sampling import StragglerPolicy
+
+# The row's values a round's training writes (`Loop.train`), before any
+# callback runs.
+TRAINING_VALUES = (
+  'participants',
+  'local_steps',
+  'update_non_finite',
+  'update_spread',
+)
 
 
 class Diverged(RuntimeError):
@@ -87,7 +97,8 @@ class Loop:
     policy: whether stragglers' updates are dropped or kept.
     batch_size: B (-1: each client's whole dataset).
     train_arrays: every client's training data, by client index.
-    callbacks: run in order at the end of every round.
+    callbacks: run at the end of every round, in order (`in_order`: each
+      after the writers of what it requires or reads).
     release_empty_rounds: a round without participants runs the process
       too (a DP aggregator releases the noise of a zero sum: every round
       is a release, as the accountant counts it); otherwise it keeps the
@@ -109,6 +120,14 @@ class Loop:
   release_empty_rounds: bool = False
   lockstep: Callable[[Any, Sequence[Any], int], list] | None = None
   stop_requests: StopRequests = dataclasses.field(default_factory=StopRequests)
+
+  def __post_init__(self):
+    self.callbacks = in_order(self.callbacks, TRAINING_VALUES)
+
+  def add(self, callbacks: Sequence[RoundCallback]) -> None:
+    """Adds `callbacks` after the loop's own (each still after the writers
+    of what it requires or reads)."""
+    self.callbacks = in_order([*self.callbacks, *callbacks], TRAINING_VALUES)
 
   def initial_state(self, model_weights):
     """The process's initial state holding `model_weights`."""

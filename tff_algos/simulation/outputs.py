@@ -97,6 +97,7 @@ class Progress(RoundCallback):
 
   def __init__(self, hparam_columns=(), enabled: bool = True):
     self._hparams = tuple(hparam_columns)
+    self.reads = ('training_loss', 'test_accuracy', *self._hparams)
     self._enabled = enabled
     self._bar = None
 

@@ -38,7 +38,7 @@ class DecayingMu(callbacks.RoundCallback):
 MU_DECAY = registry.HyperParameter(
   'mu_decay',
   0.9,
-  help="The factor μ is multiplied by after each round: μ_t = μ·decay^t.",
+  help='The factor μ is multiplied by after each round: μ_t = μ·decay^t.',
   minimum=0.0,
   column='the factor μ is multiplied by after each round',
   symbol='μ decay',

@@ -1,6 +1,6 @@
 """Prints docs/PRIVACY.md's ε cross-check table: the accountant
-(`tff_algos.simulation.accounting`) against the independent computations
-of tests/simulation/test_accounting.py, on a grid of (q, z, T), δ = 1e-5.
+(`tff_algos.privacy.accounting`) against the independent computations
+of tests/privacy/test_accounting.py, on a grid of (q, z, T), δ = 1e-5.
 
   .venv/bin/python docs/privacy_crosscheck.py
 """
@@ -10,13 +10,13 @@ import os
 import sys
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [_ROOT, os.path.join(_ROOT, 'tests', 'simulation')]
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, 'tests', 'privacy')]
 sys.path.append(os.path.join(_ROOT, 'tests'))  # Their conftest.
 
 from dp_accounting import rdp  # noqa: E402
 import test_accounting as independent  # noqa: E402
 
-from tff_algos.simulation import accounting  # noqa: E402
+from tff_algos.privacy import accounting  # noqa: E402
 
 DELTA, NUM_CLIENTS = 1e-5, 300
 

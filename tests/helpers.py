@@ -26,7 +26,7 @@ def client_datasets(count, batch_size=10):
   batched tf.data datasets (a production build's input). Without tf.data's
   static optimizations and autotuning, which the worker otherwise runs each
   time it iterates one (they cannot speed up in-memory data and do not
-  change what a dataset yields): test_privacy.py took 84 s instead of
+  change what a dataset yields): test_mechanisms.py took 84 s instead of
   102 s."""
   task = task_and_arrays()[0]
   options = tf.data.Options()

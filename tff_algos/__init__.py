@@ -7,6 +7,9 @@ Layers, each importing only those below it:
     simulation/   the research harness: sampling, evaluation, the round loop,
                   run folders
     runtime/      TFF's worker processes (the only user of TFF internals)
+    privacy/      differential privacy: the DP aggregators and their checks
+                  (what a production port takes), the accountant and the
+                  DP flags (what a simulation adds)
     analysis/     results, sweeps and plots (no TensorFlow)
 
 and the command lines `python -m tff_algos.export | plot | worker` (and

@@ -458,7 +458,7 @@ def _aggregation(settings, mechanism):
   """The header's words for the model aggregator: DP as the process was
   built (`trainer.accounted_mechanism`), said to differ from the flags
   where it does."""
-  from tff_algos.simulation import accounting
+  from tff_algos.privacy import accounting
 
   c = settings.config
   if c.aggregator != 'dp':

@@ -30,7 +30,8 @@ SOURCES = sorted(
 )
 # Bottom to top: a module may import its own layer and those below.
 LAYERS = (
-  ('utilities', ('tff_algos.lazy', 'tff_algos.logs', 'tff_algos.dp_budget')),
+  ('utilities', ('tff_algos.lazy', 'tff_algos.logs')),
+  ('privacy', ('tff_algos.privacy',)),
   ('runtime', ('tff_algos.runtime',)),
   ('learning', ('tff_algos.learning',)),
   ('tasks', ('tasks',)),
@@ -210,6 +211,9 @@ def test_the_check_above_sees_an_internal_import(tmp_path):
     # Analysis: results, sweeps, plots.
     'tff_algos.simulation.results, tff_algos.analysis.sweep, '
     'tff_algos.analysis.plot, tff_algos.plot',
+    # Privacy: all but the mechanisms (the DP aggregators).
+    'tff_algos.privacy, tff_algos.privacy.budget, '
+    'tff_algos.privacy.accounting, tff_algos.privacy.flags',
   ],
 )
 def test_modules_that_promise_no_tensorflow_import_none(modules):

@@ -16,7 +16,7 @@ from conftest import REPO
 from conftest import USER_ENV
 import helpers
 from tff_algos import learning
-from tff_algos.simulation import accounting
+from tff_algos.privacy import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import results

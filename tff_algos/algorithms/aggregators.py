@@ -7,7 +7,7 @@
                noise of stddev z·C on the sum (`--dp_noise_multiplier`),
                divided by K; in a simulation the noise is seeded from
                (seed, round) and kept in the process state
-               (`learning.privacy`), so a run is reproducible and resumes
+               (`privacy.mechanisms`), so a run is reproducible and resumes
                to the same numbers; a production build draws it
                unseeded. Unweighted: the mean of the clients' updates
                becomes uniform.
@@ -24,13 +24,14 @@ from __future__ import annotations
 import dataclasses
 
 from tff_algos import lazy
+from tff_algos.privacy import budget
 
-privacy = lazy.module('tff_algos.learning.privacy')
+privacy = lazy.module('tff_algos.privacy.mechanisms')
 tff = lazy.module('tensorflow_federated')
 
 KINDS = ('mean', 'dp', 'compression', 'robust')
 # TFF's adaptive clipping targets the median update norm by default.
-DEFAULT_TARGET_QUANTILE = 0.5
+DEFAULT_TARGET_QUANTILE = budget.TARGET_UNCLIPPED_QUANTILE
 
 
 @dataclasses.dataclass(frozen=True)

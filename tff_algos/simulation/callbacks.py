@@ -21,8 +21,8 @@ import sys
 import numpy as np
 
 from tff_algos.algorithms.callbacks import RoundCallback
-from tff_algos.learning import privacy
-from tff_algos.simulation import accounting
+from tff_algos.privacy import accounting
+from tff_algos.privacy import mechanisms
 from tff_algos.simulation import columns as columns_lib
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import loop
@@ -226,7 +226,7 @@ class PrivacySpent(RoundCallback):
         end.row[column] = values[end.round_num - 1] if end.round_num else 0.0
 
   def _check(self, end):
-    events = privacy.dp_events(end.state)
+    events = mechanisms.dp_events(end.state)
     released = (
       accounting.Mechanism.of_event(events[0]) if len(events) == 1 else None
     )

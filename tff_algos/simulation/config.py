@@ -24,10 +24,10 @@ from typing import Any
 
 from tasks import partitions
 from tasks.validate import FLOAT32_MAX  # Rates and weights run in float32.
-from tff_algos import dp_budget
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
+from tff_algos.privacy import flags as dp_flags
 from tff_algos.simulation.sampling import SamplingScheme
 from tff_algos.simulation.sampling import StragglerPolicy
 
@@ -448,23 +448,13 @@ def _pooled(c: Config) -> Config:
   return dataclasses.replace(c, clients_per_round=1)
 
 
-_DP_FLAGS = (
-  'dp_noise_multiplier',
-  'dp_clip',
-  'dp_target_quantile',
-  'dp_noise_cohort',
-  'dp_initial_clip',
-  'dp_noise_seed',
-  'dp_delta',
-  'dp_accountant',
-)
 SAMPLING = tuple(scheme.value for scheme in SamplingScheme)
 
 
 def _privacy(c: Config, num_clients) -> dict:
-  """The DP flags resolved (δ 0.1/N by default, RDP, adaptive clipping at
-  the median unless --dp_clip, the adjacency ε is under); ConfigError for
-  values no run can use."""
+  """The DP flags resolved (`privacy.flags.resolve`: δ 0.1/N by default,
+  RDP, adaptive clipping at the median unless --dp_clip, the adjacency ε
+  is under); ConfigError for values no run can use."""
   if c.aggregator not in aggregators.KINDS:
     raise ConfigError(
       f'--aggregator must be one of '
@@ -475,102 +465,10 @@ def _privacy(c: Config, num_clients) -> dict:
       f'--client_sampling must be one of '
       f'{", ".join(SAMPLING)}, got {c.client_sampling!r}'
     )
-  given = [f for f in _DP_FLAGS if getattr(c, f) is not None]
-  if c.aggregator != 'dp':
-    if given:
-      raise ConfigError(f'--{given[0]} needs --aggregator=dp')
-    return dict.fromkeys(_DP_FLAGS + ('dp_adjacency',))
-  z, clip, quantile = c.dp_noise_multiplier, c.dp_clip, c.dp_target_quantile
-  if z is None:
-    raise ConfigError('--aggregator=dp needs --dp_noise_multiplier (z >= 0)')
-  for adaptive_only in ('dp_target_quantile', 'dp_initial_clip'):
-    if clip is not None and getattr(c, adaptive_only) is not None:
-      raise ConfigError(
-        f"--{adaptive_only} is adaptive clipping's: give it "
-        'or --dp_clip (fixed clipping), not both'
-      )
-  delta = c.dp_delta
-  if delta is None and num_clients is not None:
-    delta = 0.1 / num_clients  # Well below 1/N, as a guarantee needs.
-  accountant = c.dp_accountant or 'rdp'
-  k, m = c.clients_per_round, c.dp_noise_cohort
-  checks = [
-    (
-      0 <= z < FLOAT32_MAX,
-      f'--dp_noise_multiplier must be a number >= 0, got {z}',
-    ),
-    (
-      clip is None or 0 < clip < FLOAT32_MAX,
-      f'--dp_clip must be a positive number, got {clip}',
-    ),
-    (
-      quantile is None or 0 < quantile < 1,
-      f'--dp_target_quantile must be in (0, 1), got {quantile}',
-    ),
-    (
-      delta is None or 0 < delta < 1,
-      f'--dp_delta must be in (0, 1), got {delta}',
-    ),
-    (m is None or m >= 1, f'--dp_noise_cohort must be >= 1, got {m}'),
-    (
-      m is None or k is None or m >= k,
-      f'--dp_noise_cohort must be >= --clients_per_round ({k}), got {m}: '
-      'the noise of fewer clients than take part is below theirs',
-    ),
-    (
-      m is None or num_clients is None or m <= num_clients,
-      f'--dp_noise_cohort={m} is more than the {num_clients} clients of '
-      f'{c.task}: a round cannot draw more clients than there are',
-    ),
-    (
-      c.dp_initial_clip is None or 0 < c.dp_initial_clip < FLOAT32_MAX,
-      f'--dp_initial_clip must be a positive number, got {c.dp_initial_clip}',
-    ),
-    (
-      c.dp_noise_seed is None or 0 <= c.dp_noise_seed <= MAX_SEED,
-      f'--dp_noise_seed must be in 0..{MAX_SEED}, got {c.dp_noise_seed}',
-    ),
-    (
-      accountant in ('rdp', 'pld'),
-      f'--dp_accountant must be rdp or pld, got {accountant!r}',
-    ),
-    (
-      c.client_sampling != 'proportional',
-      '--client_sampling=proportional '
-      'draws clients by their number of examples, which no DP accountant '
-      'here certifies: use uniform or poisson with --aggregator=dp',
-    ),
-    (
-      clip is not None or k is None or z < 0.1 * (c.dp_noise_cohort or k),
-      f'--dp_noise_multiplier={z:g} with adaptive clipping needs more than '
-      f'{10 * z:g} clients per round (TFF gives the clipped count noise '
-      '0.05·K, which must exceed z/2): give --dp_clip, a larger K or a '
-      '--dp_noise_cohort',
-    ),
-    (
-      accountant == 'rdp' or c.client_sampling == 'poisson',
-      '--dp_accountant=pld needs --client_sampling=poisson (dp_accounting '
-      'has no PLD of fixed-size sampling)',
-    ),
-  ]
-  for ok, message in checks:
-    if not ok:
-      raise ConfigError(message)
-  return dict(
-    dp_noise_multiplier=z,
-    dp_clip=clip,
-    dp_target_quantile=(
-      aggregators.DEFAULT_TARGET_QUANTILE
-      if clip is None and quantile is None
-      else quantile
-    ),
-    dp_noise_cohort=c.dp_noise_cohort,
-    dp_initial_clip=c.dp_initial_clip,
-    dp_noise_seed=c.dp_noise_seed,
-    dp_delta=delta,
-    dp_accountant=accountant,
-    dp_adjacency=dp_budget.ADJACENCY[c.client_sampling],
-  )
+  try:
+    return dp_flags.resolve(vars(c), num_clients, max_seed=MAX_SEED)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
 
 
 def _aggregator(c: Config):

@@ -32,9 +32,9 @@ from tff_algos import runtime
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 from tff_algos.algorithms.callbacks import RoundCallback
-from tff_algos.learning import privacy
+from tff_algos.privacy import accounting
+from tff_algos.privacy import mechanisms
 from tff_algos.runtime import tracing
-from tff_algos.simulation import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import columns as columns_lib
 from tff_algos.simulation import config as config_lib
@@ -182,7 +182,7 @@ def accounted_mechanism(
 ) -> accounting.Mechanism | None:
   """The DP mechanism a run's ε is computed from: the one its process was
   built with, as the model aggregator's own DP event in the process state
-  says (`learning.privacy.dp_events`); None for a run without
+  says (`privacy.mechanisms.dp_events`); None for a run without
   --aggregator=dp. Where that is the flags' mechanism to float32
   precision, the flags' exact values (`accounting` says why); else the
   process's (an algorithm that builds its own DP aggregator).
@@ -196,7 +196,7 @@ def accounted_mechanism(
   c = settings.config
   if c.aggregator != 'dp':
     return None
-  events = privacy.dp_events(process.initialize())
+  events = mechanisms.dp_events(process.initialize())
   if len(events) != 1:
     raise config_lib.ConfigError(
       f'--aggregator=dp: the process of --algo={settings.algo} carries '
@@ -254,7 +254,7 @@ def privacy_spent(
     if c.dp_clip is not None
     else [
       callbacks_lib.AdaptiveClip(
-        c.dp_initial_clip or privacy.INITIAL_L2_NORM_CLIP
+        c.dp_initial_clip or mechanisms.INITIAL_L2_NORM_CLIP
       )
     ]
   )
@@ -415,7 +415,7 @@ def make_loop(
     settings.algorithm.batch_size,
     data.train,
     list(callbacks),
-    release_empty_rounds=bool(privacy.dp_events(process.initialize())),
+    release_empty_rounds=bool(mechanisms.dp_events(process.initialize())),
     lockstep=engine.inputs if engine else None,
     stop_requests=stop_requests or loop_lib.StopRequests(),
   )

@@ -17,8 +17,8 @@ from tff_algos import learning
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedprox
-from tff_algos.learning import privacy
-from tff_algos.simulation import accounting
+from tff_algos.privacy import accounting
+from tff_algos.privacy import mechanisms
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import resolve
 
@@ -82,10 +82,10 @@ def _final_weights(aggregator, algorithm='fedprox'):
 
 
 FACTORIES = {
-  'fixed': lambda z, seed, **kw: privacy.gaussian_fixed(
+  'fixed': lambda z, seed, **kw: mechanisms.gaussian_fixed(
     z, CLIENTS, CLIP, seed=seed, **kw
   ),
-  'adaptive': lambda z, seed, **kw: privacy.gaussian_adaptive(
+  'adaptive': lambda z, seed, **kw: mechanisms.gaussian_adaptive(
     z, CLIENTS, seed=seed, **kw
   ),
 }
@@ -144,7 +144,7 @@ def test_a_production_build_draws_its_noise_unseeded(clip):
 @pytest.mark.parametrize('algorithm', ['fedavg', 'fedprox'])
 def test_without_noise_it_is_tffs_gaussian_fixed(algorithm):
   ours = _final_weights(
-    privacy.gaussian_fixed(0.0, CLIENTS, CLIP, seed=3), algorithm
+    mechanisms.gaussian_fixed(0.0, CLIENTS, CLIP, seed=3), algorithm
   )
   tffs = _final_weights(DP.gaussian_fixed(0.0, float(CLIENTS), CLIP), algorithm)
   assert _identical(ours, tffs)
@@ -153,12 +153,12 @@ def test_without_noise_it_is_tffs_gaussian_fixed(algorithm):
 def test_without_noise_it_is_tffs_adaptive_clipping_and_dp_aggregator():
   # The clip's adaptation, and TFF's zeroing in front of it.
   assert _identical(
-    _final_weights(privacy.gaussian_adaptive(0.0, CLIENTS, seed=1)),
+    _final_weights(mechanisms.gaussian_adaptive(0.0, CLIENTS, seed=1)),
     _final_weights(DP.gaussian_adaptive(0.0, float(CLIENTS))),
   )
   assert _identical(
     _final_weights(
-      privacy.gaussian_adaptive(0.0, CLIENTS, seed=1, zeroing=True)
+      mechanisms.gaussian_adaptive(0.0, CLIENTS, seed=1, zeroing=True)
     ),
     _final_weights(tff.learning.dp_aggregator(0.0, CLIENTS)),
   )
@@ -248,7 +248,7 @@ def test_the_noise_is_gaussian_of_stddev_z_c_over_the_cohort(
   rng = np.random.default_rng(k)
   values = _client_values(k, rng)
   outputs = _aggregate(
-    privacy.gaussian_fixed(z, k, CLIP, seed=seed, noise_cohort_size=cohort),
+    mechanisms.gaussian_fixed(z, k, CLIP, seed=seed, noise_cohort_size=cohort),
     values,
     rounds=2,
   )
@@ -277,7 +277,7 @@ def test_adaptive_clipping_noises_updates_and_count_as_tff_splits_them(cohort):
   k, z, clip = 10, 0.5, 1.0
   rng = np.random.default_rng(1)
   values = _client_values(k, rng)
-  factory = privacy.gaussian_adaptive(
+  factory = mechanisms.gaussian_adaptive(
     z, k, seed=2, initial_l2_norm_clip=clip, noise_cohort_size=cohort
   )
   (output,) = _aggregate(factory, values)
@@ -315,7 +315,7 @@ def test_adaptive_clipping_noises_updates_and_count_as_tff_splits_them(cohort):
 def test_the_dp_events_are_tffs_and_the_accountant_reads_them_alike():
   k, z = 20, 1.5
   values = _client_values(k, np.random.default_rng(2))
-  (ours,) = _aggregate(privacy.gaussian_adaptive(z, k, seed=0), values)
+  (ours,) = _aggregate(mechanisms.gaussian_adaptive(z, k, seed=0), values)
   (tffs,) = _aggregate(DP.gaussian_adaptive(z, float(k)), values)
   events = [
     dp_accounting.DpEvent.from_named_tuple(o.state.dp_event)
@@ -323,7 +323,7 @@ def test_the_dp_events_are_tffs_and_the_accountant_reads_them_alike():
   ]
   multipliers = [[e.noise_multiplier for e in event.events] for event in events]
   value_z, count_stddev = accounting.adaptive_noise_multipliers(z, k)
-  assert privacy.adaptive_noise_multipliers(z, k) == (value_z, count_stddev)
+  assert mechanisms.adaptive_noise_multipliers(z, k) == (value_z, count_stddev)
   for pair in multipliers:
     assert pair == pytest.approx([value_z, 2 * count_stddev], rel=1e-6)
 
@@ -351,7 +351,7 @@ def test_the_dp_events_are_tffs_and_the_accountant_reads_them_alike():
   assert epsilon(as_floats) == pytest.approx(ours, rel=1e-5)
   assert epsilon(events[1]) < 0.9 * ours
   # And so does the fixed clip's.
-  (fixed,) = _aggregate(privacy.gaussian_fixed(z, k, CLIP, seed=0), values)
+  (fixed,) = _aggregate(mechanisms.gaussian_fixed(z, k, CLIP, seed=0), values)
   event = dp_accounting.DpEvent.from_named_tuple(fixed.state.dp_event)
   assert event.noise_multiplier == pytest.approx(z, rel=1e-6)
 
@@ -370,42 +370,44 @@ def test_compiles_to_tffs_map_reduce_form(clipping):
   'build, error, message',
   [
     (
-      lambda: privacy.gaussian_fixed(-1.0, 3, 0.1, seed=0),
+      lambda: mechanisms.gaussian_fixed(-1.0, 3, 0.1, seed=0),
       ValueError,
       'noise_multiplier must be >= 0',
     ),
     (
-      lambda: privacy.gaussian_fixed(1.0, 0, 0.1, seed=0),
+      lambda: mechanisms.gaussian_fixed(1.0, 0, 0.1, seed=0),
       ValueError,
       'clients_per_round must be > 0',
     ),
     (
-      lambda: privacy.gaussian_fixed(1.0, 3, 0.0, seed=0),
+      lambda: mechanisms.gaussian_fixed(1.0, 3, 0.0, seed=0),
       ValueError,
       'clip must be > 0',
     ),
     (
-      lambda: privacy.gaussian_fixed(1.0, 3, 0.1, seed=-1),
+      lambda: mechanisms.gaussian_fixed(1.0, 3, 0.1, seed=-1),
       ValueError,
       r'seed must be in \[0, 2\*\*63\)',
     ),
     (
-      lambda: privacy.gaussian_fixed(1.0, 3, 0.1, seed=1.5),
+      lambda: mechanisms.gaussian_fixed(1.0, 3, 0.1, seed=1.5),
       TypeError,
       'seed must be a whole number',
     ),
     (
-      lambda: privacy.gaussian_fixed(1.0, 3, 0.1, seed=0, noise_cohort_size=2),
+      lambda: mechanisms.gaussian_fixed(
+        1.0, 3, 0.1, seed=0, noise_cohort_size=2
+      ),
       ValueError,
       'noise_cohort_size 2.0 < clients_per_round 3.0',
     ),
     (
-      lambda: privacy.gaussian_adaptive(1.0, 3, seed=0),
+      lambda: mechanisms.gaussian_adaptive(1.0, 3, seed=0),
       ValueError,
       'clipped_count_stddev',
     ),
     (
-      lambda: privacy.gaussian_adaptive(
+      lambda: mechanisms.gaussian_adaptive(
         0.1, 3, seed=0, target_unclipped_quantile=1.5
       ),
       ValueError,

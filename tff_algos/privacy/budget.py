@@ -1,8 +1,8 @@
 """The noise budget of TFF's adaptive clipping, the argument checks it
 shares, and which neighbouring datasets each sampling scheme's ε is for:
 no TensorFlow (nor dp_accounting), so that the DP aggregator
-(`learning.privacy`), the accountant (`simulation.accounting`) and the
-run's settings (`simulation.config`) agree on them.
+(`privacy.mechanisms`), the accountant (`privacy.accounting`) and the DP
+flags' resolution (`privacy.flags`) agree on them.
 """
 
 import math
@@ -11,6 +11,8 @@ import numbers
 # TFF's default stddev of the clipped-count noise, per expected client
 # (`DifferentiallyPrivateFactory.gaussian_adaptive`: 0.05·clients_per_round).
 CLIPPED_COUNT_STDDEV_PER_CLIENT = 0.05
+# TFF's adaptive clipping targets the median update norm by default.
+TARGET_UNCLIPPED_QUANTILE = 0.5
 
 # The neighbouring relation each client-sampling scheme's guarantee holds
 # for (None: none is certified), as config.json and the docs state it.

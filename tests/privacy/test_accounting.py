@@ -32,7 +32,7 @@ from scipy import special
 from scipy import stats
 
 from conftest import REPO
-from tff_algos.simulation import accounting as privacy
+from tff_algos.privacy import accounting
 from tff_algos.simulation.sampling import SamplingScheme
 
 INTEGER_ORDERS = list(range(2, 65)) + [128, 256]
@@ -222,7 +222,7 @@ def _poisson_bracket(q, z, rounds, delta):
 def _ours(z, rounds, delta, q, sampling, **kwargs):
   """Our ε's for a cohort of K = q·N clients."""
   num_clients = 300
-  return privacy.epsilons(
+  return accounting.epsilons(
     z,
     rounds,
     delta,
@@ -264,7 +264,7 @@ def test_poisson_rdp_is_the_closed_form_binomial_sum(q, z, delta):
 
 @pytest.mark.parametrize('z', [0.8, 1.0, 2.0])
 def test_poisson_at_q_1_is_the_gaussian_mechanism(z):
-  num = privacy.epsilons(
+  num = accounting.epsilons(
     z,
     5,
     1e-5,
@@ -305,7 +305,7 @@ def test_poisson_pld_lies_in_the_exact_bracket_and_below_rdp(q, z, rounds):
 @pytest.mark.parametrize('z, rounds', [(0.8, 1), (1.0, 7), (2.0, 100)])
 def test_pld_at_q_1_is_the_analytic_gaussian(z, rounds):
   exact = _gaussian_epsilon(math.sqrt(rounds) / z, 1e-5)
-  ours = privacy.epsilons(
+  ours = accounting.epsilons(
     z,
     rounds,
     1e-5,
@@ -349,7 +349,7 @@ def test_uniform_rdp_is_the_general_bound_and_above_the_pair(q, z):
 def test_uniform_rdp_is_above_the_pairs_renyi_divergence_at_every_order(q, z):
   ledger = rdp.RdpAccountant(INTEGER_ORDERS[:31], REPLACE_ONE)
   ledger.compose(
-    privacy.round_event(z, num_clients=300, clients_per_round=round(300 * q))
+    accounting.round_event(z, num_clients=300, clients_per_round=round(300 * q))
   )
   pair = _replace_pair(q, z)
   for alpha, bound in zip(INTEGER_ORDERS[:31], ledger.rdp):
@@ -391,7 +391,7 @@ def test_uniform_epsilon_is_above_the_pairs_exact_epsilon(q, z, rounds):
 
 @pytest.mark.parametrize('z', [0.8, 1.0, 2.0])
 def test_uniform_at_q_1_is_the_gaussian_of_sensitivity_2c(z):
-  ours = privacy.epsilons(
+  ours = accounting.epsilons(
     z, 3, 1e-5, num_clients=7, clients_per_round=7, orders=INTEGER_ORDERS
   )
   for rounds, eps in enumerate(ours, 1):
@@ -408,7 +408,7 @@ def test_epsilon_grows_with_rounds_and_sampling_rate_and_falls_with_noise(
   sampling,
 ):
   def eps(z=1.0, k=30, rounds=20):
-    return privacy.epsilons(
+    return accounting.epsilons(
       z, rounds, 1e-5, num_clients=300, clients_per_round=k, sampling=sampling
     )
 
@@ -437,20 +437,20 @@ def test_each_rounds_value_is_that_of_composing_that_many_rounds(
     sampling=sampling,
     accountant=accountant,
   )
-  curve = privacy.epsilons(1.1, 12, 1e-6, **kwargs)
+  curve = accounting.epsilons(1.1, 12, 1e-6, **kwargs)
   assert len(curve) == 12
   for rounds in (1, 5, 12):
     assert curve[rounds - 1] == pytest.approx(
-      privacy.epsilon(1.1, rounds, 1e-6, **kwargs), rel=1e-6
+      accounting.epsilon(1.1, rounds, 1e-6, **kwargs), rel=1e-6
     )
-  assert privacy.epsilons(1.1, 5, 1e-6, **kwargs) == curve[:5]
-  assert privacy.epsilons(1.1, 0, 1e-6, **kwargs) == []
+  assert accounting.epsilons(1.1, 5, 1e-6, **kwargs) == curve[:5]
+  assert accounting.epsilons(1.1, 0, 1e-6, **kwargs) == []
 
 
 def test_no_noise_is_no_privacy():
   for sampling, accountant in (('uniform', 'rdp'), ('poisson', 'pld')):
     assert (
-      privacy.epsilons(
+      accounting.epsilons(
         0.0,
         3,
         1e-5,
@@ -471,7 +471,9 @@ def test_no_noise_is_no_privacy():
   [(1.0, 100, None), (0.5, 20, None), (2.0, 50, 1.5), (3.9, 40, 2.0)],
 )
 def test_adaptive_split_spends_exactly_the_users_budget(z, clients, stddev):
-  value_z, count_stddev = privacy.adaptive_noise_multipliers(z, clients, stddev)
+  value_z, count_stddev = accounting.adaptive_noise_multipliers(
+    z, clients, stddev
+  )
   assert count_stddev == (0.05 * clients if stddev is None else stddev)
   assert value_z > z
   assert value_z**-2 + (2 * count_stddev) ** -2 == pytest.approx(
@@ -489,10 +491,10 @@ def test_adaptive_clipping_costs_what_the_users_multiplier_says(
     sampling=sampling,
     accountant=accountant,
   )
-  fixed = privacy.epsilons(1.2, 6, 1e-5, **kwargs)
-  adaptive = privacy.epsilons(1.2, 6, 1e-5, adaptive_clipping=True, **kwargs)
+  fixed = accounting.epsilons(1.2, 6, 1e-5, **kwargs)
+  adaptive = accounting.epsilons(1.2, 6, 1e-5, adaptive_clipping=True, **kwargs)
   assert adaptive == pytest.approx(fixed, rel=1e-9)
-  event = privacy.round_event(
+  event = accounting.round_event(
     1.2,
     adaptive_clipping=True,
     num_clients=400,
@@ -500,7 +502,7 @@ def test_adaptive_clipping_costs_what_the_users_multiplier_says(
     sampling=sampling,
   )
   value, count = event.event.events
-  value_z, count_stddev = privacy.adaptive_noise_multipliers(1.2, 40)
+  value_z, count_stddev = accounting.adaptive_noise_multipliers(1.2, 40)
   scale = 2 if sampling == 'uniform' else 1  # Replace-one: 2C, and 2·0.5.
   assert value.noise_multiplier * scale == value_z
   assert count.noise_multiplier * scale == 2 * count_stddev
@@ -509,7 +511,7 @@ def test_adaptive_clipping_costs_what_the_users_multiplier_says(
 def test_adaptive_clipping_refuses_what_tff_refuses():
   # TFF: z must stay below 2·clipped_count_stddev (0.05·K by default).
   with pytest.raises(ValueError, match='clipped_count_stddev'):
-    privacy.epsilons(
+    accounting.epsilons(
       1.0,
       3,
       1e-5,
@@ -517,8 +519,8 @@ def test_adaptive_clipping_refuses_what_tff_refuses():
       clients_per_round=10,
       adaptive_clipping=True,
     )
-  assert privacy.adaptive_noise_multipliers(0.0, 10) == (0.0, 0.0)
-  assert privacy.epsilons(
+  assert accounting.adaptive_noise_multipliers(0.0, 10) == (0.0, 0.0)
+  assert accounting.epsilons(
     1.0,
     3,
     1e-5,
@@ -532,7 +534,7 @@ def test_adaptive_clipping_refuses_what_tff_refuses():
 @pytest.mark.parametrize('sampling', ['uniform', 'poisson'])
 def test_a_noise_cohort_is_accounted_as_the_run_it_stands_for(sampling):
   # pfl-research: the rate is max(K, M)/population, the noise z for M.
-  simulated = privacy.epsilons(
+  simulated = accounting.epsilons(
     1.0,
     5,
     1e-5,
@@ -541,10 +543,10 @@ def test_a_noise_cohort_is_accounted_as_the_run_it_stands_for(sampling):
     sampling=sampling,
     noise_cohort_size=40,
   )
-  assert simulated == privacy.epsilons(
+  assert simulated == accounting.epsilons(
     1.0, 5, 1e-5, num_clients=100, clients_per_round=40, sampling=sampling
   )
-  deployment = privacy.epsilons(
+  deployment = accounting.epsilons(
     1.0,
     5,
     1e-5,
@@ -554,17 +556,17 @@ def test_a_noise_cohort_is_accounted_as_the_run_it_stands_for(sampling):
     noise_cohort_size=1000,
     population=100_000,
   )
-  assert deployment == privacy.epsilons(
+  assert deployment == accounting.epsilons(
     1.0, 5, 1e-5, num_clients=100_000, clients_per_round=1000, sampling=sampling
   )
 
 
 def test_adjacency_of_each_scheme():
-  assert privacy.adjacency('uniform') == 'replace-one'
-  assert privacy.adjacency('poisson') == 'add-or-remove-one'
-  assert privacy.adjacency('proportional') is None
+  assert accounting.adjacency('uniform') == 'replace-one'
+  assert accounting.adjacency('poisson') == 'add-or-remove-one'
+  assert accounting.adjacency('proportional') is None
   with pytest.raises(ValueError, match='sampling must be one of'):
-    privacy.adjacency('stratified')
+    accounting.adjacency('stratified')
 
 
 # Errors.
@@ -576,22 +578,22 @@ BASE = dict(num_clients=100, clients_per_round=10)
 @pytest.mark.parametrize('z', [-0.1, -1, math.nan, math.inf, '1'])
 def test_a_bad_noise_multiplier_is_refused(z):
   with pytest.raises(ValueError, match='noise_multiplier'):
-    privacy.epsilons(z, 3, 1e-5, **BASE)
+    accounting.epsilons(z, 3, 1e-5, **BASE)
 
 
 @pytest.mark.parametrize('delta', [0, 1, -1e-5, 1.5, math.nan])
 def test_delta_outside_the_open_unit_interval_is_refused(delta):
   with pytest.raises(ValueError, match='delta must be in'):
-    privacy.epsilons(1.0, 3, delta, **BASE)
+    accounting.epsilons(1.0, 3, delta, **BASE)
 
 
 def test_poisson_with_more_clients_per_round_than_clients_is_refused():
   with pytest.raises(ValueError, match='q = K/N would exceed 1'):
-    privacy.epsilons(
+    accounting.epsilons(
       1.0, 3, 1e-5, num_clients=10, clients_per_round=11, sampling='poisson'
     )
   with pytest.raises(ValueError, match='clients_per_round K = 11 > '):
-    privacy.epsilons(1.0, 3, 1e-5, num_clients=10, clients_per_round=11)
+    accounting.epsilons(1.0, 3, 1e-5, num_clients=10, clients_per_round=11)
 
 
 @pytest.mark.parametrize(
@@ -614,23 +616,23 @@ def test_poisson_with_more_clients_per_round_than_clients_is_refused():
 )
 def test_other_bad_arguments_are_refused(kwargs, message):
   with pytest.raises(ValueError, match=message):
-    privacy.epsilons(1.0, 3, 1e-5, **kwargs)
+    accounting.epsilons(1.0, 3, 1e-5, **kwargs)
 
 
 @pytest.mark.parametrize('rounds', [-1, 2.5, True])
 def test_bad_rounds_are_refused(rounds):
   with pytest.raises(ValueError, match='rounds must be'):
-    privacy.epsilons(1.0, rounds, 1e-5, **BASE)
+    accounting.epsilons(1.0, rounds, 1e-5, **BASE)
 
 
 def test_proportional_sampling_is_refused_with_the_reason():
-  for call in (privacy.epsilons, privacy.epsilon):
+  for call in (accounting.epsilons, accounting.epsilon):
     with pytest.raises(
-      privacy.UncertifiedSamplingError, match='depends on its data'
+      accounting.UncertifiedSamplingError, match='depends on its data'
     ):
       call(1.0, 3, 1e-5, sampling='proportional', **BASE)
-  with pytest.raises(privacy.UncertifiedSamplingError):
-    privacy.round_event(1.0, sampling='proportional', **BASE)
+  with pytest.raises(accounting.UncertifiedSamplingError):
+    accounting.round_event(1.0, sampling='proportional', **BASE)
 
 
 def test_imports_no_tensorflow():
@@ -638,8 +640,8 @@ def test_imports_no_tensorflow():
     [
       sys.executable,
       '-c',
-      'import sys; from tff_algos.simulation import accounting as privacy; '
-      'privacy.epsilons(1.0, 2, 1e-5, num_clients=9, clients_per_round=3, '
+      'import sys; from tff_algos.privacy import accounting; '
+      'accounting.epsilons(1.0, 2, 1e-5, num_clients=9, clients_per_round=3, '
       "sampling='poisson', accountant='pld'); "
       'loaded = [m for m in sys.modules if m.split(".")[0] in '
       '("tensorflow", "tensorflow_federated", "keras")]; '
@@ -654,6 +656,6 @@ def test_imports_no_tensorflow():
 
 
 def test_the_adjacency_table_covers_every_sampling_scheme():
-  """The accountant's schemes (dp_budget's adjacency table) are the
+  """The accountant's schemes (budget's adjacency table) are the
   sampler's, so no run's scheme lacks its neighbouring relation."""
-  assert set(privacy.SAMPLINGS) == {s.value for s in SamplingScheme}
+  assert set(accounting.SAMPLINGS) == {s.value for s in SamplingScheme}

@@ -113,18 +113,18 @@ import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
 
-from tff_algos import dp_budget
+from tff_algos.privacy import budget
 
 UNIFORM, POISSON, PROPORTIONAL = 'uniform', 'poisson', 'proportional'
-SAMPLINGS = tuple(dp_budget.ADJACENCY)  # The schemes the table covers.
+SAMPLINGS = tuple(budget.ADJACENCY)  # The schemes the table covers.
 RDP, PLD = 'rdp', 'pld'
 ACCOUNTANTS = (RDP, PLD)
 # TFF's split of adaptive clipping's noise (tests and callers use it here).
-adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
+adaptive_noise_multipliers = budget.adaptive_noise_multipliers
 
 _RELATION = {
-  dp_budget.REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
-  dp_budget.ADD_OR_REMOVE_ONE: dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+  budget.REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,
+  budget.ADD_OR_REMOVE_ONE: dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
 }
 
 # dp_accounting's PLD accountant uses 1e-4. 1e-3 changes ε by under 0.05%
@@ -142,7 +142,7 @@ def adjacency(sampling: str) -> str | None:
   """'replace-one' or 'add-or-remove-one': the neighbouring relation under
   which `sampling`'s ε holds; None for 'proportional' (nothing certified)."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
-  return dp_budget.ADJACENCY[sampling]
+  return budget.ADJACENCY[sampling]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +159,7 @@ class Mechanism:
     if not self.noise_multipliers:
       raise ValueError('a mechanism releases at least one Gaussian sum')
     for z in self.noise_multipliers:
-      dp_budget.nonnegative(z, 'noise_multiplier')
+      budget.nonnegative(z, 'noise_multiplier')
 
   @classmethod
   def of_event(cls, event: dp_accounting.DpEvent) -> Mechanism:
@@ -211,12 +211,12 @@ def mechanism(
   clipped_count_stddev: float | None = None,
   noise_cohort_size: int | None = None,
 ) -> Mechanism:
-  """The releases `learning.privacy`'s aggregators make for a run's flags,
+  """The releases `privacy.mechanisms`' aggregators make for a run's flags,
   on the model they train: z (fixed clipping), or TFF's split of z for
   adaptive clipping (z_v, 2σ_b). With a noise cohort M the noise is that
   of M clients on the sum of K, so each multiplier is the M-client run's
   times K/M."""
-  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  z = budget.nonnegative(noise_multiplier, 'noise_multiplier')
   k = _count(clients_per_round, 'clients_per_round')
   cohort = (
     k
@@ -226,7 +226,7 @@ def mechanism(
   if z == 0:  # TFF adds no noise at all then (adaptive clipping included).
     multipliers = [0.0]
   elif adaptive_clipping:
-    value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
+    value_z, count_stddev = budget.adaptive_noise_multipliers(
       z, cohort, clipped_count_stddev
     )
     multipliers = [value_z, 2 * count_stddev]
@@ -288,7 +288,7 @@ def _run_of_flags(
   flags describe: with a noise cohort, the M-client run's."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _refuse_uncertified(sampling)
-  dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  budget.nonnegative(noise_multiplier, 'noise_multiplier')
   cohort, population = _cohort_and_population(
     sampling, num_clients, clients_per_round, noise_cohort_size, population
   )
@@ -523,7 +523,7 @@ def _setup(
   accountant, accountant options)."""
   _check_choice(sampling, SAMPLINGS, 'sampling')
   _check_choice(accountant, ACCOUNTANTS, 'accountant')
-  dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  budget.nonnegative(noise_multiplier, 'noise_multiplier')
   delta, relation, options = _options(
     delta, sampling, accountant, orders, value_discretization_interval
   )
@@ -558,12 +558,12 @@ def _options(
     orders = [float(o) for o in orders]
     if not orders or any(not math.isfinite(o) or o <= 1 for o in orders):
       raise ValueError(f'orders must be finite and > 1, got {orders}')
-  interval = dp_budget.positive(
+  interval = budget.positive(
     value_discretization_interval, 'value_discretization_interval'
   )
   return (
     delta,
-    _RELATION[dp_budget.ADJACENCY[sampling]],
+    _RELATION[budget.ADJACENCY[sampling]],
     dict(orders=orders, value_discretization_interval=interval),
   )
 

@@ -29,13 +29,13 @@ state are TFF's:
     using a noised count of unclipped clients. TFF splits the user's z
     between that count (stddev σ_b = 0.05·K unless given) and the updates
     (z_v = (z⁻² − (2σ_b)⁻²)^(−1/2)), so that the two releases together cost
-    what z alone would (`tff_algos.simulation.accounting` accounts for it);
+    what z alone would (`tff_algos.privacy.accounting` accounts for it);
   * a noise cohort M ≥ K (pfl-research's `noise_cohort_size`): noise
     calibrated as if M clients took part while K are simulated. The sum of
     the K updates gets K/M times the noise of M (stddev z·C·K/M, divided by
     K), so the mean is as noisy as that of a round of M clients. Adaptive
     clipping splits z as a run of M would. The accountant's ε is then that
-    of the M-client run (`simulation.accounting`);
+    of the M-client run (`privacy.accounting`);
   * zeroing (optional, off by default): `tff.learning.dp_aggregator` first
     zeroes updates whose norm is far above the others' (TFF's constants).
     Its threshold follows the clients' norms without noise, a release the
@@ -63,17 +63,17 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 
-from tff_algos import dp_budget
+from tff_algos.privacy import budget
 
 # TFF's defaults (`DifferentiallyPrivateFactory.gaussian_adaptive`).
 INITIAL_L2_NORM_CLIP = 0.1
-TARGET_UNCLIPPED_QUANTILE = 0.5
+TARGET_UNCLIPPED_QUANTILE = budget.TARGET_UNCLIPPED_QUANTILE
 CLIP_LEARNING_RATE = 0.2
 # The random streams of one round: the updates' noise and the count's.
 _VALUE_STREAM, _COUNT_STREAM = 0, 1
 _MAX_SEED = 2**63 - 1
-# TFF's split of adaptive clipping's noise (`dp_budget`).
-adaptive_noise_multipliers = dp_budget.adaptive_noise_multipliers
+# TFF's split of adaptive clipping's noise (`privacy.budget`).
+adaptive_noise_multipliers = budget.adaptive_noise_multipliers
 
 
 class _RoundKey:
@@ -289,9 +289,9 @@ def gaussian_fixed(
     record_aggregation_factory: sums the clipped updates (default TFF's
       `SumFactory`; e.g. `tff.aggregators.SecureSumFactory`).
   """
-  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
-  clients = dp_budget.positive(clients_per_round, 'clients_per_round')
-  clip = dp_budget.positive(clip, 'clip')
+  z = budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  clients = budget.positive(clients_per_round, 'clients_per_round')
+  clip = budget.positive(clip, 'clip')
   scale = _noise_scale(clients, noise_cohort_size)
   if seed is None:
     query = tfp.NormalizedQuery(
@@ -342,22 +342,18 @@ def gaussian_adaptive(
     zeroing: as in `gaussian_fixed`.
     record_aggregation_factory: as in `gaussian_fixed`.
   """
-  z = dp_budget.nonnegative(noise_multiplier, 'noise_multiplier')
-  clients = dp_budget.positive(clients_per_round, 'clients_per_round')
-  initial_clip = dp_budget.positive(
-    initial_l2_norm_clip, 'initial_l2_norm_clip'
-  )
-  quantile = dp_budget.real(
-    target_unclipped_quantile, 'target_unclipped_quantile'
-  )
+  z = budget.nonnegative(noise_multiplier, 'noise_multiplier')
+  clients = budget.positive(clients_per_round, 'clients_per_round')
+  initial_clip = budget.positive(initial_l2_norm_clip, 'initial_l2_norm_clip')
+  quantile = budget.real(target_unclipped_quantile, 'target_unclipped_quantile')
   if not 0 <= quantile <= 1:
     raise ValueError(
       f'target_unclipped_quantile must be in [0, 1], got {quantile}'
     )
-  learning_rate = dp_budget.nonnegative(learning_rate, 'learning_rate')
+  learning_rate = budget.nonnegative(learning_rate, 'learning_rate')
   scale = _noise_scale(clients, noise_cohort_size)
   cohort = clients / scale
-  value_z, count_stddev = dp_budget.adaptive_noise_multipliers(
+  value_z, count_stddev = budget.adaptive_noise_multipliers(
     z, cohort, clipped_count_stddev
   )
   if seed is None:
@@ -400,7 +396,7 @@ def dp_events(state) -> list[dp_accounting.DpEvent]:
   not export; an initial state holds the event its rounds will report).
   The noise multipliers are Python floats: dp_accounting's RDP accountant
   reads a composed event of float32 multipliers as its first Gaussian
-  alone (`simulation.accounting`)."""
+  alone (`privacy.accounting`)."""
   found = []
 
   def walk(value):
@@ -465,7 +461,7 @@ def _noise_scale(clients, noise_cohort_size):
   """K/M: the share of the noise cohort's noise the K clients' sum gets."""
   if noise_cohort_size is None:
     return 1.0
-  cohort = dp_budget.positive(noise_cohort_size, 'noise_cohort_size')
+  cohort = budget.positive(noise_cohort_size, 'noise_cohort_size')
   if cohort < clients:
     raise ValueError(
       f'noise_cohort_size {cohort} < clients_per_round '

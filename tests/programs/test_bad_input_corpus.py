@@ -84,6 +84,7 @@ CONTEXT = {
   },
   'num_clients': ['--task=shakespeare'],  # A task with that option.
   'lam': ['--algo=fedisgd'],  # FedISGD's λ: its algorithm's own flag.
+  'updates_per_round': ['--algo=centralized'],
   'dp_noise_multiplier': ['--aggregator=dp', '--dp_clip=1'],
   **{
     name: ['--aggregator=dp', '--dp_noise_multiplier=0.1']

@@ -4,12 +4,16 @@ public trainer, run folders and what they record.
 
 Modules: `config` (a run's flags and their resolution into Settings; no
 TensorFlow), `sampling` (who trains, who straggles, minibatch order; no
-TensorFlow), `accounting` (a DP run's ε; no TensorFlow), `client_inputs`
-(each client's round input), `evaluation` (f(w), accuracy, per-client
-accuracy, dissimilarity), `lockstep` (a round's clients trained at once
-in this process), `loop` (the one round loop), `callbacks` and
-`outputs` (what runs between rounds), `trainer` (train any process on a
-task), `provenance` (a run's code, computation and data), `run_dir` (a
-run's folder) and `experiment` (one run into its folder, wired from the
-pieces).
+TensorFlow), `client_inputs` (each client's round input), `evaluation`
+(f(w), accuracy, per-client accuracy, dissimilarity), `lockstep` (a round's
+clients trained at once in this process), `loop` (the one round loop),
+`callbacks` and `outputs` (what runs between rounds), `columns`
+(metrics.csv's columns), `trainer` (train any process on a task),
+`provenance` (a run's code, computation and data), `run_dir` (a run's
+folder), `results` (reading a run folder back; no TensorFlow) and
+`experiment` (one run into its folder, wired from the pieces). Two serve
+one use each: `interpolation` (FedAvg's Figure 1, for `python -m
+tff_algos.interpolate`) and `data_source` (our tasks' data as a
+`tff.program.FederatedDataSource`, for TFF's program layer: docs/PORTING.md).
+A DP run's ε is `tff_algos.privacy`'s.
 """

@@ -196,15 +196,17 @@ def train(
   state, first_round, checkpoints = _resume(prepared, folder, loop, columns)
   folder.record_code(prepared.provenance, first_round)
   loop.add(
-    [
-      outputs.Release(folder.release_manager(), columns),
-      callbacks_lib.DivergenceCheck(),
-      outputs.Checkpoints(
-        checkpoints, loop.program_state, checkpoint_every, settings.rounds
-      ),
-      timer,
-      outputs.Progress(settings.hparam_columns, show_progress),
-    ]
+    trainer.run_outputs(
+      settings,
+      records=[outputs.Release(folder.release_manager(), columns)],
+      after=[
+        outputs.Checkpoints(
+          checkpoints, loop.program_state, checkpoint_every, settings.rounds
+        ),
+        timer,
+      ],
+      show_progress=show_progress,
+    )
   )
   try:
     loop.run(state, range(first_round, settings.rounds + 1))

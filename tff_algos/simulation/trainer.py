@@ -353,6 +353,25 @@ def round_callbacks(
   ]
 
 
+def run_outputs(
+  settings: config_lib.Settings,
+  records: Sequence[RoundCallback] = (),
+  after: Sequence[RoundCallback] = (),
+  show_progress: bool | None = None,
+) -> list[RoundCallback]:
+  """What follows a run's `round_callbacks`: `records` (what keeps each
+  round's row: metrics.csv, or rows in memory), the divergence check
+  (after them, so that a diverged round's row is kept), `after` (e.g. the
+  checkpoints, which a diverged round does not reach) and the progress bar
+  (None: none)."""
+  bar = (
+    []
+    if show_progress is None
+    else [outputs.Progress(settings.hparam_columns, show_progress)]
+  )
+  return [*records, callbacks_lib.DivergenceCheck(), *after, *bar]
+
+
 def _own_callbacks(settings, callbacks):
   """Those of `callbacks` that the run's algorithm added."""
   own = {type(c) for c in settings.entry.round_callbacks(settings.algorithm)}
@@ -442,7 +461,7 @@ def loop_for(
     data,
     [
       *round_callbacks(settings, model_fn, data, process, evaluate=evaluate),
-      callbacks_lib.DivergenceCheck(),
+      *run_outputs(settings),
     ],
   )
 
@@ -519,9 +538,7 @@ def train(
     data,
     [
       *round_callbacks(settings, model_fn, data, process, more=callbacks),
-      rows,
-      callbacks_lib.DivergenceCheck(),
-      outputs.Progress(settings.hparam_columns, show_progress),
+      *run_outputs(settings, records=[rows], show_progress=show_progress),
     ],
   )
   state = loop.run(loop.initial_state(initial), range(settings.rounds + 1))

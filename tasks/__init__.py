@@ -233,5 +233,7 @@ def _load(name, seed, data_dir, train_fraction, options):
 
 def __getattr__(name):
   if name in ('FederatedTask', 'client_arrays', 'client_data_from_arrays'):
-    return getattr(importlib.import_module('tasks.base'), name)
+    from tasks import base
+
+    return getattr(base, name)
   raise AttributeError(f'module tasks has no attribute {name!r}')

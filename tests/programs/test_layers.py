@@ -30,7 +30,7 @@ SOURCES = sorted(
 )
 # Bottom to top: a module may import its own layer and those below.
 LAYERS = (
-  ('utilities', ('tff_algos.lazy', 'tff_algos.logs')),
+  ('utilities', ('tff_algos.logs',)),
   ('privacy', ('tff_algos.privacy',)),
   ('runtime', ('tff_algos.runtime',)),
   ('learning', ('tff_algos.learning',)),
@@ -199,6 +199,72 @@ def test_the_check_above_sees_an_internal_import(tmp_path):
     'if True:\n  from tensorflow_federated.python.core import framework\n'
   )
   assert 'tensorflow_federated.python.core' in list(_imported_modules(bad))
+
+
+# A module of ours imports another by an import statement, at module level
+# or, to defer it (TensorFlow above all), inside the function that needs it:
+# the one way that ruff, type checkers and the checks above all see. Only
+# these files import modules whose names they compute:
+IMPORTS_BY_NAME = {
+  # Users' modules and files, named by --import.
+  'tff_algos/user_modules.py',
+  # Rebuilds a cached computation's Python containers from the module and
+  # class names stored with it.
+  'tff_algos/runtime/computation_cache.py',
+  # A dataset task's module, named by its CATALOG entry.
+  'tasks/__init__.py',
+}
+# And only this one makes stand-in modules (types.ModuleType subclasses):
+# it defers modules of TFF's dependencies that a run never uses, which an
+# import statement of ours cannot do.
+STAND_INS = {'tff_algos/runtime/imports.py'}
+
+
+def _deferred_imports(path, root=REPO):
+  """(line, what) of each import by name (`importlib.import_module`,
+  `__import__`) in `path` and each stand-in module class; one by a constant
+  name is an import statement written another way, and so always counted."""
+  relative = path.relative_to(root).as_posix()
+  for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    if isinstance(node, ast.Call):
+      function = node.func
+      name = getattr(function, 'attr', None) or getattr(function, 'id', None)
+      if name in ('import_module', '__import__'):
+        constant = node.args and isinstance(node.args[0], ast.Constant)
+        if constant or relative not in IMPORTS_BY_NAME:
+          yield node.lineno, ast.unparse(node)
+    elif isinstance(node, ast.ClassDef) and relative not in STAND_INS:
+      if any(ast.unparse(b).endswith('ModuleType') for b in node.bases):
+        yield node.lineno, f'class {node.name}'
+
+
+def test_modules_defer_imports_only_by_import_statements():
+  found = [
+    f'{path.relative_to(REPO)}:{line}: {what}'
+    for path in _package_sources()
+    for line, what in _deferred_imports(path)
+  ]
+  assert not found, found
+  exceptions = {REPO / name for name in IMPORTS_BY_NAME | STAND_INS}
+  assert exceptions <= set(_package_sources())  # None of them stale.
+
+
+def test_the_check_above_sees_an_import_by_name_and_a_stand_in(tmp_path):
+  (tmp_path / 'tff_algos').mkdir()
+  bad = tmp_path / 'tff_algos' / 'user_modules.py'  # May import by name...
+  bad.write_text(
+    'import importlib\n'
+    'import types\n'
+    'def f(name):\n'
+    '  importlib.import_module(name)\n'
+    "  return importlib.import_module('tensorflow')\n"  # ...but not this.
+    'class Stand(types.ModuleType):\n'
+    '  pass\n'
+  )
+  assert sorted(line for line, _ in _deferred_imports(bad, tmp_path)) == [5, 6]
+  other = bad.rename(tmp_path / 'tff_algos' / 'other.py')
+  found = sorted(line for line, _ in _deferred_imports(other, tmp_path))
+  assert found == [4, 5, 6]
 
 
 @pytest.mark.parametrize(

@@ -23,11 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tff_algos import lazy
 from tff_algos.privacy import budget
-
-privacy = lazy.module('tff_algos.privacy.mechanisms')
-tff = lazy.module('tensorflow_federated')
 
 KINDS = ('mean', 'dp', 'compression', 'robust')
 # TFF's adaptive clipping targets the median update norm by default.
@@ -74,11 +70,15 @@ def build(settings: AggregatorSettings | None, seeded: bool = True):
   subtract the noise)."""
   if settings is None or settings.kind == 'mean':
     return None
+  import tensorflow_federated as tff
+
   seed = settings.seed if seeded else None
   if settings.kind == 'compression':
     return tff.learning.compression_aggregator()
   if settings.kind == 'robust':
     return tff.learning.robust_aggregator()
+  from tff_algos.privacy import mechanisms as privacy
+
   if settings.clip is not None:
     return privacy.gaussian_fixed(
       settings.noise_multiplier,

@@ -14,13 +14,9 @@ import functools
 import math
 import numbers
 
-from tff_algos import lazy
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
-
-learning = lazy.module('tff_algos.learning')
-tff = lazy.module('tensorflow_federated')
 
 # The proximal weight of the local objective F_k(w) + μ/2‖w − w_t‖² that
 # FedAvg, FedProx and FedISGD's clients minimize (FedAvg at μ = 0).
@@ -60,6 +56,8 @@ def optimizer(
   `{role}_optimizer_fn`, or SGD at `{role}_learning_rate` (`rate_name`;
   else at `default_rate`); ValueError for both or neither, TypeError for an
   `optimizer_fn` that is not a `tff.learning.optimizers.Optimizer`."""
+  import tensorflow_federated as tff
+
   rate_name = rate_name or f'{role}_learning_rate'
   fn_name = f'{role}_optimizer_fn'
   if optimizer_fn is not None:
@@ -97,6 +95,8 @@ def proximal_weight(name: str, value, proximal_strength) -> float:
 def check_loop_implementation(loop_implementation) -> None:
   """TFF's `loop_implementation`, accepted so that a TFF builder call works
   unchanged: our local loop is the same sequence of steps either way."""
+  import tensorflow_federated as tff
+
   if loop_implementation is not None and not isinstance(
     loop_implementation, tff.learning.LoopImplementation
   ):
@@ -119,6 +119,8 @@ def local_sgd_process(
   """FedProx's client work (proximal local SGD, μ >= 0; FedAvg: μ = 0)
   with `server_optimizer`, through `learning.build_process` (`production`:
   its keyword arguments)."""
+  from tff_algos import learning
+
   check_loop_implementation(loop_implementation)
   return learning.build_process(
     model_fn,
@@ -138,6 +140,8 @@ def model_aggregator(settings, client_input):
   settings: a simulation's DP noise seeded, a production build's unseeded
   (`aggregators.build`). An algorithm that builds its own process passes
   it on, so that DP, compression and robust aggregation reach it."""
+  from tff_algos import learning
+
   production = isinstance(client_input, learning.DatasetInput)
   return aggregators.build(settings.aggregator, seeded=not production)
 

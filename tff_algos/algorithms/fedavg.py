@@ -9,12 +9,15 @@ averaging. Stragglers (FedProx §5.2) are dropped.
 
 from __future__ import annotations
 
-from tff_algos import lazy
+import typing
+
 from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
-learning = lazy.module('tff_algos.learning')
-tff = lazy.module('tensorflow_federated')
+if typing.TYPE_CHECKING:  # In annotations only.
+  import tensorflow_federated as tff
+
+  from tff_algos import learning
 
 
 def build_fed_avg(

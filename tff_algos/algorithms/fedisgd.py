@@ -20,14 +20,17 @@ updates u_k = w_t − w_k; the paper's VLG (eq. 8) is λ² · update_spread.
 
 from __future__ import annotations
 
-from tff_algos import lazy
+import typing
+
 from tff_algos.algorithms import callbacks
 from tff_algos.algorithms import core
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 
-learning = lazy.module('tff_algos.learning')
-tff = lazy.module('tensorflow_federated')
+if typing.TYPE_CHECKING:  # In annotations only.
+  import tensorflow_federated as tff
+
+  from tff_algos import learning
 
 
 def build_server_optimizer(
@@ -169,6 +172,8 @@ LAM = registry.HyperParameter(
 def _build(model_fn, settings, client_input):
   # The simulation always measures the VLG (Figure 2); a production build
   # only when asked (--update_spread).
+  from tff_algos import learning
+
   lam = settings.hparams['lam']
   arguments = core.arguments(settings, client_input, server_scale=lam)
   arguments['report_update_spread'] |= not isinstance(

@@ -13,15 +13,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import typing
 
-from tff_algos import lazy
+import numpy as np
+
 from tff_algos.algorithms import callbacks
 from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
-learning = lazy.module('tff_algos.learning')
-np = lazy.module('numpy')
-tff = lazy.module('tensorflow_federated')
+if typing.TYPE_CHECKING:  # In annotations only.
+  import tensorflow_federated as tff
+
+  from tff_algos import learning
 
 
 def build_fed_prox(

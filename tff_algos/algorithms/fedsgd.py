@@ -6,12 +6,15 @@ Each selected client computes one full-batch gradient g_k = ∇F_k(w_t)
 
 from __future__ import annotations
 
-from tff_algos import lazy
+import typing
+
 from tff_algos.algorithms import core
 from tff_algos.algorithms import registry
 
-learning = lazy.module('tff_algos.learning')
-tff = lazy.module('tensorflow_federated')
+if typing.TYPE_CHECKING:  # In annotations only.
+  import tensorflow_federated as tff
+
+  from tff_algos import learning
 
 
 def build_fed_sgd(
@@ -50,6 +53,8 @@ def build_fed_sgd(
   Returns:
     A LearningProcess; `next(state, client_data)`.
   """
+  from tff_algos import learning
+
   core.check_loop_implementation(loop_implementation)
   return learning.build_process(
     model_fn,

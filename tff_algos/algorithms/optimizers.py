@@ -28,13 +28,10 @@ from collections.abc import Mapping
 import dataclasses
 from typing import Any
 
-from tasks.validate import FLOAT32_MAX  # The optimizers run in float32.
-from tff_algos import lazy
-from tff_algos.algorithms import callbacks
+import numpy as np
 
-np = lazy.module('numpy')
-tf = lazy.module('tensorflow')
-tff = lazy.module('tensorflow_federated')
+from tasks.validate import FLOAT32_MAX  # The optimizers run in float32.
+from tff_algos.algorithms import callbacks
 
 # Config field suffix → the TFF builder's argument.
 PARAMETERS = {
@@ -268,6 +265,7 @@ def schedule_fn(
   kind: str, initial: float, decay: float | None, decay_every: int | None
 ):
   """η(t) as a TF function of the step t (see the module docstring)."""
+  import tensorflow as tf
 
   def schedule(t):
     steps = tf.cast(
@@ -285,6 +283,8 @@ def build(
   learning rate times `scale` (e.g. FedISGD's λ; 0 allowed); with `server`,
   its schedule is TFF's `schedule_learning_rate` in the process (a client
   schedule is set between rounds, `ClientLearningRateSchedule`)."""
+  import tensorflow_federated as tff
+
   spec = OPTIMIZERS[settings.kind]
   arguments = {PARAMETERS[p]: getattr(settings, p) for p in spec.defaults}
   arguments.update(spec.fixed)

@@ -22,5 +22,5 @@ What a simulation adds (the ε it reports, the flags it takes):
 
 Importing this package imports none of them: `from tff_algos.privacy
 import mechanisms` loads TensorFlow, the others do not (the model
-aggregators import mechanisms on first use, `lazy.module`).
+aggregators import mechanisms in the function that builds a DP one).
 """

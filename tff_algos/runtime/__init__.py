@@ -9,7 +9,6 @@ workers are given.
 """
 
 import contextlib
-import importlib
 import os
 
 from tff_algos.runtime.addresses import parse_workers
@@ -35,7 +34,9 @@ class WorkerError(RuntimeError):
 
 
 def _local():
-  return importlib.import_module('tff_algos.runtime.local')
+  from tff_algos.runtime import local
+
+  return local
 
 
 def prepare(start_worker: bool = True) -> None:

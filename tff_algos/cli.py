@@ -25,6 +25,7 @@ from tff_algos import user_modules
 from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
+from tff_algos.privacy import flags as privacy_flags
 from tff_algos.simulation import config as config_lib
 
 _DEFAULTS = config_lib.Config()
@@ -768,18 +769,7 @@ def _value(holder, name, default=None):
   return holder[name].value if name in holder else default
 
 
-_AGGREGATION = (
-  'client_sampling',
-  'aggregator',
-  'dp_noise_multiplier',
-  'dp_clip',
-  'dp_target_quantile',
-  'dp_noise_cohort',
-  'dp_initial_clip',
-  'dp_noise_seed',
-  'dp_delta',
-  'dp_accountant',
-)
+_AGGREGATION = ('client_sampling', 'aggregator', *privacy_flags.DP_FLAGS)
 OPTIMIZER_FIELDS = optimizers.flag_names('client') + optimizers.flag_names(
   'server'
 )

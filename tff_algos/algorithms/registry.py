@@ -100,11 +100,9 @@ class HyperParameter:
   def error(self, value) -> str | None:
     """Why `value` is not one this hyper-parameter takes, or None."""
     if self.kind is bool:
-      return (
-        None
-        if isinstance(value, bool)
-        else (f'--{self.name} must be true or false, got {value!r}')
-      )
+      if isinstance(value, bool):
+        return None
+      return f'--{self.name} must be true or false, got {value!r}'
     what = 'a whole number' if self.kind is int else 'a number'
     if self.minimum is not None:
       what += f' >= {self.minimum:g}'
@@ -115,13 +113,11 @@ class HyperParameter:
       and (self.kind is not int or value == int(value))
       and (self.minimum is None or value >= self.minimum)
     )
+    if ok:
+      return None
     return (
-      None
-      if ok
-      else (
-        f"--{self.name} must be {what} (below 3.4e38, float32's largest), "
-        f'got {value}'
-      )
+      f"--{self.name} must be {what} (below 3.4e38, float32's largest), "
+      f'got {value}'
     )
 
   def value(self, given):
@@ -227,13 +223,12 @@ class Algorithm:
   pooled: bool = False
 
   def __post_init__(self):
-    if isinstance(self.hparams, Mapping):
-      object.__setattr__(
-        self,
-        'hparams',
-        tuple(HyperParameter(k, float(v)) for k, v in self.hparams.items()),
-      )
-    object.__setattr__(self, 'hparams', tuple(self.hparams))
+    declared = (
+      [HyperParameter(k, float(v)) for k, v in self.hparams.items()]
+      if isinstance(self.hparams, Mapping)
+      else self.hparams
+    )
+    object.__setattr__(self, 'hparams', tuple(declared))
     names = [h.name for h in self.hparams]
     if len(set(names)) < len(names) or set(names) & set(ALGORITHM_FIELDS):
       raise ValueError(

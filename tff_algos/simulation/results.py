@@ -113,12 +113,18 @@ def read_rows(run_dir):
 def _renamed(run_dir, rows):
   """`rows` with the algorithm's hyper-parameter columns under their names:
   older files hold some under the name they had (`HyperParameter.formerly`,
-  when the file lacks the new name)."""
-  if not rows:
+  when the file lacks the new name). config.json, which names the
+  algorithm, is read only when a column could be such a name."""
+  former = {
+    h.formerly
+    for name in registry.names()
+    for h in registry.get(name).hparams
+    if h.formerly
+  }
+  if not rows or not former & set(rows[0]):
     return rows
   try:
-    algo = (read_json(run_dir, CONFIG_FILE) or {}).get('algo')
-    entry = registry.get(algo)
+    entry = registry.get((read_json(run_dir, CONFIG_FILE) or {}).get('algo'))
   except (DamagedFile, ValueError):
     return rows
   renames = {
@@ -126,8 +132,6 @@ def _renamed(run_dir, rows):
     for h in entry.hparams
     if h.formerly in rows[0] and h.name not in rows[0]
   }
-  if not renames:
-    return rows
   return [{renames.get(k, k): v for k, v in row.items()} for row in rows]
 
 

@@ -55,7 +55,7 @@ def _differences(case, rounds, task, arrays):
     )
     loops[execution] = trainer.loop_for(settings, task.model_fn, arrays)
     states[execution] = loops[execution].initial_state(
-      learning.initial_model_weights(task.model_fn, settings.seed)
+      learning.initial_model_weights(task.model_fn, settings.run.seed)
     )
   found = {}
   for round_num in range(max(rounds) + 1):

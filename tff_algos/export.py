@@ -347,7 +347,7 @@ def _manifest(process, settings, task, client_input, holder):
     algorithm=settings.algo,
     paper=settings.entry.paper,
     build=holder.build,
-    task=settings.task,
+    task=settings.run.task,
     model=task.description,
     hyperparameters=_settings(settings, production),
     client_data=_contract(process, settings, task, client_input, production),

@@ -260,7 +260,7 @@ def default_output_dir(prepared, accept_package_change=False):
   this run (to resume, or a finished one), else the first free one."""
   settings = prepared.settings
   base = os.path.join(
-    'runs', f'{settings.algo}_{settings.task}_seed{settings.seed}'
+    'runs', f'{settings.algo}_{settings.run.task}_seed{settings.run.seed}'
   )
   candidate, n = base, 1
   while os.path.exists(candidate):
@@ -416,7 +416,7 @@ def _header(
     ]
     if settings.entry.pooled
     else [
-      f'{len(task.client_ids)} clients, K={settings.clients_per_round}',
+      f'{len(task.client_ids)} clients, K={settings.sampling.clients_per_round}',
       f'E={algorithm.epochs}, B={algorithm.batch_size}',
     ]
   )
@@ -430,22 +430,24 @@ def _header(
       )
   parts += settings.entry.describe_hparams(algorithm.hparams)
   parts.append(f'{algorithm.client_weighting} weights')
-  if settings.client_sampling != 'uniform':
-    parts.append(f'{settings.client_sampling} client sampling')
+  if settings.sampling.scheme != 'uniform':
+    parts.append(f'{settings.sampling.scheme} client sampling')
   parts.append(_aggregation(settings, mechanism))
-  if settings.straggler_fraction:
+  if settings.sampling.straggler_fraction:
     parts.append(
-      f'{settings.straggler_fraction:.0%} stragglers '
+      f'{settings.sampling.straggler_fraction:.0%} stragglers '
       f'({algorithm.straggler_policy})'
     )
-  if settings.partition is not None:
-    parts.append(f'repartitioned {settings.partition}')
+  if settings.run.partition is not None:
+    parts.append(f'repartitioned {settings.run.partition}')
   parts.append(
-    f'{settings.rounds} rounds, seed {settings.seed} (data seed '
-    f'{settings.data_seed})'
+    f'{settings.run.rounds} rounds, seed {settings.run.seed} (data seed '
+    f'{settings.run.data_seed})'
   )
-  if settings.eval_clients is not None:
-    parts.append(f'train metrics over {settings.eval_clients} clients')
+  if settings.measurement.eval_clients is not None:
+    parts.append(
+      f'train metrics over {settings.measurement.eval_clients} clients'
+    )
   if execution:
     parts.append(f'clients trained {execution}')
   return (
@@ -460,41 +462,38 @@ def _aggregation(settings, mechanism):
   where it does."""
   from tff_algos.privacy import accounting
 
-  c = settings.config
-  if c.aggregator != 'dp':
-    return f'{c.aggregator} aggregation'
+  dp = settings.privacy
+  if dp is None:
+    return f'{settings.aggregation} aggregation'
   clip = (
-    f'clip {c.dp_clip:g}'
-    if c.dp_clip is not None
-    else f'adaptive clip at the {c.dp_target_quantile:g} quantile'
-    + (f' from {c.dp_initial_clip:g}' if c.dp_initial_clip else '')
+    f'clip {dp.clip:g}'
+    if not dp.adaptive_clipping
+    else f'adaptive clip at the {dp.target_quantile:g} quantile'
+    + (f' from {dp.initial_clip:g}' if dp.initial_clip else '')
   )
   cohort = ''
-  if c.dp_noise_cohort:
+  if dp.noise_cohort:
     cohort = (
-      f", noise as for {c.dp_noise_cohort} clients: the model's "
+      f", noise as for {dp.noise_cohort} clients: the model's "
       f'noise multiplier is {mechanism.noise_multiplier:.4g}'
     )
   flags = accounting.mechanism(
-    c.dp_noise_multiplier,
-    clients_per_round=settings.clients_per_round,
-    adaptive_clipping=c.dp_clip is None,
-    noise_cohort_size=c.dp_noise_cohort,
+    dp.noise_multiplier,
+    clients_per_round=settings.sampling.clients_per_round,
+    adaptive_clipping=dp.adaptive_clipping,
+    noise_cohort_size=dp.noise_cohort,
   )
+  accounted = f'ε at δ={dp.delta:.2g}, {dp.adjacency}, {dp.accountant}'
   if mechanism is not None and not mechanism.matches(flags):
     return (
       f'DP as the algorithm built its aggregator (noise multiplier '
       f"{mechanism.noise_multiplier:.4g}, not the flags' "
-      f'{flags.noise_multiplier:.4g}: ε is for its own); ε at '
-      f'δ={c.dp_delta:.2g}, {c.dp_adjacency}, {c.dp_accountant}'
+      f'{flags.noise_multiplier:.4g}: ε is for its own); {accounted}'
     )
-  seed = (
-    f', noise seed {c.dp_noise_seed}' if c.dp_noise_seed is not None else ''
-  )
+  seed = f', noise seed {dp.noise_seed}' if dp.noise_seed is not None else ''
   return (
-    f'DP (z={c.dp_noise_multiplier:g}, {clip}{cohort}{seed}; '
-    f'unweighted mean; ε at δ={c.dp_delta:.2g}, {c.dp_adjacency}, '
-    f'{c.dp_accountant})'
+    f'DP (z={dp.noise_multiplier:g}, {clip}{cohort}{seed}; '
+    f'unweighted mean; {accounted})'
   )
 
 

@@ -16,32 +16,32 @@ from tff_algos.simulation.config import resolve
 
 
 def test_the_default_is_todays_plain_sgd_at_a_constant_rate():
-  fedavg = resolve(Config(algo='fedavg')).config
+  fedavg = resolve(Config(algo='fedavg')).record
   assert (fedavg.client_optimizer, fedavg.server_optimizer) == ('sgd', 'sgd')
   assert (fedavg.client_lr_schedule, fedavg.server_lr_schedule) == (
     'constant',
     'constant',
   )
   assert fedavg.client_momentum is None and fedavg.server_lr_decay is None
-  fedisgd = resolve(Config(algo='fedisgd')).config  # η_g decays in steps (×1).
+  fedisgd = resolve(Config(algo='fedisgd')).record  # η_g decays in steps (×1).
   assert (
     fedisgd.server_lr_schedule,
     fedisgd.server_lr_decay,
     fedisgd.server_lr_decay_every,
   ) == ('step', 1.0, 1)
-  assert resolve(Config(algo='fedsgd')).config.client_optimizer is None
+  assert resolve(Config(algo='fedsgd')).record.client_optimizer is None
 
 
 def test_presets_and_parameters_resolve_with_their_defaults():
   adam = resolve(
     Config(algo='fedprox', client_optimizer='adam', client_beta2=0.99)
-  ).config
+  ).record
   assert (adam.client_beta1, adam.client_beta2, adam.client_epsilon) == (
     0.9,
     0.99,
     1e-7,
   )
-  fedyogi = resolve(Config(algo='fedavg', server_optimizer='fedyogi')).config
+  fedyogi = resolve(Config(algo='fedavg', server_optimizer='fedyogi')).record
   assert (
     fedyogi.server_beta1,
     fedyogi.server_beta2,
@@ -50,7 +50,7 @@ def test_presets_and_parameters_resolve_with_their_defaults():
   ) == (0.9, 0.99, 1e-3, 1e-2)
   given = resolve(
     Config(algo='fedavg', server_optimizer='fedadam', server_lr=0.1)
-  ).config
+  ).record
   assert given.server_lr == 0.1  # A given rate wins over the preset's.
 
 

@@ -140,10 +140,10 @@ def test_unknown_or_foreign_settings_are_usage_errors(
 
 
 def test_resolution_fills_in_each_algorithms_own_settings():
-  fedsgd = resolve(Config(algo='fedsgd', client_lr=0.3)).config
+  fedsgd = resolve(Config(algo='fedsgd', client_lr=0.3)).record
   assert (fedsgd.epochs, fedsgd.batch_size, fedsgd.server_lr) == (1, -1, 0.3)
   assert fedsgd.hparams == {'mu': 0.0} and fedsgd.server_lr_decay is None
-  fedisgd = resolve(Config(algo='fedisgd')).config
+  fedisgd = resolve(Config(algo='fedisgd')).record
   assert (fedisgd.client_weighting, fedisgd.straggler_policy) == (
     'uniform',
     'partial',

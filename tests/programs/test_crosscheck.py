@@ -123,7 +123,7 @@ def _ours_and_reference(config, model_fn, reference_model, train_arrays):
 
   clients = [(a['x'], a['y'].astype(np.int64)) for a in train_arrays]
   params = [np.asarray(w, np.float32) for w in initial.trainable]
-  resolved = settings.config
+  algorithm = settings.algorithm
   pairs = []
   for round_num in range(1, config.rounds + 1):
     end = loop.step(state, round_num)
@@ -134,11 +134,11 @@ def _ours_and_reference(config, model_fn, reference_model, train_arrays):
       reference_model,
       clients,
       (clients[0][0], clients[0][1]),
-      resolved.client_lr,
+      algorithm.client_optimizer.learning_rate,
       1,
       lambda _, r=round_num: schedule(r),
       params,
-      mu=resolved.hparams.get('mu', 0.0),
+      mu=algorithm.hparams.get('mu', 0.0),
       eval_every=10**9,
     )
     params = history['params']

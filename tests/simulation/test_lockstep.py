@@ -55,8 +55,10 @@ CASES = {
 def _final_weights(settings, model_fn, arrays):
   loop = trainer.loop_for(settings, model_fn, arrays)
   state = loop.run(
-    loop.initial_state(learning.initial_model_weights(model_fn, settings.seed)),
-    range(settings.rounds + 1),
+    loop.initial_state(
+      learning.initial_model_weights(model_fn, settings.run.seed)
+    ),
+    range(settings.run.rounds + 1),
   )
   return loop, loop.process.get_model_weights(state).trainable
 

@@ -377,15 +377,15 @@ def test_the_noise_added_is_the_noise_the_accountant_assumed(name):
   loop.callbacks.append(recorded)
   loop.run(
     loop.initial_state(
-      learning.initial_model_weights(task.model_fn, settings.seed)
+      learning.initial_model_weights(task.model_fn, settings.run.seed)
     ),
-    range(settings.rounds + 1),
+    range(settings.run.rounds + 1),
   )
-  k = settings.clients_per_round
+  k = settings.sampling.clients_per_round
   ratios, participants = [], []
   for (_, before), (row, after) in zip(recorded.rounds, recorded.rounds[1:]):
     change = np.concatenate([(a - b).ravel() for a, b in zip(after, before)])
-    clip = row.get('dp_clip_norm', settings.config.dp_clip)
+    clip = row.get('dp_clip_norm', settings.privacy.clip)
     ratios.append(np.std(change) / (clip / k))
     participants.append(row['participants'])
   assert np.mean(ratios) == pytest.approx(

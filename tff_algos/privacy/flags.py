@@ -12,6 +12,7 @@ else that takes these flags resolve them alike. Imports no TensorFlow.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import dataclasses
 from typing import Any
 
 from tff_algos.privacy import budget
@@ -32,6 +33,46 @@ RESOLVED = DP_FLAGS + ('dp_adjacency',)
 # float32's largest value (noise and clips run in float32):
 # float(numpy.finfo(numpy.float32).max), as `tasks.validate.FLOAT32_MAX`.
 FLOAT32_MAX = (2 - 2**-23) * 2**127
+
+
+@dataclasses.dataclass(frozen=True)
+class DpSettings:
+  """A DP run's privacy settings, resolved (`resolve`): what its
+  accountant and its header take (the aggregator takes its own,
+  `algorithms.aggregators.AggregatorSettings`).
+
+  Attributes:
+    noise_multiplier: z, the noise's standard deviation over the clip.
+    clip: the fixed clip norm C; None: adaptive clipping.
+    target_quantile: adaptive clipping's target quantile (None: fixed).
+    noise_cohort: M >= K: noise as for M clients (None: as for K).
+    initial_clip: adaptive clipping's first clip (None: TFF's default).
+    noise_seed: the noise's seed (None: the run's --seed).
+    delta: δ of the ε reported.
+    accountant: 'rdp' or 'pld'.
+    adjacency: the neighbouring relation the ε is under.
+  """
+
+  noise_multiplier: float
+  clip: float | None
+  target_quantile: float | None
+  noise_cohort: int | None
+  initial_clip: float | None
+  noise_seed: int | None
+  delta: float | None  # None: not known until the task's N is
+  accountant: str
+  adjacency: str | None
+
+  @classmethod
+  def of(cls, resolved: Mapping[str, Any]) -> DpSettings | None:
+    """The settings of `resolve`'s values; None for a run without DP."""
+    if resolved['dp_noise_multiplier'] is None:
+      return None
+    return cls(**{name[len('dp_') :]: resolved[name] for name in RESOLVED})
+
+  @property
+  def adaptive_clipping(self) -> bool:
+    return self.clip is None
 
 
 def resolve(

@@ -1,17 +1,20 @@
-"""A run's settings: what the flags say (`Config`) and, resolved once,
-what every layer takes (`Settings`). Imports no TensorFlow.
+"""A run's settings: flat as the flags give them and config.json records
+them (`Config`), and, resolved once, in the typed groups every layer takes
+(`Settings`). Imports no TensorFlow.
 
 `Config` holds the flags' values; a flag not given is None there ("the
 algorithm's default"), and its `hparams` hold the algorithm's own
 hyper-parameters that were given (`registry.HyperParameter`).
 `resolve(config)`, called once where a run starts, checks them and fills
-in the algorithm's defaults, giving the frozen `Settings` of the run: its
-algorithm's own settings (`registry.AlgorithmSettings`, with nested
-optimizer settings) and the run's. config.json records
-`Settings.to_json()`, flat as the flags are (`--client_beta2` is
-"client_beta2", `--mu` is "mu"), with every default filled in and None for
-the settings the algorithm does not use, so that two runs of the same
-settings have the same config.json however their flags were written.
+in the algorithm's defaults, giving the frozen `Settings` of the run:
+its algorithm's settings (`registry.AlgorithmSettings`, with nested
+optimizer settings), and the run's `RunSettings`, `SamplingSettings`,
+`MeasurementSettings` and DP settings (`privacy.flags.DpSettings`).
+config.json records `Settings.to_json()`, flat as the flags are
+(`--client_beta2` is "client_beta2", `--mu` is "mu"), with every default
+filled in and None for the settings the algorithm does not use, so that
+two runs of the same settings have the same config.json however their
+flags were written.
 """
 
 from __future__ import annotations
@@ -198,29 +201,58 @@ def _declared(algo) -> dict[str, str] | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-  """A run's settings, resolved once (`resolve`), as every layer takes
-  them. `algorithm` is what the algorithm's builder and callbacks take;
-  the rest is the run's (see `Config` for each field)."""
+class RunSettings:
+  """What the run is: its task and data, rounds, seeds, the modules it
+  imports and how its clients' local training executes (see `Config`)."""
 
-  algorithm: registry.AlgorithmSettings
   task: str
   rounds: int
-  clients_per_round: int
-  straggler_fraction: float
   seed: int
   data_seed: int
   data_dir: str | None
   train_fraction: float | None
   partition: str | None
   imports: tuple[str, ...]
+  client_execution: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSettings:
+  """Which clients take part in a round: K of them (`clients_per_round`),
+  drawn by `scheme` (`sampling.SamplingScheme`), `straggler_fraction` of
+  them stragglers (what a straggler does is the algorithm's
+  `straggler_policy`)."""
+
+  clients_per_round: int
+  scheme: str
+  straggler_fraction: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasurementSettings:
+  """What is measured besides training (see `Config`)."""
+
   update_spread: bool
   dissimilarity_every: int
   eval_every: int
   eval_clients: int | None
   stop_at_accuracy: float | None
-  client_sampling: str
-  config: Config  # The resolved flags: config.json's settings.
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """A run's settings, resolved once (`resolve`), in groups, as every
+  layer takes them: `algorithm` (what its builder and callbacks take),
+  `run`, `sampling`, `measurement` and `privacy` (None without
+  --aggregator=dp). `record` is the same settings flat, as config.json
+  records them (`to_json`); nothing else reads it."""
+
+  algorithm: registry.AlgorithmSettings
+  run: RunSettings
+  sampling: SamplingSettings
+  measurement: MeasurementSettings
+  privacy: dp_flags.DpSettings | None
+  record: Config = dataclasses.field(repr=False)
 
   @property
   def algo(self) -> str:
@@ -236,6 +268,12 @@ class Settings:
     return StragglerPolicy(self.algorithm.straggler_policy)
 
   @property
+  def aggregation(self) -> str:
+    """The model aggregator's kind (`aggregators.KINDS`)."""
+    aggregator = self.algorithm.aggregator
+    return 'mean' if aggregator is None else aggregator.kind
+
+  @property
   def hparam_columns(self) -> dict[str, float]:
     """The hyper-parameters metrics.csv reports each round (name → the
     run's value), in the order the algorithm declares them."""
@@ -247,7 +285,7 @@ class Settings:
     """The settings as config.json holds them: flat, the hyper-parameters
     by name where the field `hparams` is, defaults filled in."""
     values = {}
-    for name, value in dataclasses.asdict(self.config).items():
+    for name, value in dataclasses.asdict(self.record).items():
       if name == 'hparams':
         values.update(value)
       else:
@@ -407,23 +445,31 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
       report_update_spread=config.update_spread,
       aggregator=_aggregator(resolved),
     ),
-    task=config.task,
-    rounds=config.rounds,
-    clients_per_round=config.clients_per_round,
-    straggler_fraction=config.straggler_fraction,
-    seed=config.seed,
-    data_seed=config.data_seed,
-    data_dir=config.data_dir,
-    train_fraction=config.train_fraction,
-    partition=config.partition,
-    imports=tuple(config.imports),
-    update_spread=config.update_spread,
-    dissimilarity_every=config.dissimilarity_every,
-    eval_every=config.eval_every,
-    eval_clients=config.eval_clients,
-    stop_at_accuracy=config.stop_at_accuracy,
-    client_sampling=config.client_sampling,
-    config=resolved,
+    run=RunSettings(
+      task=config.task,
+      rounds=config.rounds,
+      seed=config.seed,
+      data_seed=config.data_seed,
+      data_dir=config.data_dir,
+      train_fraction=config.train_fraction,
+      partition=config.partition,
+      imports=tuple(config.imports),
+      client_execution=config.client_execution,
+    ),
+    sampling=SamplingSettings(
+      clients_per_round=config.clients_per_round,
+      scheme=config.client_sampling,
+      straggler_fraction=config.straggler_fraction,
+    ),
+    measurement=MeasurementSettings(
+      update_spread=config.update_spread,
+      dissimilarity_every=config.dissimilarity_every,
+      eval_every=config.eval_every,
+      eval_clients=config.eval_clients,
+      stop_at_accuracy=config.stop_at_accuracy,
+    ),
+    privacy=dp_flags.DpSettings.of(privacy),
+    record=resolved,
   )
 
 

@@ -141,7 +141,7 @@ def _resume(prepared, folder, loop, columns):
   the folder's rows made whole up to it, a damaged summary removed."""
   state = loop.initial_state(
     learning.initial_model_weights(
-      prepared.task.model_fn, prepared.settings.seed
+      prepared.task.model_fn, prepared.settings.run.seed
     )
   )
   checkpoints = folder.state_manager()
@@ -189,7 +189,7 @@ def train(
     stop_requests,
   )
   folder.start(settings.to_json(), prepared.provenance)
-  if settings.partition is not None:
+  if settings.run.partition is not None:
     folder.write_label_histogram(
       partitions.label_histogram(data.train, data.client_ids)
     )
@@ -201,7 +201,7 @@ def train(
       records=[outputs.Release(folder.release_manager(), columns)],
       after=[
         outputs.Checkpoints(
-          checkpoints, loop.program_state, checkpoint_every, settings.rounds
+          checkpoints, loop.program_state, checkpoint_every, settings.run.rounds
         ),
         timer,
       ],
@@ -209,7 +209,7 @@ def train(
     )
   )
   try:
-    loop.run(state, range(first_round, settings.rounds + 1))
+    loop.run(state, range(first_round, settings.run.rounds + 1))
   except Diverged as e:
     raise type(e)(f'{e}; metrics so far are in {folder.metrics_path}') from None
   evaluated = [
@@ -248,11 +248,11 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
       if any(name in r for r in rows)
     }
   )
-  if settings.config.aggregator == 'dp':
+  if settings.privacy is not None:
     summary.update(
-      dp_delta=settings.config.dp_delta,
-      dp_adjacency=settings.config.dp_adjacency,
-      dp_accountant=settings.config.dp_accountant,
+      dp_delta=settings.privacy.delta,
+      dp_adjacency=settings.privacy.adjacency,
+      dp_accountant=settings.privacy.accountant,
       **_epsilon_descriptions(prepared),
     )
   # What a plot names the run and its algorithm's columns by, so that it
@@ -266,8 +266,8 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
     finished=True,
     num_clients=len(data.train),
     train_metrics_over=(
-      f'{settings.eval_clients} of {len(data.train)} clients (--eval_clients)'
-      if settings.eval_clients
+      f'{settings.measurement.eval_clients} of {len(data.train)} clients (--eval_clients)'
+      if settings.measurement.eval_clients
       else 'all clients'
     ),
     examples_per_client=examples_per_client,
@@ -290,25 +290,25 @@ def _summarize(prepared, folder, target_accuracy, first_round, seconds):
 def _epsilon_descriptions(prepared):
   """What summary.json's final ε values are the ε of."""
   settings = prepared.settings
-  c, n, k = (
-    settings.config,
+  dp, n, k = (
+    settings.privacy,
     len(prepared.data.train),
-    settings.clients_per_round,
+    settings.sampling.clients_per_round,
   )
   mechanism = prepared.mechanism
   described = dict(
     final_epsilon_of=(
       f'the trained model: {k} of {n} clients per round '
-      f'({settings.client_sampling}), noise multiplier '
+      f'({settings.sampling.scheme}), noise multiplier '
       f'{mechanism.noise_multiplier:.6g} on their clipped sum, as its DP '
       'aggregator released it'
     )
   )
-  if c.dp_noise_cohort is not None:
+  if dp.noise_cohort is not None:
     described['final_deployment_epsilon_of'] = (
       f'the deployment the noise cohort stands for, not the trained '
-      f'model: {c.dp_noise_cohort} of {n} clients per round, noise '
-      f'multiplier {c.dp_noise_multiplier:g} on their clipped sum'
+      f'model: {dp.noise_cohort} of {n} clients per round, noise '
+      f'multiplier {dp.noise_multiplier:g} on their clipped sum'
     )
   return described
 

@@ -76,7 +76,7 @@ def build_for_run(
   it pays (`lockstep.unavailable`), the algorithm built with
   `learning.LockstepInput` ('lockstep'); else the per-client process
   ('per client', and why where lockstep was asked for)."""
-  execution = settings.config.client_execution
+  execution = settings.run.client_execution
   if execution == 'per_client':
     return build_process(settings, model_fn, process_fn=process_fn), (
       'per client (--client_execution=per_client)'
@@ -142,12 +142,12 @@ class ClientData:
     """Arrays by client index (ids: their indices unless given); the
     evaluated clients those of --eval_clients, else all."""
     evaluated = train
-    if settings.eval_clients is not None:
+    if settings.measurement.eval_clients is not None:
       evaluated = [
         train[k]
         for k in ClientSampler(
-          len(train), 1, 1, settings.seed
-        ).evaluation_clients(settings.eval_clients)
+          len(train), 1, 1, settings.run.seed
+        ).evaluation_clients(settings.measurement.eval_clients)
       ]
     ids = client_ids or [str(k) for k in range(len(train))]
     test_ids = test_ids or [str(k) for k in range(len(test or ()))]
@@ -167,11 +167,11 @@ def sampler(settings: config_lib.Settings, train) -> ClientSampler:
   steps = settings.algorithm.hparams.get(registry.POOLED_STEPS)
   return ClientSampler(
     len(train),
-    settings.clients_per_round,
+    settings.sampling.clients_per_round,
     settings.algorithm.epochs,
-    settings.seed,
-    settings.straggler_fraction,
-    scheme=settings.client_sampling,
+    settings.run.seed,
+    settings.sampling.straggler_fraction,
+    scheme=settings.sampling.scheme,
     client_sizes=[len(next(iter(a.values()))) for a in train],
     steps_per_round=int(steps) if settings.entry.pooled else None,
   )
@@ -193,8 +193,8 @@ def accounted_mechanism(
       noise would be added, so no ε can be claimed), more than one, or one
       whose event the accountant cannot compose.
   """
-  c = settings.config
-  if c.aggregator != 'dp':
+  dp = settings.privacy
+  if dp is None:
     return None
   events = mechanisms.dp_events(process.initialize())
   if len(events) != 1:
@@ -213,10 +213,10 @@ def accounted_mechanism(
   except accounting.UncertifiedMechanismError as e:
     raise config_lib.ConfigError(f'--aggregator=dp: {e}') from None
   declared = accounting.mechanism(
-    c.dp_noise_multiplier,
-    clients_per_round=settings.clients_per_round,
-    adaptive_clipping=c.dp_clip is None,
-    noise_cohort_size=c.dp_noise_cohort,
+    dp.noise_multiplier,
+    clients_per_round=settings.sampling.clients_per_round,
+    adaptive_clipping=dp.adaptive_clipping,
+    noise_cohort_size=dp.noise_cohort,
   )
   return declared if built.matches(declared) else built
 
@@ -232,37 +232,37 @@ def privacy_spent(
   run without DP (`mechanism` None)."""
   if mechanism is None:
     return []
-  c = settings.config
+  dp = settings.privacy
   sampling = dict(
     num_clients=num_clients,
-    clients_per_round=settings.clients_per_round,
-    sampling=settings.client_sampling,
-    accountant=c.dp_accountant,
+    clients_per_round=settings.sampling.clients_per_round,
+    sampling=settings.sampling.scheme,
+    accountant=dp.accountant,
   )
   deployment = None
-  if c.dp_noise_cohort is not None:
+  if dp.noise_cohort is not None:
     deployment = accounting.epsilons(
-      c.dp_noise_multiplier,
-      settings.rounds,
-      c.dp_delta,
-      adaptive_clipping=c.dp_clip is None,
-      noise_cohort_size=c.dp_noise_cohort,
+      dp.noise_multiplier,
+      settings.run.rounds,
+      dp.delta,
+      adaptive_clipping=dp.adaptive_clipping,
+      noise_cohort_size=dp.noise_cohort,
       **sampling,
     )
   adaptive = (
-    []
-    if c.dp_clip is not None
-    else [
+    [
       callbacks_lib.AdaptiveClip(
-        c.dp_initial_clip or mechanisms.INITIAL_L2_NORM_CLIP
+        dp.initial_clip or mechanisms.INITIAL_L2_NORM_CLIP
       )
     ]
+    if dp.adaptive_clipping
+    else []
   )
   return adaptive + [
     callbacks_lib.PrivacySpent(
       mechanism,
       accounting.epsilons_of(
-        mechanism, settings.rounds, c.dp_delta, **sampling
+        mechanism, settings.run.rounds, dp.delta, **sampling
       ),
       deployment,
     )
@@ -280,8 +280,8 @@ def measurements(
   `every_round`), and the dissimilarity every --dissimilarity_every.
   A model evaluated client by client has its predictions made across
   clients but with --client_execution=per_client (the reference path)."""
-  last = settings.rounds
-  across_clients = settings.config.client_execution != 'per_client'
+  last = settings.run.rounds
+  across_clients = settings.run.client_execution != 'per_client'
   measured = [
     callbacks_lib.Evaluation(
       evaluation.build_evaluation(
@@ -289,16 +289,18 @@ def measurements(
       ),
       data.evaluated,
       data.test,
-      lambda r: every_round or r % settings.eval_every == 0 or r == last,
-      sampled=settings.eval_clients is not None,
+      lambda r: (
+        every_round or r % settings.measurement.eval_every == 0 or r == last
+      ),
+      sampled=settings.measurement.eval_clients is not None,
     )
   ]
-  if settings.dissimilarity_every:
+  if settings.measurement.dissimilarity_every:
     measured.append(
       callbacks_lib.Dissimilarity(
         evaluation.build_dissimilarity(model_fn, data.tensors),
         data.train,
-        settings.dissimilarity_every,
+        settings.measurement.dissimilarity_every,
       )
     )
   return measured
@@ -346,8 +348,8 @@ def round_callbacks(
       else []
     ),
     *(
-      [callbacks_lib.StopAtAccuracy(settings.stop_at_accuracy)]
-      if settings.stop_at_accuracy is not None
+      [callbacks_lib.StopAtAccuracy(settings.measurement.stop_at_accuracy)]
+      if settings.measurement.stop_at_accuracy is not None
       else []
     ),
   ]
@@ -387,7 +389,7 @@ def metrics_columns(settings, callbacks) -> tuple[str, ...]:
   return columns_lib.names(
     settings.hparam_columns,
     [c for cb in [*own, *callbacks] for c in cb.columns],
-    sampled_training=settings.eval_clients is not None,
+    sampled_training=settings.measurement.eval_clients is not None,
   )
 
 
@@ -529,7 +531,7 @@ def train(
   )
   data = ClientData.of(task, settings)
   process, _ = build_for_run(settings, model_fn, process_fn=process_fn)
-  initial = learning.initial_model_weights(model_fn, settings.seed)
+  initial = learning.initial_model_weights(model_fn, settings.run.seed)
   _check_model(process, initial)
   rows = Rows()
   loop = make_loop(
@@ -541,7 +543,7 @@ def train(
       *run_outputs(settings, records=[rows], show_progress=show_progress),
     ],
   )
-  state = loop.run(loop.initial_state(initial), range(settings.rounds + 1))
+  state = loop.run(loop.initial_state(initial), range(settings.run.rounds + 1))
   return Training(
     rows.rows, state, process.get_model_weights(state), process, settings
   )

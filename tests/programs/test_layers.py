@@ -369,3 +369,22 @@ def test_generic_layers_name_no_algorithm_or_its_hyperparameters():
     if word in known
   ]
   assert not found, found
+
+
+def test_only_config_json_reads_the_flat_record_of_the_settings():
+  """Every layer takes the typed groups of `Settings`; its flat `record`
+  (config.json's form) is read by `Settings.to_json` alone."""
+  readers = [
+    f'{path.relative_to(REPO)}:{node.lineno}'
+    for path in SOURCES
+    if str(path.relative_to(REPO)).startswith('tff_algos/')
+    and path.name != 'config.py'
+    for node in ast.walk(ast.parse(path.read_text()))
+    if isinstance(node, ast.Attribute)
+    and node.attr in ('record', 'config')
+    and isinstance(node.value, (ast.Name, ast.Attribute))
+    and (getattr(node.value, 'id', None) or node.value.attr).endswith(
+      'settings'
+    )
+  ]
+  assert not readers, readers

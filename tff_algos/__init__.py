@@ -4,13 +4,15 @@ Layers, each importing only those below it:
 
     algorithms/   one module per paper: a typed builder and its registry entry
     learning/     the blocks a production port takes (public tff.* API only)
+    program/      TFF's program layer on our tasks: a task's clients as a
+                  tff.program data source for train_model
     simulation/   the research harness: sampling, evaluation, the round loop,
                   run folders
     runtime/      TFF's worker processes (the only user of TFF internals)
     privacy/      differential privacy: the DP aggregators and their checks
                   (what a production port takes), the accountant and the
                   DP flags (what a simulation adds)
-    analysis/     results, sweeps and plots (no TensorFlow)
+    analysis/     results, sweeps and plots (no TensorFlow), FedAvg's Figure 1
 
 and the command lines `python -m tff_algos.export | plot | worker` (and
 run_experiment.py at the repository root).

@@ -5,7 +5,7 @@ one shared initialization.
       [--seed=0] [--points=50] [--csv=OUT.csv]
 
 Trains three MNIST 2NN models with plain SGD as McMahan et al. 2017 (§2)
-describe (`tff_algos.simulation.interpolation`: which settings are the
+describe (`tff_algos.analysis.interpolation`: which settings are the
 paper's and which are ours), and writes the loss on the full MNIST training
 set of θ·w + (1 − θ)·w′ along θ ∈ [−0.2, 1.2] for w, w′ from different
 initializations (left panel) and from one (right panel), as a two-panel
@@ -181,7 +181,7 @@ def write_figure(path, curves, subtitle):
   matplotlib.use('Agg')
   from matplotlib import figure as figure_lib
 
-  from tff_algos.simulation import interpolation
+  from tff_algos.analysis import interpolation
 
   figure = figure_lib.Figure(figsize=(10, 4.2))
   axes = figure.subplots(1, len(curves), sharey=False)
@@ -231,7 +231,7 @@ def main(argv=None):
 
   runtime.prepare(start_worker=False)  # Faster imports; no TFF worker.
   import tasks
-  from tff_algos.simulation import interpolation
+  from tff_algos.analysis import interpolation
 
   try:
     task = tasks.load_task(TASK, seed=holder.seed, data_dir=holder.data_dir)

@@ -37,6 +37,7 @@ LAYERS = (
   ('tasks', ('tasks',)),
   ('algorithms', ('tff_algos.algorithms',)),
   ('simulation', ('tff_algos.simulation',)),
+  ('program', ('tff_algos.program',)),
   ('analysis', ('tff_algos.analysis',)),
   (
     'commands',
@@ -280,6 +281,9 @@ def test_the_check_above_sees_an_import_by_name_and_a_stand_in(tmp_path):
     # Privacy: all but the mechanisms (the DP aggregators).
     'tff_algos.privacy, tff_algos.privacy.budget, '
     'tff_algos.privacy.accounting, tff_algos.privacy.flags',
+    # Packages that hold a module of TensorFlow (analysis.interpolation,
+    # program.data_source) but import none of their modules.
+    'tff_algos.analysis, tff_algos.program',
   ],
 )
 def test_modules_that_promise_no_tensorflow_import_none(modules):
@@ -315,6 +319,7 @@ def _python(code):
 # registry entry, so that a user's algorithm is treated as the package's.
 GENERIC = (
   'tff_algos/simulation',
+  'tff_algos/program',
   'tff_algos/analysis',
   'tff_algos/cli.py',
   'tff_algos/run.py',

@@ -11,9 +11,6 @@ clients trained at once in this process), `loop` (the one round loop),
 (metrics.csv's columns), `trainer` (train any process on a task),
 `provenance` (a run's code, computation and data), `run_dir` (a run's
 folder), `results` (reading a run folder back; no TensorFlow) and
-`experiment` (one run into its folder, wired from the pieces). Two serve
-one use each: `interpolation` (FedAvg's Figure 1, for `python -m
-tff_algos.interpolate`) and `data_source` (our tasks' data as a
-`tff.program.FederatedDataSource`, for TFF's program layer: docs/PORTING.md).
-A DP run's ε is `tff_algos.privacy`'s.
+`experiment` (one run into its folder, wired from the pieces). A DP run's ε
+is `tff_algos.privacy`'s.
 """

@@ -25,8 +25,8 @@ from tasks import image_models
 from tasks import mnist
 from tff_algos import interpolate
 from tff_algos import learning
+from tff_algos.analysis import interpolation
 from tff_algos.simulation import evaluation
-from tff_algos.simulation import interpolation
 
 PROGRAM = 'python -m tff_algos.interpolate'
 MODEL_FN = image_models.mnist_2nn(pixels=True)

@@ -13,7 +13,7 @@ import helpers
 from tff_algos import learning
 from tff_algos import runtime
 from tff_algos.algorithms import fedprox
-from tff_algos.simulation import data_source
+from tff_algos.program import data_source
 
 CLIENTS, BATCH, SEED = 4, 10, 3
 

@@ -1,21 +1,24 @@
 """Federated optimization algorithms on TensorFlow Federated.
 
-Layers, each importing only those below it:
+Layers, top to bottom, each importing only those below it
+(tests/programs/test_layers.py checks it):
 
-    algorithms/   one module per paper: a typed builder and its registry entry
-    learning/     the blocks a production port takes (public tff.* API only)
+    analysis/     results, sweeps and plots (no TensorFlow), FedAvg's Figure 1
     program/      TFF's program layer on our tasks: a task's clients as a
                   tff.program data source for train_model
     simulation/   the research harness: sampling, evaluation, the round loop,
                   run folders
+    algorithms/   one module per paper: a typed builder and its registry entry
+    tasks         (beside the package) the datasets and models
+    learning/     the blocks a production port takes (public tff.* API only)
     runtime/      TFF's worker processes (the only user of TFF internals)
     privacy/      differential privacy: the DP aggregators and their checks
                   (what a production port takes), the accountant and the
                   DP flags (what a simulation adds)
-    analysis/     results, sweeps and plots (no TensorFlow), FedAvg's Figure 1
 
-and the command lines `python -m tff_algos.export | plot | worker` (and
-run_experiment.py at the repository root).
+and the command lines above them all, `python -m tff_algos.export |
+interpolate | plot | worker` (and run_experiment.py at the repository
+root).
 
 The builders are importable from here: `tff_algos.build_fed_prox(...)`;
 importing this package loads no TensorFlow.

@@ -43,6 +43,10 @@ class RoundEnd:
       evaluation runs (before the callbacks after it; None otherwise): f(w)
       over all clients, or over a fixed sample of them (--eval_clients).
     test_accuracy: its test accuracy, on the same rounds.
+    update_spread: (1/K)Σ_k‖u_k − ū‖² of the round's client updates, where
+      the process measures it (None on rounds that trained nothing).
+    update_non_finite: whether TFF's finalizer rejected the round's mean
+      update as non-finite (and kept the model).
   """
 
   round_num: int
@@ -54,6 +58,8 @@ class RoundEnd:
   started: float = 0.0
   training_loss: float | None = None
   test_accuracy: float | None = None
+  update_spread: float | None = None
+  update_non_finite: bool = False
   _weights: Any = dataclasses.field(default=None, repr=False)
   _weights_of: Any = dataclasses.field(default=None, repr=False)
 
@@ -72,7 +78,8 @@ class RoundCallback:
   `after_round` (and the rest as needed).
 
   The round's values are `RoundEnd`'s measurements (`training_loss`,
-  `test_accuracy`) and the row's columns, by name.
+  `test_accuracy`, `update_spread`, `update_non_finite`), read as its
+  fields, and the columns other callbacks add to the row.
 
   Attributes:
     name: the key of its state in a checkpoint ('' for a callback without

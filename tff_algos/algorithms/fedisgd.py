@@ -193,8 +193,8 @@ class VarianceOfLocalGradients(callbacks.RoundCallback):
     self._lam = lam
 
   def after_round(self, end):
-    if end.row.get('update_spread') is not None:
-      end.row['vlg'] = self._lam**2 * end.row['update_spread']
+    if end.update_spread is not None:
+      end.row['vlg'] = self._lam**2 * end.update_spread
 
 
 ALGORITHM = registry.register(

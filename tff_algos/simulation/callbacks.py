@@ -291,7 +291,7 @@ class DivergenceCheck(RoundCallback):
       raise loop.NonFiniteLoss(
         f'training loss is {loss} at round {end.round_num}'
       )
-    if end.row.get('update_non_finite'):
+    if end.update_non_finite:
       raise loop.UpdateRejected(
         f"the clients' mean update is not finite at round "
         f"{end.round_num} (TFF's finalizer rejected it and kept the "

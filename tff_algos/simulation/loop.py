@@ -187,7 +187,14 @@ class Loop:
     started = time.perf_counter()
     state, row, metrics = self.train(state, round_num)
     end = RoundEnd(
-      round_num, row, self.process, state, metrics, started=started
+      round_num,
+      row,
+      self.process,
+      state,
+      metrics,
+      started=started,
+      update_spread=row.get('update_spread'),
+      update_non_finite=bool(row.get('update_non_finite')),
     )
     for callback in self.callbacks:
       callback.after_round(end)

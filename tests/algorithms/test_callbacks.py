@@ -11,6 +11,8 @@ from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.simulation import callbacks
 from tff_algos.simulation import outputs
 
+pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
+
 
 class _Writes(RoundCallback):
   def __init__(self, *values):

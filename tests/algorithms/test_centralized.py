@@ -55,6 +55,7 @@ def test_a_round_is_fedavg_on_one_client_holding_all_the_data():
   assert [r['local_steps'] for r in centralized.rows[1:]] == [n // batch] * 2
 
 
+@pytest.mark.fast
 def test_a_block_is_sent_only_the_examples_it_reads():
   """The pooled client's input holds the block's examples in its order
   (CIFAR-10 pooled would exceed TFF's 100 MB limit on a dataset), and its
@@ -75,6 +76,7 @@ def test_a_block_is_sent_only_the_examples_it_reads():
   np.testing.assert_array_equal(element['batch_ends'], ends)
 
 
+@pytest.mark.fast
 def test_its_summary_states_the_updates_to_the_target(tmp_path):
   _, rows = helpers.run(
     tmp_path,
@@ -94,6 +96,7 @@ def test_its_summary_states_the_updates_to_the_target(tmp_path):
   )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'flags, message',
   [

@@ -3,6 +3,7 @@
 import collections
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -41,6 +42,7 @@ def test_fed_avg_matches_tff_build_weighted_fed_avg():
   assert helpers.max_abs_diff(ours, builtin) <= 1e-5  # ...exactly like TFF.
 
 
+@pytest.mark.fast
 def test_fed_sgd_with_one_client_is_one_full_batch_gradient_step():
   task, arrays = helpers.task_and_arrays()
   data = arrays[2]

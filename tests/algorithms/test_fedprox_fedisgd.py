@@ -73,6 +73,7 @@ def _client_update_norms(mus):
   return updates
 
 
+@pytest.mark.fast
 def test_mu_changes_the_client_update_and_pulls_it_towards_w_t():
   updates = _client_update_norms([0.0, 0.1, 1.0, 10.0])
   norms = [np.linalg.norm(u) for u in updates]
@@ -146,6 +147,7 @@ def test_all_algorithms_see_the_same_straggler_draws(tmp_path):
   assert [int(r['participants']) for r in dropped[1:]] == [5, 5, 5]
 
 
+@pytest.mark.fast
 def test_adaptive_mu_rule_on_a_scripted_loss_sequence():
   rule = fedprox.AdaptiveMu(mu=0.0)
   losses = [1.0, 1.2, 1.1, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.25]
@@ -177,6 +179,7 @@ def test_adaptive_mu_is_set_in_the_process_between_rounds(tmp_path):
   )
 
 
+@pytest.mark.fast
 def test_fed_isgd_server_learning_rate_decays_by_schedule():
   task, arrays = helpers.task_and_arrays()
   process = fedisgd.build_fed_isgd(

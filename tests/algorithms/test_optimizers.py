@@ -15,6 +15,7 @@ from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
 
 
+@pytest.mark.fast
 def test_the_default_is_todays_plain_sgd_at_a_constant_rate():
   fedavg = resolve(Config(algo='fedavg')).record
   assert (fedavg.client_optimizer, fedavg.server_optimizer) == ('sgd', 'sgd')
@@ -32,6 +33,7 @@ def test_the_default_is_todays_plain_sgd_at_a_constant_rate():
   assert resolve(Config(algo='fedsgd')).record.client_optimizer is None
 
 
+@pytest.mark.fast
 def test_presets_and_parameters_resolve_with_their_defaults():
   adam = resolve(
     Config(algo='fedprox', client_optimizer='adam', client_beta2=0.99)
@@ -116,6 +118,7 @@ def test_configs_written_before_optimizers_mean_what_they_meant():
     )
 
 
+@pytest.mark.fast
 def test_schedules_in_python_and_tensorflow_agree():
   for kind, decay, every, expected in (
     ('step', 0.5, 2, [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]),

@@ -106,6 +106,7 @@ def test_a_registered_algorithm_runs_through_the_command_line(
   assert labels == ['FedAvgM momentum=0.9', 'FedAvg']
 
 
+@pytest.mark.fast
 def test_unknown_or_foreign_settings_are_usage_errors(
   fedavgm, tmp_path, capsys
 ):
@@ -139,6 +140,7 @@ def test_unknown_or_foreign_settings_are_usage_errors(
   assert not (tmp_path / 'x').exists()
 
 
+@pytest.mark.fast
 def test_resolution_fills_in_each_algorithms_own_settings():
   fedsgd = resolve(Config(algo='fedsgd', client_lr=0.3)).record
   assert (fedsgd.epochs, fedsgd.batch_size, fedsgd.server_lr) == (1, -1, 0.3)
@@ -199,6 +201,7 @@ def test_older_config_json_files_load_as_the_same_settings(old, new, hparams):
   assert loaded.algorithm.hparams == hparams
 
 
+@pytest.mark.fast
 def test_a_hyperparameter_declares_its_flag_check_column_and_header():
   decay = registry.HyperParameter(
     'decay', 0.5, help='A decay.', minimum=0.0, column='the decay', symbol='δ'

@@ -39,6 +39,7 @@ from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -232,6 +233,7 @@ class FedAvgTest(parameterized.TestCase):
         loop_implementation=loop_implementation.name,
       )
 
+  @pytest.mark.fast
   def test_build_weighted_fed_avg_called_by_unweighted_fed_avg(self):
     # Ours: one builder for weighted and unweighted means, so instead of the
     # unweighted builder calling the weighted one, an unweighted build goes
@@ -487,6 +489,7 @@ class FedProxConstructionTest(parameterized.TestCase):
         client_optimizer_fn=sgdm.build_sgdm(1.0),
       )
 
+  @pytest.mark.fast
   def test_raises_on_negative_proximal_strength(self):
     with self.assertRaises(ValueError):
       fed_prox.build_weighted_fed_prox(
@@ -495,6 +498,7 @@ class FedProxConstructionTest(parameterized.TestCase):
         client_optimizer_fn=tf.keras.optimizers.SGD,
       )
 
+  @pytest.mark.fast
   def test_raises_on_invalid_distributor(self):
     model_weights_type = model_weights.weights_type_from_model(
       model_examples.LinearRegression

@@ -88,6 +88,7 @@ def _same_weights(a, b):
 # ------------------------------------------------------------ the curve
 
 
+@pytest.mark.fast
 def test_the_ends_of_the_curve_are_the_parents_exactly(tiny):
   clients, curves = tiny
   evaluate = evaluation.build_evaluation(MODEL_FN)  # Not the curve's.
@@ -142,6 +143,7 @@ def test_the_mixture_is_linear_in_the_weights(tiny):
     np.testing.assert_allclose(s, 0.5 * (a.astype(np.float64) - b), atol=1e-6)
 
 
+@pytest.mark.fast
 def test_theta_grid_is_the_papers_with_exact_parents():
   grid = interpolation.theta_grid(50)
   assert len(grid) == 50 and grid[0] == -0.2 and grid[-1] == 1.2
@@ -219,6 +221,7 @@ def test_datasets_are_disjoint_seeded_and_of_the_papers_size():
     interpolation.disjoint_subsets(1000, 2, 600, seed=0)
 
 
+@pytest.mark.fast
 def test_papers_schedule_240_updates_of_50_in_20_passes():
   settings = interpolation.PAPER_SGD
   assert (
@@ -356,7 +359,7 @@ def _fail(argv, capsys):
 @pytest.mark.parametrize(
   'argv, message',
   [
-    ([], '--out is required'),
+    pytest.param([], '--out is required', marks=pytest.mark.fast),
     (['--out={tmp}/fig.txt'], 'must end in .png'),
     (['--out={tmp}/fig.png', '--points=1'], '--points must be in 2..'),
     (['--out={tmp}/fig.png', '--points=many'], 'points'),
@@ -366,7 +369,11 @@ def _fail(argv, capsys):
     (['--out={tmp}/fig.png', '--csv={tmp}/fig.png'], 'the same file'),
     (['--out={tmp}/fig.png', '--csv='], '--csv is empty'),
     (['--out={tmp}/fig.png', '--csv={tmp}'], '--csv={tmp} is a folder'),
-    (['--out={tmp}/fig.png', '--data_dir={tmp}/none'], 'is not a folder'),
+    pytest.param(
+      ['--out={tmp}/fig.png', '--data_dir={tmp}/none'],
+      'is not a folder',
+      marks=pytest.mark.fast,
+    ),
     (['--out={tmp}/fig.png', '--no_such_flag=1'], 'no_such_flag'),
     (['--out={tmp}/fig.png', 'stray'], 'unexpected arguments: stray'),
   ],

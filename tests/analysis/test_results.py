@@ -9,6 +9,8 @@ import pytest
 from tff_algos.analysis import sweep
 from tff_algos.simulation import results
 
+pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
+
 
 def test_rounds_to_target_is_monotone_and_interpolated():
   # Best so far: 0.5, 0.7, 0.7, 0.9 -> 0.8 is crossed half-way through 2..3.

@@ -199,6 +199,7 @@ def test_a_model_fn_returning_something_else_is_a_type_error_naming_it(
     BUILDERS[builder](returned)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize('not_a_model', [0, 'model'])
 def test_a_model_fn_neither_callable_nor_functional_is_a_type_error(
   not_a_model,
@@ -216,6 +217,7 @@ def test_a_model_fn_neither_callable_nor_functional_is_a_type_error(
       build(not_a_model)
 
 
+@pytest.mark.fast
 def test_a_variable_model_instance_is_not_a_model_fn():
   """A built model, not a function that builds one (a common slip)."""
   task, _ = helpers.task_and_arrays()
@@ -223,6 +225,7 @@ def test_a_variable_model_instance_is_not_a_model_fn():
     fedprox.build_fed_prox(task.model_fn(), 0.1, mu=1.0)
 
 
+@pytest.mark.fast
 def test_initial_weights_of_a_functional_model_are_its_own():
   functional, _ = _models()
   weights = learning.initial_model_weights(functional, seed=3)

@@ -174,6 +174,7 @@ def test_update_spread_from_the_aggregators_equals_the_two_pass_value(
   assert work_metrics['update_spread'] == pytest.approx(reference, rel=1e-5)
 
 
+@pytest.mark.fast
 def test_a_production_client_that_stops_early_weighs_its_local_examples():
   """A device whose data source stops at a deadline in its second pass
   (here: after 15 batches in all) still weighs n_k, its number of local

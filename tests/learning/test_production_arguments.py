@@ -236,6 +236,7 @@ def test_client_adam_and_server_fedadam_fedyogi_run(algorithm):
 
 
 # -------------------------------------------------- TFF's builders' names
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'ours, theirs',
   [
@@ -370,6 +371,7 @@ def test_bad_arguments_are_a_clear_value_error(build, message):
     build(_model_fn())
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'build, message',
   [

@@ -262,6 +262,7 @@ def test_poisson_rdp_is_the_closed_form_binomial_sum(q, z, delta):
     ), t
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize('z', [0.8, 1.0, 2.0])
 def test_poisson_at_q_1_is_the_gaussian_mechanism(z):
   num = accounting.epsilons(
@@ -389,6 +390,7 @@ def test_uniform_epsilon_is_above_the_pairs_exact_epsilon(q, z, rounds):
   assert _ours(z, rounds, 1e-5, q, 'uniform')[-1] >= exact_lower
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize('z', [0.8, 1.0, 2.0])
 def test_uniform_at_q_1_is_the_gaussian_of_sensitivity_2c(z):
   ours = accounting.epsilons(
@@ -447,6 +449,7 @@ def test_each_rounds_value_is_that_of_composing_that_many_rounds(
   assert accounting.epsilons(1.1, 0, 1e-6, **kwargs) == []
 
 
+@pytest.mark.fast
 def test_no_noise_is_no_privacy():
   for sampling, accountant in (('uniform', 'rdp'), ('poisson', 'pld')):
     assert (
@@ -466,6 +469,7 @@ def test_no_noise_is_no_privacy():
 # Adaptive clipping and noise cohorts.
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'z, clients, stddev',
   [(1.0, 100, None), (0.5, 20, None), (2.0, 50, 1.5), (3.9, 40, 2.0)],

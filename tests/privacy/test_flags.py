@@ -11,6 +11,8 @@ from tff_algos.privacy import budget
 from tff_algos.privacy import flags
 from tff_algos.simulation import config as config_lib
 
+pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
+
 DP = dict(
   aggregator='dp',
   client_sampling='uniform',

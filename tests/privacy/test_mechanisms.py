@@ -233,6 +233,7 @@ def _check_gaussian(noise, stddev):
   assert stats.kstest(noise / stddev, 'norm').pvalue > 1e-4
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'k, z, cohort, seed',
   [
@@ -366,6 +367,7 @@ def test_compiles_to_tffs_map_reduce_form(clipping):
   )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'build, error, message',
   [

@@ -89,6 +89,7 @@ def test_train_model_checkpoints_stops_resumes_and_matches_the_process(
   assert _workers() == workers  # The same worker: none started or left.
 
 
+@pytest.mark.fast
 def test_the_iterator_is_copied_and_saved_without_its_data():
   task, _ = helpers.task_and_arrays()
   source = data_source.ClientDataSource(task.train, BATCH, seed=SEED)

@@ -16,8 +16,9 @@ fresh folder, which must be left as it was). Input that is not bad (e.g.
 The cases run in this process (each entry point's main(), with training
 and the worker binary replaced by a sentinel that fails the case, so a bad
 input that slipped through cannot run); `test_the_real_processes_keep_the
-_promise` runs a sample as real processes. `pytest -m "not slow"` runs the
-first case of every class; the whole corpus runs in CI.
+_promise` runs a sample as real processes. The fast set (`make check`) and
+`pytest -m "not slow"` run the first case of every class; the whole corpus
+runs in CI.
 """
 
 import collections
@@ -293,7 +294,8 @@ CORPUS = [
   *flagfile_cases(),
   *other_cases(),
 ]
-# The fast set: the first bad case of every class (`pytest -m "not slow"`).
+# The first bad case of every class: in the fast set (`make check`); the
+# others are marked slow.
 FIRST_OF_CLASS = {
   c
   for c in {
@@ -481,7 +483,9 @@ def _check(case, tmp_path, monkeypatch, capsys):
   'case',
   [
     pytest.param(
-      c, id=c.id, marks=() if c in FIRST_OF_CLASS else pytest.mark.slow
+      c,
+      id=c.id,
+      marks=pytest.mark.fast if c in FIRST_OF_CLASS else pytest.mark.slow,
     )
     for c in CORPUS
   ],
@@ -492,6 +496,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
   _check(case, tmp_path, monkeypatch, capsys)
 
 
+@pytest.mark.fast
 def test_the_corpus_covers_every_class_and_entry_point():
   counts = collections.Counter((c.entry, c.kind.split('-')[0]) for c in CORPUS)
   assert {entry for entry, _ in counts} == set(PROGRAMS)

@@ -10,6 +10,11 @@ from conftest import REPO
 from conftest import SHARED_DATA
 from conftest import USER_ENV
 
+NOT_IN_FAST_SET = (
+  'each test runs benchmarks/throughput.py as a process that imports '
+  'TensorFlow (11 s and more), and the benchmark is no module of the package'
+)
+
 
 def _run_benchmark(tmp_path, workload, *flags):
   out = tmp_path / 'bench.json'

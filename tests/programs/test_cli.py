@@ -16,7 +16,9 @@ from tff_algos.plot import main as plot_main
   [
     ['--algo=fedfoo'],
     ['--rounds=0'],
-    ['--task=nope'],
+    # One case in the fast set: a process that refuses before importing
+    # TensorFlow.
+    pytest.param(['--task=nope'], marks=pytest.mark.fast),
     ['--clients_per_round=0'],
     ['--clients_per_round=-3'],
     ['--seed=-1'],

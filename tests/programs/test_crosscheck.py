@@ -66,6 +66,7 @@ def test_the_reference_imports_nothing_of_ours_and_no_tensorflow():
   subprocess.run([sys.executable, '-c', code], check=True, cwd='/', timeout=120)
 
 
+@pytest.mark.fast
 def test_rounds_to_target_is_ours():
   from tff_algos.simulation import results
 
@@ -80,6 +81,7 @@ def test_rounds_to_target_is_ours():
     )
 
 
+@pytest.mark.fast
 def test_the_reference_gradients_are_the_derivative_of_its_loss():
   rng = np.random.default_rng(0)
   model = REFERENCE.Network((5, 4, 3))
@@ -230,6 +232,7 @@ def test_reference_fedprox_mlr_is_ours_with_stragglers_partial_work():
   _assert_float32_close(pairs)
 
 
+@pytest.mark.fast
 def test_last_half_mean_is_ours():
   from tff_algos.simulation import results
 

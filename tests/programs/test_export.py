@@ -175,7 +175,9 @@ def test_an_export_runs_in_a_process_without_this_package(tmp_path):
   'args, message',
   [
     (['--algo=nope', '--out=OUT'], 'unknown algorithm'),
-    (['--algo=fedavg'], '--out is required'),
+    pytest.param(
+      ['--algo=fedavg'], '--out is required', marks=pytest.mark.fast
+    ),
     (
       ['--algo=fedavg', '--mu=1', '--out=OUT'],
       'fedavg has mu=0 (McMahan et al.',

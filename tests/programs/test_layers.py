@@ -159,6 +159,7 @@ def _cycles(graph):
   return found
 
 
+@pytest.mark.fast
 def test_imports_point_down_the_layers_and_form_no_cycle():
   graph = _graph(_package_sources())
   assert len(graph) > 40
@@ -167,6 +168,7 @@ def test_imports_point_down_the_layers_and_form_no_cycle():
   assert not _cycles(graph), _cycles(graph)
 
 
+@pytest.mark.fast
 def test_the_checks_see_an_upward_import_and_a_cycle():
   graph = {
     'tff_algos.runtime.local': {'tff_algos.simulation.loop'},

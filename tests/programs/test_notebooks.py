@@ -130,6 +130,7 @@ def test_real_task_notebook_falls_back_without_mnist(monkeypatch, tmp_path):
   assert 'SYNTHETIC STAND-IN' in _stdout(nb)
 
 
+@pytest.mark.fast
 def test_the_worker_check_counts_only_workers_of_the_tagged_process(
   tff_runtime,
 ):

@@ -231,6 +231,7 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
   assert "sets the client work's μ" in manifest['round_callbacks']['DecayingMu']
 
 
+@pytest.mark.fast
 def test_the_example_algorithms_own_flag_is_checked_and_helped(
   tmp_path, capsys
 ):

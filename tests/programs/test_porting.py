@@ -27,6 +27,7 @@ for i, (language, code) in enumerate(
 """
 
 
+@pytest.mark.fast
 def test_the_page_has_the_worked_examples():
   blocks = re.findall(r'```(python|sh)\n(.*?)```', PAGE.read_text(), re.S)
   python = [code for language, code in blocks if language == 'python']

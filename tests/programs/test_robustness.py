@@ -114,6 +114,7 @@ def test_a_second_process_on_a_held_folder_is_refused_naming_the_holder(
   assert again.returncode == 0
 
 
+@pytest.mark.fast
 def test_the_lock_names_its_holder_and_ends_with_it(tmp_path):
   folder = run_dir.RunDir(str(tmp_path / 'run'))
   with folder.hold():
@@ -222,6 +223,7 @@ def test_an_unusable_output_dir_is_refused_before_loading(tmp_path, where):
   assert (tmp_path / 'file').read_text() == 'x'
 
 
+@pytest.mark.fast
 def test_a_named_folder_is_held_before_the_data_load_and_the_build(
   tmp_path, monkeypatch, capsys
 ):
@@ -247,6 +249,7 @@ def test_a_named_folder_is_held_before_the_data_load_and_the_build(
   assert not (tmp_path / 'run').exists()  # Made, nothing written: removed.
 
 
+@pytest.mark.fast
 def test_an_unwritable_output_dir_is_refused(tmp_path, monkeypatch):
   monkeypatch.setattr(os, 'access', lambda path, mode: False)
   with pytest.raises(run_dir.OutputDirError, match='permission denied'):

@@ -85,6 +85,7 @@ def test_every_cell_command_runs_exactly_the_runs_its_rows_read(
     assert {p.config.rounds for p in command.run_plans} == {cap}
 
 
+@pytest.mark.fast
 def test_a_cell_is_priced_by_the_runs_it_still_needs(tmp_path):
   """Expected CPU-h = runs needed × 1.5 × the paper's rounds × the measured
   seconds per round (scaled up by K·E); a finished run is not needed."""
@@ -130,6 +131,7 @@ def test_a_cells_own_time_file_is_its_actual_cpu_time(tmp_path):
   assert SCOREBOARD.cell_hours(runs, cell) == pytest.approx(0.3)
 
 
+@pytest.mark.fast
 def test_a_figure_row_is_judged_on_all_its_seeds_only(tmp_path):
   """Figure 5's 50% panel reads 3 curves × 3 seeds: with seed 0 alone it
   is "not finished", with all nine it is judged."""
@@ -269,6 +271,7 @@ def test_a_cell_is_judged_on_its_full_eta_grid_only(tmp_path):
   assert (ours, status) == ('4 so far', 'not finished: 4 of 5 η values run')
 
 
+@pytest.mark.fast
 def test_rows_have_distinct_keys():
   keys = [row.key for row in SCOREBOARD.ROWS]
   assert len(keys) == len(set(keys))
@@ -302,6 +305,7 @@ def test_every_differs_row_has_reasons_from_the_list_with_evidence():
   assert differs >= 39  # The "differs" rows without run folders, at least.
 
 
+@pytest.mark.fast
 def test_without_run_folders_the_ledger_gives_the_unkept_scoreboard():
   """A fresh clone (no runs/, no data) of the ledger as bootstrapped (the
   results without run folders only): every row they judged keeps its

@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 SCRIPT = REPO / 'benchmarks' / 'suite_time.py'
@@ -112,6 +114,7 @@ def test_a_failing_suite_is_an_error_naming_the_version(tmp_path):
   ]
 
 
+@pytest.mark.fast
 def test_an_unknown_version_or_json_folder_is_one_line_exit_2(tmp_path):
   repo, (a,) = _repo(tmp_path, ['2 passed in 0.10s'])
   for args, message in (

@@ -106,6 +106,7 @@ def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'config',
   sorted(

@@ -48,6 +48,7 @@ def _arenas(mode, **env):
   return sum(line.startswith('Arena ') for line in result.stderr.splitlines())
 
 
+@pytest.mark.fast
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='glibc')
 def test_prepare_limits_this_process_to_two_arenas_per_core():
   assert _arenas('plain') > allocator.arenas()  # glibc's up to 8 × cores.

@@ -10,6 +10,8 @@ import tensorflow_federated as tff
 
 from tff_algos.runtime import client_values
 
+pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
+
 client_values.install()  # As the runtime does when it starts.
 
 MEMBER = tff.to_type(

@@ -71,6 +71,7 @@ def _serialized(computation):
   )
 
 
+@pytest.mark.fast
 def test_compiled_computations_are_cached_by_their_content(cache):
   compiler_fn, calls = _counting_compiler()
   process = _build()
@@ -167,6 +168,7 @@ def test_a_build_serializes_the_same_in_every_process():
   )
 
 
+@pytest.mark.fast
 def test_every_cache_follows_the_same_environment(monkeypatch, tmp_path):
   """The computation cache, decoded CIFAR-10 and the loopback shim agree
   on the folder: $TFF_ALGOS_CACHE, else $XDG_CACHE_HOME/tff_algos (the

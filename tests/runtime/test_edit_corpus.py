@@ -29,6 +29,11 @@ import helpers
 from tff_algos.simulation import experiment
 from tff_algos.simulation import run_dir
 
+NOT_IN_FAST_SET = (
+  'each case trains twice, before and after its edit (25 s and more); the '
+  'cache it checks is in the fast set through test_computation_cache.py'
+)
+
 # The user's code: a task whose MLP's hidden layer comes from a module of
 # theirs, whose activation comes from a third; its depth from model.json.
 FILES = {

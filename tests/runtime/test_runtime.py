@@ -36,12 +36,14 @@ def _assert_listens_on_loopback_only(processes):
   assert listening <= {'127.0.0.1', '::ffff:127.0.0.1', '::1'}, listening
 
 
+@pytest.mark.fast
 def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
   tff_runtime.start()  # (An in-process CLI test may have stopped it.)
   worker = psutil.Process(tff_runtime.worker_pid())
   _assert_listens_on_loopback_only([worker])
 
 
+@pytest.mark.fast
 def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
   tmp_path, monkeypatch
 ):

@@ -37,6 +37,7 @@ def _memoized():
   return memoized
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize('name', sorted(TYPES))
 def test_each_kind_of_type_comes_back_as_tffs_own_object(name):
   memoized = _memoized()
@@ -64,6 +65,7 @@ def test_a_learning_process_type_round_trips():
     assert memoized(proto).is_equivalent_to(signature)
 
 
+@pytest.mark.fast
 def test_a_value_that_is_no_proto_gets_tffs_own_error():
   memoized = _memoized()
   with pytest.raises(Exception) as theirs:

@@ -187,6 +187,7 @@ def test_a_hung_worker_is_an_error_not_a_hang(tmp_path, workers, monkeypatch):
   assert addresses[0] in str(e.value)
 
 
+@pytest.mark.fast
 def test_an_unreachable_worker_is_a_clear_error(monkeypatch):
   monkeypatch.setattr(remote, 'CONNECT_TIMEOUT_S', 1.0)
   address = f'127.0.0.1:{portpicker.pick_unused_port()}'
@@ -220,6 +221,7 @@ def test_malformed_worker_addresses_are_refused(text):
     runtime.parse_workers(text)
 
 
+@pytest.mark.fast
 def test_worker_addresses_are_parsed():
   assert runtime.parse_workers('') == []
   assert runtime.parse_workers(
@@ -236,6 +238,7 @@ def test_a_malformed_workers_flag_is_one_line_exit_2(tmp_path):
   assert '--workers' in lines[0] and not out.exists()
 
 
+@pytest.mark.fast
 def test_the_worker_script_binds_loopback_unless_listen_all(
   monkeypatch, capsys
 ):

@@ -152,6 +152,7 @@ def test_a_damaged_metrics_csv_is_one_message_naming_it(finished_run, tmp_path):
   )
 
 
+@pytest.mark.fast
 def test_a_damaged_summary_json_makes_its_run_write_it_again(
   finished_run, tmp_path
 ):
@@ -175,6 +176,7 @@ def test_a_damaged_summary_json_makes_its_run_write_it_again(
     assert status == ('finished' if readable else 'resume'), name
 
 
+@pytest.mark.fast
 def test_a_damaged_summary_json_is_written_again_by_its_run(
   finished_run, tmp_path, capsys
 ):
@@ -237,6 +239,7 @@ def test_a_damaged_sweep_summary_is_written_again(tmp_path, capsys):
   assert 'final_train_loss' in (tmp_path / 'summary.csv').read_text()
 
 
+@pytest.mark.fast
 def test_a_damaged_manifest_is_one_usage_error(tmp_path):
   good = json.dumps(dict(computations={'next': dict(file='next.pb')}))
   damaged = list(_byte_damage(good.encode()))

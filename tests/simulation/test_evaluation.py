@@ -86,6 +86,7 @@ def test_in_process_evaluation_of_a_masked_char_lstm():
   )  # Accuracy counts characters.
 
 
+@pytest.mark.fast
 def test_in_process_dissimilarity_equals_the_tff_computation():
   task, arrays = helpers.task_and_arrays()
   weights = _perturbed_weights(task.model_fn)
@@ -95,6 +96,7 @@ def test_in_process_dissimilarity_equals_the_tff_computation():
     _assert_same(dissimilarity(weights, clients), reference(weights, clients))
 
 
+@pytest.mark.fast
 def test_evaluation_needs_clients():
   task, _ = helpers.task_and_arrays()
   weights = learning.initial_model_weights(task.model_fn, 0)
@@ -385,6 +387,7 @@ def _percentile_type7(values, q):
   return x[low] + (h - low) * (x[high] - x[low])
 
 
+@pytest.mark.fast
 def test_client_accuracy_summary():
   rng = np.random.default_rng(3)
   for n in (1, 2, 7, 10, 101):

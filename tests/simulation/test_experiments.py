@@ -151,6 +151,7 @@ def test_finished_and_different_runs_are_left_alone(tmp_path):
   assert results.summarize(out)['rounds'] == 3
 
 
+@pytest.mark.fast
 def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(
   tmp_path, monkeypatch
 ):

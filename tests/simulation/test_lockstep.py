@@ -80,6 +80,7 @@ def test_lockstep_trains_the_per_client_model(name):
     assert float(np.max(np.abs(a - b))) / scale < 1e-5, name
 
 
+@pytest.mark.fast
 def test_the_readme_example_algorithm_runs_in_lockstep():
   from tff_algos import cli
 
@@ -113,6 +114,7 @@ def test_a_round_sends_the_clients_results_not_their_data():
   assert shapes == [(60, 10), (10,)]
 
 
+@pytest.mark.fast
 def test_pack_keeps_each_clients_minibatches_in_order_in_one_lane():
   batches = [
     [np.array([1, 2]), np.array([3])],
@@ -197,6 +199,7 @@ def test_remote_workers_and_the_flag_take_the_per_client_path():
   assert how == 'per client (--client_execution=per_client)'
 
 
+@pytest.mark.fast
 def test_a_run_recorded_before_lockstep_clients_reads_as_per_client():
   old = {
     k: v

@@ -117,6 +117,7 @@ def test_the_noise_seed_varies_the_noise_alone(tmp_path):
   assert other[1]['train_loss'] != default[1]['train_loss']  # other noise.
 
 
+@pytest.mark.fast
 def test_dp_makes_the_mean_uniform_and_proportional_sampling_too():
   assert resolve(helpers.quick_config(**DP)).algorithm.client_weighting == (
     'uniform'

@@ -4,7 +4,11 @@
 import os
 import sys
 
+import pytest
+
 from tff_algos.simulation import provenance
+
+pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
 
 
 def test_every_loaded_modules_path_resolves_as_realpath_does():

@@ -53,6 +53,7 @@ def _stragglers_after(selected, seed, fraction, round_num):
   )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
   'num_clients,k,epochs,fraction',
   [(30, 10, 20, 0.5), (30, 10, 20, 0.0), (100, 7, 1, 0.9), (5, 5, 3, 1.0)],
@@ -95,6 +96,7 @@ def _sampler(scheme, num_clients=20, k=5, seed=3, fraction=0.5, sizes=None):
   )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize('scheme', list(SamplingScheme))
 def test_draws_are_a_function_of_seed_and_round_only(scheme):
   rounds = list(range(1, 40))
@@ -297,6 +299,7 @@ def test_invalid_settings_are_value_errors(kwargs, message):
     ClientSampler(**settings)
 
 
+@pytest.mark.fast
 def test_settings_are_normalized():
   sampler = ClientSampler(
     3, 2, 1, 0, scheme='proportional', client_sizes=np.array([4, 5, 6])

@@ -1887,6 +1887,7 @@ def test_damaged_file(case, tmp_path, monkeypatch):
   assert result.kind in GOOD, f'{result.kind}: {result.detail}'
 
 
+@pytest.mark.fast
 def test_every_reader_loads_its_valid_files(tmp_path, monkeypatch):
   """The corpus starts from valid data: each reader loads it unchanged."""
   for reader in READERS:
@@ -1901,6 +1902,7 @@ def test_every_reader_loads_its_valid_files(tmp_path, monkeypatch):
 NO_VALUES_CLASS = {'mnist_idx_images', 'cifar10_cache'}
 
 
+@pytest.mark.fast
 def test_corpus_covers_every_class_for_every_reader():
   counts = collections.Counter((c.reader.name, c.cls) for c in CORPUS)
   for reader in READERS:

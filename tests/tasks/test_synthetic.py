@@ -58,6 +58,7 @@ def test_generator_statistics_match_the_fedprox_authors_data(name, shared_data):
     assert ours['labels'] < 3 and ref['labels'] < 3
 
 
+@pytest.mark.fast
 def test_generator_is_deterministic_per_seed():
   a = synthetic.generate(1, 1, False, seed=4)
   b = synthetic.generate(1, 1, False, seed=4)
@@ -69,6 +70,7 @@ def test_generator_is_deterministic_per_seed():
   assert all(0 <= y.min() and y.max() < 10 for y in a[1])
 
 
+@pytest.mark.fast
 def test_split_is_90_10_per_device_and_configurable():
   task = tasks.load_task('synthetic_1_1')
   train = tasks.client_arrays(task.train)
@@ -96,6 +98,7 @@ def _write_leaf(folder, users):
     (folder / split / 'data.json').write_text(json.dumps(content))
 
 
+@pytest.mark.fast
 def test_loads_leaf_json_written_by_the_test(tmp_path):
   rng = np.random.default_rng(0)
   users = {

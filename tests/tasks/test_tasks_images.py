@@ -72,6 +72,7 @@ def _num_params(model_fn):
 # ------------------------------------------------------------------ models
 
 
+@pytest.mark.fast
 def test_model_parameter_counts():
   assert _num_params(image_models.mnist_2nn()) == 199_210
   assert _num_params(image_models.mnist_cnn()) == 1_663_370
@@ -395,6 +396,7 @@ def test_tiny_mnist_fedavg_tasks_and_one_run(tmp_path):
   assert float(rows[1]['train_loss']) < float(rows[0]['train_loss'])
 
 
+@pytest.mark.fast
 def test_tiny_mnist_powerlaw(tiny_mnist):
   task = mnist.TASKS['mnist_powerlaw'](tiny_mnist, 0)
   assert len(task.train.client_ids) == 1000
@@ -487,6 +489,7 @@ def _dump(path, x, y):
     )
 
 
+@pytest.mark.fast
 def test_tiny_cifar_jpeg_tars_and_cache(tmp_path, monkeypatch):
   monkeypatch.setenv('TFF_ALGOS_CACHE', str(tmp_path / 'cache'))
   (tmp_path / 'cifar10').mkdir()
@@ -606,6 +609,7 @@ def _write_npz(root, arrays):
   return path
 
 
+@pytest.mark.fast
 def test_tiny_femnist_npz(tmp_path):
   arrays = _tiny_femnist_arrays()
   _write_npz(tmp_path, arrays)

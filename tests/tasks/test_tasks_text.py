@@ -160,6 +160,7 @@ def test_tff_shakespeare_tiny_sqlite(tiny_tff, tmp_path):
   assert rows[1]['local_steps'] >= 2
 
 
+@pytest.mark.fast
 def test_tff_shakespeare_missing_and_corrupt(tmp_path):
   with pytest.raises(tasks.DataError, match=r'tff/shakespeare\.sqlite'):
     shakespeare.load_shakespeare(str(tmp_path))
@@ -195,6 +196,7 @@ def test_tff_shakespeare_shared_data(shared_data):
 
 
 # ----------------------------------------------------------------- models
+@pytest.mark.fast
 def test_char_lstm_parameters_and_masked_metrics():
   assert text_models.char_lstm_num_params(90) == CHAR_LSTM_PARAMS
   model = shakespeare.build_task(
@@ -388,6 +390,7 @@ TWEETS = {
 }
 
 
+@pytest.mark.fast
 def test_sent140_leaf_folder_csv_and_sample(tmp_path):
   root = tmp_path / 'leaf' / 'sent140'
   for split, part in (('train', slice(0, -1)), ('test', slice(-1, None))):

@@ -12,6 +12,7 @@ from tasks import partitions
 from tff_algos import cli
 
 
+@pytest.mark.fast
 def test_the_adding_a_task_example_of_the_docs_registers_a_task(tmp_path):
   page = (REPO / 'docs' / 'TASKS.md').read_text()
   section = page.split('## Adding a task', 1)[1].split('\n## ', 1)[0]
@@ -52,6 +53,7 @@ def test_a_bad_partition_is_a_clear_error(spec):
     partitions.parse(spec)
 
 
+@pytest.mark.fast
 def test_dirichlet_keeps_every_example_and_skews_labels_with_small_alpha():
   rng = np.random.default_rng(0)
   labels = np.repeat(np.arange(10), 200)
@@ -78,6 +80,7 @@ def test_dirichlet_keeps_every_example_and_skews_labels_with_small_alpha():
   del rng
 
 
+@pytest.mark.fast
 def test_a_partitioned_task_has_the_same_clients_examples_and_histogram():
   task = tasks.load_task('synthetic_1_1')
   skewed = tasks.load_task('synthetic_1_1', partition='dirichlet:0.3')

@@ -409,16 +409,8 @@ def _header(
   process was built with; `built`: its hyper-parameters, which name the
   optimizers it was built with; `execution`: how its clients train)."""
   algorithm = settings.algorithm
-  parts = (
-    [
-      f'{len(task.client_ids)} clients pooled into one',
-      f'B={algorithm.batch_size}',
-    ]
-    if settings.entry.pooled
-    else [
-      f'{len(task.client_ids)} clients, K={settings.sampling.clients_per_round}',
-      f'E={algorithm.epochs}, B={algorithm.batch_size}',
-    ]
+  parts = settings.entry.clients.header(
+    len(task.client_ids), settings.sampling.clients_per_round, algorithm
   )
   for role, optimizer, part in (
     ('client', algorithm.client_optimizer, 'client_work'),

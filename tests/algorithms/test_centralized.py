@@ -11,6 +11,7 @@ import tasks
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation import sampling
 from tff_algos.simulation import trainer
+from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
 
@@ -83,6 +84,7 @@ def test_its_summary_states_the_updates_to_the_target(tmp_path):
     'sgd',
     algo='centralized',
     rounds=3,
+    clients_per_round=1,
     epochs=None,
     hparams={'updates_per_round': 5},
   )
@@ -100,8 +102,11 @@ def test_its_summary_states_the_updates_to_the_target(tmp_path):
 @pytest.mark.parametrize(
   'flags, message',
   [
-    (dict(straggler_fraction=0.5), '--straggler_fraction: --algo=centralized'),
-    (dict(client_sampling='poisson'), 'without client sampling'),
+    (dict(straggler_fraction=0.5), 'centralized has straggler_fraction=0'),
+    (dict(client_sampling='poisson'), 'centralized has client_sampling=unif'),
+    (dict(aggregator='dp'), '--aggregator=dp: centralized has aggregator='),
+    (dict(clients_per_round=5), '--clients_per_round=5: centralized has '),
+    (dict(clients_per_round=None), '--client_fraction: centralized has cl'),
     (dict(hparams={'updates_per_round': 2.5}), 'whole number'),
     (dict(epochs=3), 'centralized has epochs=1'),
   ],
@@ -109,5 +114,17 @@ def test_its_summary_states_the_updates_to_the_target(tmp_path):
 def test_settings_it_does_not_have_are_refused(flags, message):
   with pytest.raises(ConfigError, match=message):
     resolve(
-      helpers.quick_config(algo='centralized', **{'epochs': None, **flags})
+      helpers.quick_config(
+        algo='centralized', **{'epochs': None, 'clients_per_round': 1, **flags}
+      )
     )
+
+
+@pytest.mark.fast
+def test_one_client_is_its_default_and_its_header_says_pooled():
+  settings = resolve(Config.create(algo='centralized'))
+  assert settings.sampling.clients_per_round == 1
+  assert settings.entry.clients.header(3400, 1, settings.algorithm) == [
+    '3400 clients pooled into one',
+    'B=100',
+  ]

@@ -87,7 +87,9 @@ def test_a_registered_algorithm_runs_through_the_command_line(
 ):
   runs = {}
   for name, flags in (
-    ('fedavg', ['--algo=fedavg']),
+    # The user's builder takes no lockstep input: its runs train per client,
+    # so FedAvg's does too (lockstep sums in another float32 order).
+    ('fedavg', ['--algo=fedavg', '--client_execution=per_client']),
     ('momentum0', ['--algo=fedavgm_test', '--momentum=0']),
     ('momentum', ['--algo=fedavgm_test']),
   ):
@@ -238,3 +240,63 @@ def _flags(*args):
   holder = cli.flag_values(run.GROUPS)
   cli.parse(holder, list(args))
   return holder
+
+
+class _EvenClients(registry.ClientPlan):
+  """A user's plan: trains the task's even-indexed clients, 3 steps a
+  round."""
+
+  def header(self, num_clients, clients_per_round, settings):
+    return [f'{(num_clients + 1) // 2} even clients, K={clients_per_round}']
+
+  def training(self, ids, arrays):
+    return list(ids)[::2], list(arrays)[::2]
+
+  def steps_per_round(self, hparams):
+    return 3
+
+
+@pytest.mark.fast
+def test_an_algorithm_decides_which_clients_its_runs_train():
+  """`Algorithm.clients` and `fixed` run settings: the trainer's clients,
+  the sampler's round length, the header and K come from the algorithm's
+  declaration alone."""
+  import numpy as np
+
+  from tff_algos.simulation import trainer
+
+  registry.register(
+    dataclasses.replace(
+      registry.get('fedavg'),
+      name='t',
+      clients=_EvenClients(),
+      fixed=dict(registry.get('fedavg').fixed, clients_per_round=2),
+    )
+  )
+  try:
+    settings = resolve(Config.create(algo='t', epochs=1))
+    assert settings.sampling.clients_per_round == 2
+    with pytest.raises(ConfigError, match='--clients_per_round=3: t has'):
+      resolve(Config.create(algo='t', clients_per_round=3))
+    train = [dict(x=np.full((4, 1), k), y=np.zeros(4)) for k in range(5)]
+    data = trainer.ClientData.from_arrays(settings, train)
+    assert data.client_ids == ['0', '2', '4']
+    assert [int(a['x'][0, 0]) for a in data.train] == [0, 2, 4]
+    assert len(data.evaluated) == 5  # f(w) stays over all the clients.
+    assert trainer.sampler(settings, data.train).steps_per_round == 3
+    header = run._header(settings, _Task(5), 'out', 'new')
+    assert '3 even clients, K=2' in header
+  finally:
+    registry.unregister('t')
+
+
+@dataclasses.dataclass
+class _Task:
+  """What the run header reads of a task."""
+
+  size: int
+  description: str = 'a task'
+
+  @property
+  def client_ids(self):
+    return [str(k) for k in range(self.size)]

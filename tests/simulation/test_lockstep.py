@@ -28,7 +28,10 @@ CASES = {
   'fedprox_adaptive_mu': dict(algo='fedprox', mu=0.5, adaptive_mu=True),
   'fedisgd': dict(algo='fedisgd'),
   'centralized': dict(
-    algo='centralized', epochs=None, hparams={'updates_per_round': 7}
+    algo='centralized',
+    clients_per_round=1,
+    epochs=None,
+    hparams={'updates_per_round': 7},
   ),
   'dp_fixed_poisson': dict(
     algo='fedavg',

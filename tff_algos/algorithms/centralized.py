@@ -15,17 +15,43 @@ of one update is that update exactly). The client is sent only the
 examples its block reads.
 """
 
+import numpy as np
+
 from tff_algos.algorithms import core
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import registry
 
 UPDATES_PER_ROUND = registry.HyperParameter(
-  registry.POOLED_STEPS,
+  'updates_per_round',
   100,
   help='The centralized baseline: minibatch updates in a "round" (a block '
   'of SGD steps on the pooled data).',
   minimum=1,
 )
+
+
+class Pooled(registry.ClientPlan):
+  """One client of every client's training data, client after client; a
+  round is a block of `updates_per_round` minibatch steps."""
+
+  def header(self, num_clients, clients_per_round, settings):
+    del clients_per_round  # One.
+    return [
+      f'{num_clients} clients pooled into one',
+      f'B={settings.batch_size}',
+    ]
+
+  def training(self, ids, arrays):
+    del ids
+    pooled = {
+      name: np.concatenate([a[name] for a in arrays]) for name in arrays[0]
+    }
+    return ['pooled'], [pooled]
+
+  def steps_per_round(self, hparams):
+    steps = hparams.get(UPDATES_PER_ROUND.name)
+    return None if steps is None else int(steps)
+
 
 ALGORITHM = registry.register(
   registry.Algorithm(
@@ -45,11 +71,16 @@ ALGORITHM = registry.register(
       server_lr=1.0,
       straggler_policy='drop',
       client_weighting='uniform',
+      # One client of all the data: no sampling, stragglers or aggregator.
+      clients_per_round=1,
+      straggler_fraction=0.0,
+      client_sampling='uniform',
+      aggregator='mean',
     ),
     describe=lambda settings: (
       f'SGD (centralized), {settings.hparams["updates_per_round"]:g} '
       'updates a round'
     ),
-    pooled=True,
+    clients=Pooled(),
   )
 )

@@ -33,12 +33,20 @@ ALGORITHM_FIELDS = (
   'client_weighting',
 )
 
+# Run settings an algorithm may also fix (`Algorithm.fixed`): a run that
+# gives another value than the flag's default is refused (the centralized
+# baseline trains one client, with no sampling scheme, stragglers or
+# aggregator).
+RUN_FIELDS = (
+  'clients_per_round',
+  'straggler_fraction',
+  'client_sampling',
+  'aggregator',
+)
+
 # The algorithm of a run that names none: the default run is FedProx on
 # Synthetic(1,1) (Li et al. 2020, §5.2).
 DEFAULT = 'fedprox'
-# The hyper-parameter a pooled algorithm (`Algorithm.pooled`) declares:
-# the minibatch steps a round of it takes.
-POOLED_STEPS = 'updates_per_round'
 
 # FedProx's settings for its synthetic data (Li et al. 2020, §5.2 and
 # Appendix C.2), the default run: E = 20, B = 10, learning rate 0.01, and
@@ -166,6 +174,36 @@ class AlgorithmSettings:
   aggregator: aggregators.AggregatorSettings | None = None
 
 
+class ClientPlan:
+  """Which clients a run of an algorithm trains, and how long a round is:
+  the task's clients as they are, K of them a round, E epochs each. An
+  algorithm that trains on them otherwise gives its own subclass as
+  `Algorithm.clients` (the centralized baseline pools them into one).
+  Imports no TensorFlow; the arrays are numpy's."""
+
+  def header(
+    self, num_clients: int, clients_per_round: int, settings: AlgorithmSettings
+  ) -> list[str]:
+    """The run header's words for the clients and their local training."""
+    return [
+      f'{num_clients} clients, K={clients_per_round}',
+      f'E={settings.epochs}, B={settings.batch_size}',
+    ]
+
+  def training(
+    self, ids: Sequence[str], arrays: Sequence[Mapping[str, Any]]
+  ) -> tuple[list[str], list[Mapping[str, Any]]]:
+    """The ids and training arrays (by index) of the clients a run trains,
+    from the task's."""
+    return list(ids), list(arrays)
+
+  def steps_per_round(self, hparams: Mapping[str, Any]) -> int | None:
+    """The minibatch steps of a round (fresh permutations of a client's
+    data), or None: E epochs."""
+    del hparams
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Algorithm:
   """One algorithm's entry.
@@ -184,9 +222,9 @@ class Algorithm:
       or a function of the other resolved settings, by name).
     hparams: its own hyper-parameters (`HyperParameter`s; a mapping of
       name → default declares numbers with no check or column).
-    fixed: ALGORITHM_FIELDS the algorithm implies (FedSGD: E = 1, B = ∞);
-      giving another value is an error. (A hyper-parameter it implies is
-      a `HyperParameter.fixed_at`.)
+    fixed: ALGORITHM_FIELDS and RUN_FIELDS the algorithm implies (FedSGD:
+      E = 1, B = ∞); giving another value is an error. (A hyper-parameter
+      it implies is a `HyperParameter.fixed_at`.)
     describe: its legend entry for a run's `AlgorithmSettings` (default: the
       label and its own hyper-parameters).
     callbacks: `callbacks(settings)` → the round callbacks of a run
@@ -199,9 +237,8 @@ class Algorithm:
       `--client_optimizer`); FedSGD's compute a gradient.
     server_lr_schedule: the server learning rate's default schedule
       (`algorithms.optimizers`; FedISGD's η_g decays in steps).
-    pooled: it trains on all clients' training data pooled as one (a
-      centralized baseline): one "client", each round a block of
-      `hparams[POOLED_STEPS]` minibatch steps, no sampling.
+    clients: which clients its runs train and how long a round is
+      (`ClientPlan`; default: the task's, E epochs a round).
   """
 
   name: str
@@ -220,7 +257,7 @@ class Algorithm:
   metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
   client_optimizer: bool = True
   server_lr_schedule: str = 'constant'
-  pooled: bool = False
+  clients: ClientPlan = ClientPlan()
 
   def __post_init__(self):
     declared = (
@@ -243,17 +280,12 @@ class Algorithm:
         'declare its own in hparams'
       )
     if set(self.uses) & set(self.fixed) or set(self.fixed) - set(
-      ALGORITHM_FIELDS
+      ALGORITHM_FIELDS + RUN_FIELDS
     ):
       raise ValueError(
         f'{self.name}: fixed holds settings it does not use '
-        f'({", ".join(ALGORITHM_FIELDS)}); a hyper-parameter is fixed by '
-        'HyperParameter.fixed_at'
-      )
-    if self.pooled and POOLED_STEPS not in names:
-      raise ValueError(
-        f'{self.name}: a pooled algorithm needs the '
-        f'hyper-parameter {POOLED_STEPS}'
+        f'({", ".join(ALGORITHM_FIELDS + RUN_FIELDS)}); a hyper-parameter '
+        'is fixed by HyperParameter.fixed_at'
       )
     missing = set(self.uses) - set(self.defaults)
     if missing:

@@ -393,14 +393,13 @@ def _optimizers(config, algorithm, values):
 def resolve(config: Config, num_clients: int | None = None) -> Settings:
   """The run's `Settings`: `config` checked, the algorithm's defaults filled
   in. ConfigError for values no run can use (before anything runs); with
-  `num_clients` (the task's N), also for K or --eval_clients above N. A
-  pooled (centralized) algorithm trains on one client: K = 1."""
+  `num_clients` (the task's N), also for K or --eval_clients above N. The
+  run settings the algorithm fixes (`registry.RUN_FIELDS`) take its values."""
   try:
     algorithm = registry.get(config.algo)
   except ValueError as e:
     raise ConfigError(f'--algo: {e}') from None
-  if algorithm.pooled:
-    config = _pooled(config)
+  config = _run_values(config, algorithm)
   values = _algorithm_values(config, algorithm)
   hparams = _hyperparameters(config, algorithm)
   privacy = _privacy(config, num_clients)
@@ -473,25 +472,22 @@ def resolve(config: Config, num_clients: int | None = None) -> Settings:
   )
 
 
-def _pooled(c: Config) -> Config:
-  """The flags of a centralized run (all clients' data pooled into one,
-  `Algorithm.pooled`): K = 1 of that one; ConfigError for settings of
-  client sampling or aggregation, which it has not."""
-  given = [
-    f'--{name}'
-    for name, value, default in (
-      ('straggler_fraction', c.straggler_fraction, 0.0),
-      ('client_sampling', c.client_sampling, 'uniform'),
-      ('aggregator', c.aggregator, 'mean'),
-    )
-    if value != default
-  ]
-  if given:
-    raise ConfigError(
-      f"{given[0]}: --algo={c.algo} trains on all clients' "
-      'data pooled, without client sampling or aggregation'
-    )
-  return dataclasses.replace(c, clients_per_round=1)
+# The flags' defaults: a run setting an algorithm fixes may be left at it.
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
+
+
+def _run_values(c: Config, algorithm: registry.Algorithm) -> Config:
+  """`c` with the run settings `algorithm` fixes; ConfigError for one given
+  another value than its flag's default."""
+  fixed = {n: v for n, v in algorithm.fixed.items() if n in registry.RUN_FIELDS}
+  for name, value in fixed.items():
+    given = getattr(c, name)
+    if given not in (value, _DEFAULTS[name]):
+      flag = f'{name}={given}' if given is not None else 'client_fraction'
+      raise ConfigError(
+        f'--{flag}: {algorithm.name} has {name}={value} ({algorithm.paper})'
+      )
+  return dataclasses.replace(c, **fixed)
 
 
 SAMPLING = tuple(scheme.value for scheme in SamplingScheme)

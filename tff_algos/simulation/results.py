@@ -269,6 +269,21 @@ FINAL_WHEN_RECORDED = (
 )
 
 
+def _steps_per_round(config):
+  """A run's minibatch steps a round, where its algorithm fixes them
+  (`ClientPlan.steps_per_round`), from its config.json; None otherwise,
+  or when no algorithm of that name is registered here."""
+  try:
+    entry = registry.get(config.get('algo', ''))
+  except ValueError:
+    return None
+  hparams = {  # Older files hold them in "hparams".
+    h.name: config.get(h.name, (config.get('hparams') or {}).get(h.name))
+    for h in entry.hparams
+  }
+  return entry.clients.steps_per_round(hparams)
+
+
 def summarize(
   run_dir, target_accuracy=None, examples_per_client=None, rows=None
 ):
@@ -296,11 +311,8 @@ def summarize(
   examples_per_client = examples_per_client or summary.get(
     'examples_per_client'
   )
-  block = config.get(
-    registry.POOLED_STEPS,  # Older files hold it in "hparams".
-    (config.get('hparams') or {}).get(registry.POOLED_STEPS),
-  )
-  if block is not None:  # A pooled run: a round is a block of steps.
+  block = _steps_per_round(config)
+  if block is not None:  # A round is a block of steps, not E epochs.
     result['updates_per_round'] = float(block)
   elif examples_per_client and config:
     result['updates_per_round'] = updates_per_round(  # FedAvg's u.

@@ -24,13 +24,10 @@ from collections.abc import Callable, Sequence
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 import tasks as tasks_lib
 from tff_algos import learning
 from tff_algos import runtime
 from tff_algos.algorithms import optimizers
-from tff_algos.algorithms import registry
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.privacy import accounting
 from tff_algos.privacy import mechanisms
@@ -149,22 +146,16 @@ class ClientData:
           len(train), 1, 1, settings.run.seed
         ).evaluation_clients(settings.measurement.eval_clients)
       ]
-    ids = client_ids or [str(k) for k in range(len(train))]
+    ids, trained = settings.entry.clients.training(
+      client_ids or [str(k) for k in range(len(train))], train
+    )
     test_ids = test_ids or [str(k) for k in range(len(test or ()))]
-    if settings.entry.pooled:  # One client of all the training data.
-      return cls(['pooled'], [_pooled(train)], test, evaluated, test_ids)
-    return cls(ids, train, test, evaluated, test_ids)
-
-
-def _pooled(arrays):
-  """Every client's arrays concatenated, client after client."""
-  return {name: np.concatenate([a[name] for a in arrays]) for name in arrays[0]}
+    return cls(ids, trained, test, evaluated, test_ids)
 
 
 def sampler(settings: config_lib.Settings, train) -> ClientSampler:
   """The run's sampler over the clients of `train` (their arrays: n_k for
   proportional sampling)."""
-  steps = settings.algorithm.hparams.get(registry.POOLED_STEPS)
   return ClientSampler(
     len(train),
     settings.sampling.clients_per_round,
@@ -173,7 +164,9 @@ def sampler(settings: config_lib.Settings, train) -> ClientSampler:
     settings.sampling.straggler_fraction,
     scheme=settings.sampling.scheme,
     client_sizes=[len(next(iter(a.values()))) for a in train],
-    steps_per_round=int(steps) if settings.entry.pooled else None,
+    steps_per_round=settings.entry.clients.steps_per_round(
+      settings.algorithm.hparams
+    ),
   )
 
 

@@ -46,6 +46,24 @@ def test_adaptive_mu_runs_after_the_evaluation_it_requires():
     in_order([rule, progress])
 
 
+@pytest.mark.parametrize(
+  'algo, shown', [('fedprox', ('mu',)), ('fedavg', ()), ('fedisgd', ('lam',))]
+)
+def test_the_progress_bar_shows_the_hyperparameters_a_run_may_change(
+  algo, shown
+):
+  from tff_algos.simulation import config
+  from tff_algos.simulation import trainer
+
+  settings = config.resolve(config.Config.create(algo=algo))
+  (bar,) = [
+    c
+    for c in trainer.run_outputs(settings, show_progress=False)
+    if isinstance(c, outputs.Progress)
+  ]
+  assert bar.reads == ('training_loss', 'test_accuracy', *shown)
+
+
 def test_a_value_the_loop_writes_needs_no_callback_and_a_cycle_is_refused():
   check = callbacks.DivergenceCheck()
   assert in_order([check], given=['update_non_finite']) == [check]

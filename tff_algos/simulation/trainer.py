@@ -359,10 +359,13 @@ def run_outputs(
   (after them, so that a diverged round's row is kept), `after` (e.g. the
   checkpoints, which a diverged round does not reach) and the progress bar
   (None: none)."""
+  varying = [  # One the algorithm fixes (FedAvg's μ = 0) tells nothing.
+    name
+    for name in settings.hparam_columns
+    if not settings.entry.hyperparameter(name).fixed
+  ]
   bar = (
-    []
-    if show_progress is None
-    else [outputs.Progress(settings.hparam_columns, show_progress)]
+    [] if show_progress is None else [outputs.Progress(varying, show_progress)]
   )
   return [*records, callbacks_lib.DivergenceCheck(), *after, *bar]
 

@@ -16,6 +16,9 @@ import tensorflow_federated as tff
 
 CHUNK_SIZE = 4096  # Examples per forward pass when a client's whole data is
 # processed "as one batch" (gradients, evaluation).
+# Rows a model predicts at once in `predict_in_parts`: a CNN's activations
+# for CHUNK_SIZE images are about 0.9 GB, for this many a ninth of that.
+PREDICT_ROWS = 512
 
 VariableModelFn = Callable[[], tff.learning.models.VariableModel]
 # What the builders take as `model_fn`, as TFF 0.87's builders do.
@@ -235,6 +238,35 @@ def chunk(data, start):
   """data[start:start + CHUNK_SIZE] (fewer at the end)."""
   end = tf.minimum(start + CHUNK_SIZE, num_examples(data))
   return tf.nest.map_structure(lambda t: t[start:end], data)
+
+
+def predict_in_parts(predict, x, training=True, rows=PREDICT_ROWS):
+  """`predict(x, training)` made `rows` rows at a time and concatenated:
+  each row's prediction is its own (a model's layers act row by row in
+  inference), so the result is the whole batch's, while only one part's
+  activations are held at a time."""
+  rows_of = lambda i: tf.nest.map_structure(
+    lambda t: t[i * rows : (i + 1) * rows], x
+  )
+  first = predict(rows_of(0), training)
+  parts = [
+    tf.TensorArray(t.dtype, size=0, dynamic_size=True, infer_shape=False).write(
+      0, t
+    )
+    for t in tf.nest.flatten(first)
+  ]
+
+  def body(i, parts):
+    part = tf.nest.flatten(predict(rows_of(i), training))
+    return i + 1, [a.write(i, t) for a, t in zip(parts, part)]
+
+  _, parts = tf.while_loop(
+    lambda i, _: i * rows < num_examples(x), body, (tf.constant(1), parts)
+  )
+  whole = [a.concat() for a in parts]
+  for t, like in zip(whole, tf.nest.flatten(first)):
+    t.set_shape([None, *like.shape[1:]])
+  return tf.nest.pack_sequence_as(first, whole)
 
 
 def assign_weights(model, weights):

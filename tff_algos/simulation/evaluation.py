@@ -183,6 +183,24 @@ class _InProcess:
     )
 
 
+def _predict_in_parts(model):
+  """Has `model`'s inference passes predict `model_ops.PREDICT_ROWS` rows
+  at a time (`model_ops.predict_in_parts`), so that a chunk's pass holds
+  one part's activations; its metrics still update once per chunk, on the
+  same predictions. A TFF Keras model's forward pass predicts through its
+  `predict_on_batch` attribute; a model without one is left as it is."""
+  if not hasattr(model, 'predict_on_batch'):
+    return
+  whole = _method(model, 'predict_on_batch')
+
+  def in_parts(x, training=True):
+    if training:  # A gradient's sums would be grouped by part.
+      return whole(x, training)
+    return model_ops.predict_in_parts(whole, x, training)
+
+  model.predict_on_batch = in_parts
+
+
 def _method(model, name):
   """model.name, a tf.function method, as its Python function bound to
   `model` (traced inline, without AutoGraph); model.name itself otherwise."""
@@ -433,7 +451,8 @@ def build_evaluation(
   The forward passes take up to `model_ops.CHUNK_SIZE` examples at a time
   across clients: the metrics are sums over examples, so they add up to
   the same values as client by client (what the TFF computation does), in
-  fewer and larger passes (`num_batches` counts the passes). A model whose
+  fewer and larger passes (`num_batches` counts the passes), each
+  predicting `model_ops.PREDICT_ROWS` rows at a time. A model whose
   metrics are not sums over examples says so with a `per_client_metrics`
   attribute on its model_fn (the char-LSTM: its loss is a mean over each
   batch's non-pad characters); its metrics take each client's batches,
@@ -451,6 +470,7 @@ def build_evaluation(
   """
   local = _InProcess(model_fn, client_tensors)
   model = local.model
+  _predict_in_parts(model)
   # Keras finalizers are tf.functions that build a metric (variables) per
   # trace, which eager tf.function tracing refuses: their Python functions,
   # traced once into one function (`_finalizing_function`).

@@ -17,7 +17,7 @@ import tensorflow_federated as tff
 CHUNK_SIZE = 4096  # Examples per forward pass when a client's whole data is
 # processed "as one batch" (gradients, evaluation).
 # Rows a model predicts at once in `predict_in_parts`: a CNN's activations
-# for CHUNK_SIZE images are about 0.9 GB, for this many a ninth of that.
+# for CHUNK_SIZE images are about 0.9 GB, for this many an eighth of that.
 PREDICT_ROWS = 512
 
 VariableModelFn = Callable[[], tff.learning.models.VariableModel]

@@ -471,9 +471,9 @@ def build_evaluation(
   local = _InProcess(model_fn, client_tensors)
   model = local.model
   _predict_in_parts(model)
-  # Keras finalizers are tf.functions that build a metric (variables) per
-  # trace, which eager tf.function tracing refuses: their Python functions,
-  # traced once into one function (`_finalizing_function`).
+  # Keras finalizers are tf.functions that build a metric (variables)
+  # whenever they run: their Python functions, traced into one function
+  # that builds them once (`_finalizing_function`).
   finalizers = collections.OrderedDict(
     (name, getattr(finalize, 'python_function', finalize))
     for name, finalize in model.metric_finalizers().items()
@@ -673,22 +673,39 @@ def _finalize(finalizers, totals):
 
 def _finalizing_function(finalizers, totals):
   """The metric finalizers (their Python functions) as one tf.function of
-  the summed metrics `totals` (their structure), traced once, here: each
-  finalizer builds its Keras metric once (in that trace) and then only
-  assigns its variables and computes `result()` per evaluation, the same
-  ops as when called eagerly (which built a new Keras metric, variables and
-  all, on every call: 4 per evaluation, most of a small model's evaluation
-  time). None if they cannot be traced so (then they are called eagerly).
-  """
+  the summed metrics `totals` (their structure): each Keras finalizer
+  builds a new Keras metric, variables and all, whenever it runs (4 per
+  evaluation eagerly, most of a small model's evaluation time). Traced,
+  the metrics' variables are created on the first trace and handed back,
+  in the order they are asked for, on tf.function's second trace (which
+  refuses new variables), so that every evaluation only assigns them and
+  computes `result()`, the same ops as eagerly. None if the finalizers
+  cannot be traced so (then they are called eagerly)."""
   specs = tf.nest.map_structure(
     lambda t: tf.TensorSpec(t.shape, t.dtype), totals
   )
+  created, asked = [], 0
+
+  def reuse_variables(next_creator, **kwargs):
+    nonlocal asked
+    if asked == len(created):
+      created.append(next_creator(**kwargs))
+    variable, asked = created[asked], asked + 1
+    shape, dtype = kwargs.get('shape'), kwargs.get('dtype')
+    if (shape is not None and not variable.shape.is_compatible_with(shape)) or (
+      dtype is not None and tf.as_dtype(dtype) != variable.dtype
+    ):
+      raise ValueError('a finalizer asked for other variables when retraced')
+    return variable
 
   def finalize_all(total):
-    return collections.OrderedDict(
-      (name, tf.convert_to_tensor(finalize(list(total[name]))))
-      for name, finalize in finalizers.items()
-    )
+    nonlocal asked
+    asked = 0
+    with tf.variable_creator_scope(reuse_variables):
+      return collections.OrderedDict(
+        (name, tf.convert_to_tensor(finalize(list(total[name]))))
+        for name, finalize in finalizers.items()
+      )
 
   try:
     function = tf.function(

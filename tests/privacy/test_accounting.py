@@ -449,6 +449,41 @@ def test_each_rounds_value_is_that_of_composing_that_many_rounds(
   assert accounting.epsilons(1.1, 0, 1e-6, **kwargs) == []
 
 
+@pytest.mark.parametrize('adaptive', [False, True])
+def test_a_mechanism_asked_for_again_gets_what_dp_accounting_computes(
+  adaptive,
+):
+  """One round's RDP is remembered by the mechanism's value (each seed of
+  a sweep asks again): a second ask, and a mechanism whose z is float32's
+  nearest to the same decimal, each get dp_accounting's own composition of
+  their event, computed from scratch."""
+  # TFF's adaptive clipping needs a cohort whose clipped count's noise
+  # (0.05·K by default) leaves the update some of z.
+  kwargs = dict(num_clients=100, clients_per_round=20)
+
+  def released(z):
+    return accounting.mechanism(
+      z, clients_per_round=20, adaptive_clipping=adaptive
+    )
+
+  def from_scratch(z):
+    event = accounting.sampled_event(released(z), **kwargs)
+    values = []
+    for t in (1, 2, 3):
+      ledger = rdp.RdpAccountant(
+        None, dp_accounting.NeighboringRelation.REPLACE_ONE
+      )
+      ledger.compose(event, t)
+      values.append(ledger.get_epsilon(1e-3))
+    return values
+
+  curves = []
+  for z in (0.8, 0.8, np.float32(0.8)):
+    curves.append(accounting.epsilons_of(released(z), 3, 1e-3, **kwargs))
+    assert curves[-1] == from_scratch(z)
+  assert curves[0] != curves[2]
+
+
 @pytest.mark.fast
 def test_no_noise_is_no_privacy():
   for sampling, accountant in (('uniform', 'rdp'), ('poisson', 'pld')):

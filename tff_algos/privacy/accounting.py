@@ -581,8 +581,8 @@ def _refuse_uncertified(sampling):
 # One round's RDP by (event, orders, relation), each a value: a memo of a
 # pure function, so a run that finds its mechanism here gets the same
 # array it would compute. dp_accounting's sampled-without-replacement
-# Gaussian takes over a second (1.2 s of a 9 s three-round DP run in a
-# profile), and a process asks again for each run of the same mechanism:
+# Gaussian took 1.22 s in a profile of a three-round DP run (such runs
+# took 7.4–8.9 s unprofiled), and a process asks again for each run of the same mechanism:
 # each seed of a sweep, a notebook's re-run, the tests.
 _ONE_ROUND_RDP: dict = {}
 _ONE_ROUND_RDP_ENTRIES = 64

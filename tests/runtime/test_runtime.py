@@ -1,5 +1,6 @@
 """The TFF runtime's lifetime and its loopback-only worker."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -26,6 +27,13 @@ def _workers_of(process):
 def _gone(process):
   try:
     return process.status() == psutil.STATUS_ZOMBIE
+  except psutil.NoSuchProcess:
+    return True
+
+
+def _pid_gone(pid):
+  try:
+    return _gone(psutil.Process(pid))
   except psutil.NoSuchProcess:
     return True
 
@@ -173,3 +181,51 @@ def test_the_worker_started_first_is_adopted_and_logs_to_the_run(tmp_path):
   assert result.stdout.split() == ['5']
   # What it wrote before the run knew its folder, and after.
   assert log.read_text().strip()
+
+
+_RUN_WITHOUT_START = """
+import json
+import pathlib
+import sys
+
+import psutil
+
+import tasks
+sys.path.append('tests')
+import helpers
+from tff_algos import runtime
+
+helpers.run(
+    pathlib.Path(sys.argv[1]), 'run', rounds=1, client_execution='per_client')
+workers = [
+    p.pid for p in psutil.Process().children(recursive=True)
+    if 'worker_binary' in ' '.join(p.cmdline())
+]
+print(json.dumps(dict(ours=runtime.worker_pid(), workers=workers)))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_that_never_started_the_runtime_runs_on_it(tmp_path):
+  """A notebook that runs (`experiment.run`; `trainer.train` and
+  `trainer.loop_for` build through the same `trainer.build_for_run`)
+  without `runtime.start()`:
+  its computations run on our worker (loopback only, stopped with the
+  process). Per-client clients ran on a worker of TFF's default context,
+  which listens on every interface and is stopped only by a `__del__` that
+  may not run (such workers were seen adopted by pid 1 after the run)."""
+  result = subprocess.run(
+    [sys.executable, '-c', _RUN_WITHOUT_START, str(tmp_path)],
+    cwd=REPO,
+    env=USER_ENV,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  pids = json.loads(result.stdout.strip().splitlines()[-1])
+  assert pids['ours'] is not None and pids['workers'] == [pids['ours']], pids
+  deadline = time.monotonic() + 10
+  while not _pid_gone(pids['ours']) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert _pid_gone(pids['ours'])

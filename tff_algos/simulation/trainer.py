@@ -72,7 +72,12 @@ def build_for_run(
   --client_execution=lockstep, or auto, where the run allows it and (auto)
   it pays (`lockstep.unavailable`), the algorithm built with
   `learning.LockstepInput` ('lockstep'); else the per-client process
-  ('per client', and why where lockstep was asked for)."""
+  ('per client', and why where lockstep was asked for).
+  Installs our local runtime (`runtime.install`) as TFF's default context,
+  so that a caller that never called `runtime.start()` (a notebook) runs
+  the process on it: TFF's own default context starts a worker that
+  listens on every interface and may outlive the process."""
+  runtime.install()
   execution = settings.run.client_execution
   if execution == 'per_client':
     return build_process(settings, model_fn, process_fn=process_fn), (

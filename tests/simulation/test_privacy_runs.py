@@ -32,7 +32,25 @@ def _rows(tmp_path, name, **overrides):
   return text, rows
 
 
-def test_a_dp_run_reports_the_epsilon_of_its_sampling_each_round(tmp_path):
+@pytest.fixture(scope='module')
+def shared_run(tmp_path_factory):
+  """(metrics.csv text, rows, folder) of a run of `overrides` that
+  several tests read and none writes to, run once for them all."""
+  done = {}
+
+  def run(**overrides):
+    key = tuple(sorted(overrides.items()))
+    if key not in done:
+      folder = tmp_path_factory.mktemp('shared')
+      done[key] = (*helpers.run(folder, 'run', **overrides), folder / 'run')
+    return done[key]
+
+  return run
+
+
+def test_a_dp_run_reports_the_epsilon_of_its_sampling_each_round(
+  tmp_path, shared_run
+):
   _, rows = _rows(tmp_path, 'dp', **DP, client_sampling='poisson')
   config = json.loads((tmp_path / 'dp' / 'config.json').read_text())
   assert config['dp_adjacency'] == 'add-or-remove-one'
@@ -60,20 +78,20 @@ def test_a_dp_run_reports_the_epsilon_of_its_sampling_each_round(tmp_path):
     'add-or-remove-one',
     'rdp',
   )
-  _, uniform = _rows(tmp_path, 'uniform', **DP)  # Replace-one: larger ε.
+  _, uniform, _ = shared_run(**DP)  # Replace-one: larger ε.
   assert float(uniform[-1]['epsilon']) > expected[-1]
 
 
-def test_dp_noise_is_seeded_the_same_seed_the_same_run(tmp_path):
-  first, _ = _rows(tmp_path, 'a', **DP)
-  again, _ = _rows(tmp_path, 'b', **DP)
-  other, _ = _rows(tmp_path, 'c', **DP, seed=1)
-  mean, _ = _rows(tmp_path, 'd')
+def test_dp_noise_is_seeded_the_same_seed_the_same_run(tmp_path, shared_run):
+  first, _, folder = shared_run(**DP)
+  again, _ = _rows(tmp_path, 'again', **DP)  # Run anew, in this process.
+  other, _, other_folder = shared_run(**DP, seed=1)
+  mean, _, _ = shared_run()
   assert first == again
   assert first != other and first != mean
   # The noise's seed is a constant of the initial state: seeds of one
   # experiment still have one code id, so that they are averaged.
-  assert results.code_id(tmp_path / 'a') == results.code_id(tmp_path / 'c')
+  assert results.code_id(folder) == results.code_id(other_folder)
 
 
 @pytest.mark.parametrize(
@@ -105,8 +123,8 @@ def test_bad_privacy_and_sampling_settings_are_config_errors(flags, message):
     resolve(helpers.quick_config(**flags), num_clients=30)
 
 
-def test_the_noise_seed_varies_the_noise_alone(tmp_path):
-  _, default = _rows(tmp_path, 'default', **DP)
+def test_the_noise_seed_varies_the_noise_alone(tmp_path, shared_run):
+  _, default, _ = shared_run(**DP)
   _, same = _rows(tmp_path, 'same', **DP, dp_noise_seed=0)
   _, other = _rows(tmp_path, 'other', **DP, dp_noise_seed=7)
   assert same == default
@@ -195,13 +213,15 @@ def test_the_per_client_plot_pools_seeds_and_refuses_runs_without_it(tmp_path):
   assert exit_.value.code == 2
 
 
-def test_the_privacy_utility_plot_puts_each_line_at_its_epsilons(tmp_path):
+def test_the_privacy_utility_plot_puts_each_line_at_its_epsilons(
+  tmp_path, shared_run
+):
   from tff_algos import plot
   from tff_algos.analysis import plot as plot_lib
 
-  runs = [tmp_path / name for name in ('seed0', 'seed1', 'noisier')]
-  for run, seed, z in zip(runs, (0, 1, 0), (0.8, 0.8, 2.0)):
-    _rows(tmp_path, run.name, **dict(DP, dp_noise_multiplier=z), seed=seed)
+  _rows(tmp_path, 'noisier', **dict(DP, dp_noise_multiplier=2.0))
+  runs = [shared_run(**DP)[2], shared_run(**DP, seed=1)[2]]
+  runs.append(tmp_path / 'noisier')
   groups = plot_lib.seed_groups([str(r) for r in runs])
   assert [len(g) for g in groups] == [2, 1]  # The seeds are one line.
   rows = results.read_rows(runs[0])
@@ -224,11 +244,9 @@ def test_the_privacy_utility_plot_puts_each_line_at_its_epsilons(tmp_path):
   assert ['z=0.8' in labels[0], 'z=2' in labels[1]] == [True, True]
   with pytest.raises(ValueError, match='different .epsilon.'):
     plot_lib._positions([str(runs[0]), str(runs[2])], rounds, 'epsilon')
-  _rows(tmp_path, 'no_dp')
+  no_dp = shared_run()[2]
   with pytest.raises(SystemExit) as exit_:
-    plot.main(
-      [str(tmp_path / 'no_dp'), '--x=epsilon', f'--out={tmp_path / "none.png"}']
-    )
+    plot.main([str(no_dp), '--x=epsilon', f'--out={tmp_path / "none.png"}'])
   assert exit_.value.code == 2
 
 

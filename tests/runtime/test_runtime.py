@@ -12,6 +12,7 @@ import pytest
 from conftest import listening_ips
 from conftest import REPO
 from conftest import USER_ENV
+import helpers
 from tff_algos import runtime
 from tff_algos.runtime import local
 
@@ -27,13 +28,6 @@ def _workers_of(process):
 def _gone(process):
   try:
     return process.status() == psutil.STATUS_ZOMBIE
-  except psutil.NoSuchProcess:
-    return True
-
-
-def _pid_gone(pid):
-  try:
-    return _gone(psutil.Process(pid))
   except psutil.NoSuchProcess:
     return True
 
@@ -214,8 +208,9 @@ def test_a_run_that_never_started_the_runtime_runs_on_it(tmp_path):
   process). Per-client clients ran on a worker of TFF's default context,
   which listens on every interface and is stopped only by a `__del__` that
   may not run (such workers were seen adopted by pid 1 after the run)."""
-  result = subprocess.run(
+  result, left = helpers.run_and_reap(
     [sys.executable, '-c', _RUN_WITHOUT_START, str(tmp_path)],
+    tmp_path,
     cwd=REPO,
     env=USER_ENV,
     capture_output=True,
@@ -225,7 +220,4 @@ def test_a_run_that_never_started_the_runtime_runs_on_it(tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
   pids = json.loads(result.stdout.strip().splitlines()[-1])
   assert pids['ours'] is not None and pids['workers'] == [pids['ours']], pids
-  deadline = time.monotonic() + 10
-  while not _pid_gone(pids['ours']) and time.monotonic() < deadline:
-    time.sleep(0.1)
-  assert _pid_gone(pids['ours'])
+  assert left == []  # No worker (nor anything else) outlived the run.

@@ -4,6 +4,7 @@ aggregator, straggler policy and sampling scheme; and where a run cannot
 or should not use them, the per-client path and a reason."""
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -210,3 +211,95 @@ def test_a_run_recorded_before_lockstep_clients_reads_as_per_client():
     if k != 'client_execution'
   }
   assert Config.from_json(old).client_execution == 'per_client'
+
+
+def _round_inputs(model_fn, **overrides):
+  """Round 1's lockstep inputs of a FedProx run on the default task's
+  data with the model of `model_fn`: (the inputs, the engine)."""
+  _, arrays = helpers.task_and_arrays()
+  settings = resolve(
+    Config(algo='fedprox', **dict(QUICK, **overrides)), num_clients=30
+  )
+  process, _ = trainer.build_for_run(settings, model_fn)
+  engine = lockstep.Engine(process, arrays, 10)
+  state = process.set_model_weights(
+    process.initialize(), learning.initial_model_weights(model_fn, 0)
+  )
+  sampler = trainer.sampler(settings, arrays)
+  from tff_algos.simulation import client_inputs
+
+  plans = sampler.participants(1, settings.policy)
+  schedules = client_inputs.schedules(sampler, plans, arrays, 1, 10)
+  return engine.inputs(state, schedules, 1), engine
+
+
+def _same_values(a, b):
+  return all(
+    np.array_equal(x, y) for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b))
+  )
+
+
+def test_a_round_traced_before_from_the_same_step_is_reused_bit_identically(
+  tmp_path, monkeypatch
+):
+  """Runs whose clients train by the same step (μ is a hyper-parameter,
+  an input of the step) share the round's trace, and a run served from it
+  writes the metrics.csv of the same run traced anew."""
+  monkeypatch.setattr(lockstep, '_ROUNDS', collections.OrderedDict())
+  helpers.run(tmp_path, 'first', algo='fedprox', mu=0.0)
+  traced = list(lockstep._ROUNDS.values())
+  assert traced
+  reused, _ = helpers.run(tmp_path, 'reused', algo='fedprox', mu=0.5)
+  assert list(lockstep._ROUNDS.values()) == traced
+  lockstep._ROUNDS.clear()
+  anew, _ = helpers.run(tmp_path, 'anew', algo='fedprox', mu=0.5)
+  assert lockstep._ROUNDS and not set(lockstep._ROUNDS.values()) & set(traced)
+  assert reused == anew
+
+
+def test_an_edited_model_gets_a_round_of_its_own(monkeypatch):
+  """A model edited in the same process (its weights' shapes unchanged)
+  is a step of other content: its round is traced for it, and computes
+  what it computes with nothing traced before."""
+  monkeypatch.setattr(lockstep, '_ROUNDS', collections.OrderedDict())
+  task, _ = helpers.task_and_arrays()
+  edited = dataclasses.replace(
+    task.model_fn,
+    keras_model_fn=lambda: tf.keras.Sequential(
+      [tf.keras.layers.Dense(10, activation='relu', input_shape=(60,))]
+    ),
+  )
+  original, _ = _round_inputs(task.model_fn)
+  kept = dict(lockstep._ROUNDS)
+  after_original, engine = _round_inputs(edited)
+  added = [k for k in lockstep._ROUNDS if k not in kept]
+  assert len(added) == 1
+  assert engine._rounds[max(engine._rounds)] is lockstep._ROUNDS[added[0]]
+  lockstep._ROUNDS.clear()
+  alone, _ = _round_inputs(edited)
+  assert _same_values(after_original, alone)
+  assert not _same_values(original, alone)
+
+
+@pytest.mark.fast
+def test_the_rounds_key_is_the_content_of_the_functions_it_calls():
+  """The same code traced twice gives one key, a changed constant
+  another; a function that captures a tensor of the process (whose value
+  its graph does not hold) gives none, and is not kept."""
+
+  def traced(scale):
+    return tf.function(lambda x: x * scale).get_concrete_function(
+      tf.TensorSpec([3], tf.float32)
+    )
+
+  signature = [tf.TensorSpec([3], tf.float32)]
+  assert lockstep._round_key(signature, False, traced(2.0)) == (
+    lockstep._round_key(signature, False, traced(2.0))
+  )
+  assert lockstep._round_key(signature, False, traced(2.0)) != (
+    lockstep._round_key(signature, False, traced(3.0))
+  )
+  assert lockstep._round_key(signature, True, traced(2.0)) != (
+    lockstep._round_key(signature, False, traced(2.0))
+  )
+  assert lockstep._round_key(signature, False, traced(tf.constant(2.0))) is None

@@ -218,6 +218,17 @@ def pack(
   )
 
 
+# Rounds traced in this process, by the content of what shapes them
+# (`_round_key`), least recently used first. Runs in one process (a
+# notebook's, a loop of runs, the tests') whose clients train by the same
+# step reuse the round's trace and TensorFlow's instantiation of it: about
+# 0.4-0.9 of a 3-round run's 3.4-5.3 CPU-s (docs/PERFORMANCE.md, "A round's
+# trace, reused"). The memo is this module's, so a reloaded module, whose
+# round code may differ, starts without it.
+_ROUNDS: collections.OrderedDict = collections.OrderedDict()
+_MAX_ROUNDS = 16
+
+
 class Engine:
   """The lockstep client work of one run: its process's model and local
   training, the clients' training data resident here, and the traced
@@ -230,25 +241,29 @@ class Engine:
     batch_size: int,
     client_tensors: evaluation.ClientTensors | None = None,
   ):
-    self._model_fn = process.model_fn
-    self._local = process.local_training
     self._mean_of_updates = process.mean_of_updates
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
     tensors = client_tensors or evaluation.ClientTensors()
     self._data, self._offsets = tensors.with_offsets(train_arrays)
-    self._gradient = self._local.kind == 'gradient'
+    trainable = process.get_model_weights(process.initialize()).trainable
+    self._training = LaneTraining(
+      process.model_fn,
+      process.local_training,
+      [tf.TensorSpec(np.shape(w), tf.float32) for w in trainable],
+    )
+    self._gradient = self._training.gradient
     if self._gradient:  # One pass in chunks, as the per-client path.
       batch_size = int(min(self._sizes.max(), CHUNK_SIZE))
     self._batch_size = batch_size
-    trainable = process.get_model_weights(process.initialize()).trainable
-    self._specs = [tf.TensorSpec(np.shape(w), tf.float32) for w in trainable]
+    self._weighting = process.local_training.weighting
     self._rounds = {}  # Lanes → the round's computation, traced for them.
     # One step of all lanes as a function of its own: TensorFlow optimizes
     # it whole (measured: ~135 against ~200 µs a step inlined in the loop,
     # Synthetic(1,1), 4 lanes). XLA did not pay here: compiling the
     # vectorized step did not finish in 5 minutes, and a compiled MLR step
     # ran at half the speed (benchmark notes, docs/PERFORMANCE.md).
-    self._step = tf.function(self._step_fn, autograph=False)
+    self._step = tf.function(self._training.step, autograph=False)
+    self._fresh_state = tf.function(self._training.fresh_state, autograph=False)
 
   def inputs(self, state, schedules, round_num):
     """The round's client inputs (`learning.LockstepInput`), one per
@@ -273,6 +288,7 @@ class Engine:
         tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
       ],
       hparams,
+      self._data,
       plan.indices,
       plan.valid,
       plan.start,
@@ -310,27 +326,7 @@ class Engine:
     code, which the provenance records apart."""
     from tff_algos.runtime import fingerprint
 
-    weights = [tf.zeros(spec.shape, spec.dtype) for spec in self._specs]
-    hparams = (
-      {}
-      if self._gradient
-      else {
-        name: tf.constant(0.0)
-        for name in [PROXIMAL_WEIGHT, *self._optimizer_hparams()]
-      }
-    )
-    lanes, state = self._fresh_state(weights, hparams, 1)
-    rows = tf.zeros([1, self._batch_size], tf.int32)
-    function = self._step.get_concrete_function(
-      lanes,
-      state,
-      {name: tf.gather(data, rows) for name, data in self._data.items()},
-      tf.zeros([1, self._batch_size]),
-      weights,
-      hparams,
-      tf.ones([1], bool),
-    )
-    return fingerprint.graph_sha256(function.graph.as_graph_def())
+    return fingerprint.graph_sha256(self._step_for(1).graph.as_graph_def())
 
   def _batches(self, client, order, ends):
     """A client's minibatches as indices into the resident data."""
@@ -347,34 +343,214 @@ class Engine:
   @functools.cached_property
   def _weights(self) -> np.ndarray:
     """Each client's weight in the mean: its examples, or 1 (uniform)."""
-    if self._local.weighting == learning.client_weighting('num_examples'):
+    if self._weighting == learning.client_weighting('num_examples'):
       return self._sizes.astype(np.float32)
     return np.ones(len(self._sizes), np.float32)
 
+  def _hparam_specs(self):
+    return {
+      name: tf.TensorSpec([], tf.float32)
+      for name in self._training.hparam_names
+    }
+
+  def _fresh_for(self, slots):
+    """`LaneTraining.fresh_state` traced for `slots` lanes."""
+    return self._fresh_state.get_concrete_function(
+      self._training.specs, self._hparam_specs(), slots
+    )
+
+  def _step_for(self, slots):
+    """`LaneTraining.step` traced for `slots` lanes, as the round calls
+    it."""
+    lanes, state = tf.nest.map_structure(
+      lambda t: tf.TensorSpec(t.shape, t.dtype),
+      self._fresh_for(slots).structured_outputs,
+    )
+    batch = [slots, self._batch_size]
+    return self._step.get_concrete_function(
+      lanes,
+      state,
+      {
+        name: tf.TensorSpec(batch + data.shape[1:], data.dtype)
+        for name, data in self._data.items()
+      },
+      tf.TensorSpec(batch, tf.float32),
+      self._training.specs,
+      self._hparam_specs(),
+      tf.TensorSpec([slots], tf.bool),
+    )
+
   def _traced(self, slots):
-    """The round's computation on `slots` lanes: (updates by client,
-    training loss sums); traced once for each number of lanes."""
+    """The round's computation on `slots` lanes (`_round`): (updates by
+    client, training loss sums); traced once for each number of lanes, or
+    the one traced before in this process from the same content."""
     if slots in self._rounds:
       return self._rounds[slots]
     batch = self._batch_size
-    hparam_names = [PROXIMAL_WEIGHT, *self._optimizer_hparams()]
     signature = [
-      self._specs,
-      {name: tf.TensorSpec([], tf.float32) for name in hparam_names},
+      self._training.specs,
+      self._hparam_specs(),
+      {
+        name: tf.TensorSpec([None, *data.shape[1:]], data.dtype)
+        for name, data in self._data.items()
+      },
       tf.TensorSpec([None, slots, batch], tf.int32),
       tf.TensorSpec([None, slots, batch], tf.float32),
       tf.TensorSpec([None, slots], tf.bool),
       tf.TensorSpec([None, slots], tf.int32),
       tf.TensorSpec([], tf.int32),
     ]
-    if self._gradient:
-      signature[1] = {}
-    self._rounds[slots] = tf.function(
-      functools.partial(self._round_fn, slots=slots),
-      input_signature=signature,
-      autograph=False,
+    fresh, step = self._fresh_for(slots), self._step_for(slots)
+    key = _round_key(signature, self._gradient, fresh, step)
+    traced = _ROUNDS.get(key) if key else None
+    if traced is None:
+      traced = tf.function(
+        functools.partial(
+          _round, fresh, step, self._training.specs, self._gradient, slots
+        ),
+        input_signature=signature,
+        autograph=False,
+      )
+    if key:
+      _ROUNDS[key] = traced
+      _ROUNDS.move_to_end(key)
+      while len(_ROUNDS) > _MAX_ROUNDS:
+        _ROUNDS.popitem(last=False)
+    self._rounds[slots] = traced
+    return traced
+
+
+def _round_key(signature, gradient, *functions):
+  """What a round's trace is a function of: its signature (the lanes, the
+  batch, the weights, hyper-parameters and data), whether the clients sum
+  gradients, and the graphs of the functions it calls (a lane's fresh
+  state and the lanes' step: the model, its loss, the client optimizer),
+  as `fingerprint.graph_sha256` hashes them; the round's own code is this
+  module's. None (not kept) when a function captures a value of the
+  process (a tensor or variable created outside it), which its graph does
+  not hold."""
+  if any(function.captured_inputs for function in functions):
+    return None
+  from tff_algos.runtime import fingerprint
+
+  return (
+    repr(signature),
+    gradient,
+    *(fingerprint.graph_sha256(f.graph.as_graph_def()) for f in functions),
+  )
+
+
+def _round(
+  fresh,
+  step,
+  specs,
+  gradient,
+  slots,
+  global_weights,
+  hparams,
+  data,
+  indices,
+  valid,
+  start,
+  finish,
+  clients,
+):
+  """Every lane's steps (see the module docstring) with the traced
+  functions `fresh` and `step` (`LaneTraining`): the clients' updates
+  w_t − w (the gradient kind: Σ_b n_b ∇F_b, divided by n_k in
+  `Engine.inputs`) and the sums of their batches' losses times their
+  sizes."""
+  fresh = fresh(global_weights, hparams, slots)
+  outputs = [
+    tf.TensorArray(tf.float32, size=clients, element_shape=spec.shape)
+    for spec in specs
+  ]
+  loss_sums = tf.TensorArray(tf.float32, size=clients, element_shape=[])
+
+  def reset(first, lanes, state, lane_loss):
+    return (
+      [_where(first, w, lane) for lane, w in zip(lanes, fresh[0])],
+      tf.nest.map_structure(
+        lambda f, now: _where(first, f, now), fresh[1], state
+      ),
+      tf.where(first, 0.0, lane_loss),
     )
-    return self._rounds[slots]
+
+  def write(s, done, lanes, state, lane_loss, outputs, loss_sums):
+    finished = tf.boolean_mask(finish[s], done)
+    results = (
+      state
+      if gradient
+      else [w - lane for lane, w in zip(lanes, global_weights)]
+    )
+    return (
+      [
+        o.scatter(finished, tf.boolean_mask(r, done))
+        for o, r in zip(outputs, results)
+      ],
+      loss_sums.scatter(finished, tf.boolean_mask(lane_loss, done)),
+    )
+
+  def steps(s, *carried):
+    for offset in range(UNROLL):
+      carried = one_step(s + offset, *carried)
+    return (s + UNROLL, *carried)
+
+  def one_step(s, lanes, state, lane_loss, outputs, loss_sums):
+    first = start[s]
+    lanes, state, lane_loss = _when(
+      tf.reduce_any(first),
+      lambda: reset(first, lanes, state, lane_loss),
+      (lanes, state, lane_loss),
+    )
+    mask = valid[s]
+    examples = tf.reduce_sum(mask, axis=1)
+    lanes, state, losses = step(
+      lanes,
+      state,
+      {name: tf.gather(values, indices[s]) for name, values in data.items()},
+      mask,
+      global_weights,
+      hparams,
+      examples > 0,
+    )
+    lane_loss += losses * examples
+    done = finish[s] >= 0
+    outputs, loss_sums = _when(
+      tf.reduce_any(done),
+      lambda: write(s, done, lanes, state, lane_loss, outputs, loss_sums),
+      (outputs, loss_sums),
+    )
+    return lanes, state, lane_loss, outputs, loss_sums
+
+  _, _, _, _, outputs, loss_sums = tf.while_loop(
+    lambda s, *_: s < tf.shape(indices)[0],
+    steps,
+    (0, fresh[0], fresh[1], tf.zeros([slots]), outputs, loss_sums),
+  )
+  return [o.stack() for o in outputs], loss_sums.stack()
+
+
+class LaneTraining:
+  """A run's local training on lanes, without its data: a lane's fresh
+  state and one step of all lanes (`Engine` traces both)."""
+
+  def __init__(self, model_fn, local, specs):
+    self._model_fn = model_fn
+    self._local = local
+    self.specs = specs
+    self.gradient = local.kind == 'gradient'
+
+  @functools.cached_property
+  def hparam_names(self) -> list[str]:
+    """The client work's hyper-parameters a round takes: the proximal
+    weight and the client optimizer's (none for the gradient kind)."""
+    if self.gradient:
+      return []
+    with tf.Graph().as_default():
+      optimizer = self._local.optimizer
+      names = list(optimizer.get_hparams(optimizer.initialize(self.specs)))
+    return [PROXIMAL_WEIGHT, *names]
 
   @functools.cached_property
   def _elementwise(self) -> bool:
@@ -382,13 +558,13 @@ class Engine:
     its hyper-parameters and tensors shaped like the weights (SGD with or
     without momentum), so that one step on the lanes stacked is each lane's
     step; otherwise (Adam's step count, ...) it is vectorized per lane."""
-    if self._gradient:
+    if self.gradient:
       return True
     with tf.Graph().as_default():
       optimizer = self._local.optimizer
-      state = optimizer.initialize(tuple(self._specs))
+      state = optimizer.initialize(tuple(self.specs))
       hparams = optimizer.get_hparams(state)
-      shapes = {tuple(spec.shape) for spec in self._specs}
+      shapes = {tuple(spec.shape) for spec in self.specs}
       return all(
         tuple(np.shape(t)) in shapes
         for name, value in state.items()
@@ -396,94 +572,37 @@ class Engine:
         for t in tf.nest.flatten(value)
       )
 
-  def _optimizer_hparams(self):
-    if self._gradient:
-      return []
-    with tf.Graph().as_default():
-      optimizer = self._local.optimizer
-      return list(optimizer.get_hparams(optimizer.initialize(self._specs)))
-
-  def _round_fn(
-    self, global_weights, hparams, indices, valid, start, finish, clients, slots
-  ):
-    """Every lane's steps (see the module docstring): the clients' updates
-    w_t − w (the gradient kind: Σ_b n_b ∇F_b, divided by n_k in `inputs`)
-    and the sums of their batches' losses times their sizes."""
-    fresh = self._fresh_state(global_weights, hparams, slots)
-    outputs = [
-      tf.TensorArray(tf.float32, size=clients, element_shape=spec.shape)
-      for spec in self._specs
-    ]
-    loss_sums = tf.TensorArray(tf.float32, size=clients, element_shape=[])
-
-    def reset(first, lanes, state, lane_loss):
-      return (
-        [_where(first, w, lane) for lane, w in zip(lanes, fresh[0])],
-        tf.nest.map_structure(
-          lambda f, now: _where(first, f, now), fresh[1], state
-        ),
-        tf.where(first, 0.0, lane_loss),
-      )
-
-    def write(s, done, lanes, state, lane_loss, outputs, loss_sums):
-      finished = tf.boolean_mask(finish[s], done)
-      results = (
-        state
-        if self._gradient
-        else [w - lane for lane, w in zip(lanes, global_weights)]
-      )
-      return (
-        [
-          o.scatter(finished, tf.boolean_mask(r, done))
-          for o, r in zip(outputs, results)
-        ],
-        loss_sums.scatter(finished, tf.boolean_mask(lane_loss, done)),
-      )
-
-    def steps(s, *carried):
-      for offset in range(UNROLL):
-        carried = step(s + offset, *carried)
-      return (s + UNROLL, *carried)
-
-    def step(s, lanes, state, lane_loss, outputs, loss_sums):
-      first = start[s]
-      lanes, state, lane_loss = _when(
-        tf.reduce_any(first),
-        lambda: reset(first, lanes, state, lane_loss),
-        (lanes, state, lane_loss),
-      )
-      mask = valid[s]
-      examples = tf.reduce_sum(mask, axis=1)
-      lanes, state, losses = self._step(
-        lanes,
-        state,
-        {
-          name: tf.gather(data, indices[s]) for name, data in self._data.items()
-        },
-        mask,
-        global_weights,
-        hparams,
-        examples > 0,
-      )
-      lane_loss += losses * examples
-      done = finish[s] >= 0
-      outputs, loss_sums = _when(
-        tf.reduce_any(done),
-        lambda: write(s, done, lanes, state, lane_loss, outputs, loss_sums),
-        (outputs, loss_sums),
-      )
-      return lanes, state, lane_loss, outputs, loss_sums
-
-    _, _, _, _, outputs, loss_sums = tf.while_loop(
-      lambda s, *_: s < tf.shape(indices)[0],
-      steps,
-      (0, fresh[0], fresh[1], tf.zeros([slots]), outputs, loss_sums),
+  def fresh_state(self, global_weights, hparams, slots):
+    """What a lane holds when a client starts: w_t, and a fresh client
+    optimizer state at `hparams` (the gradient kind: a zero sum)."""
+    lanes = [tf.repeat(w[None], slots, axis=0) for w in global_weights]
+    if self.gradient:
+      return lanes, [tf.zeros_like(lane) for lane in lanes]
+    optimizer = self._local.optimizer
+    state = optimizer.set_hparams(
+      optimizer.initialize(tuple(self.specs)),
+      collections.OrderedDict(
+        (k, hparams[k]) for k in self.hparam_names if k != PROXIMAL_WEIGHT
+      ),
     )
-    return [o.stack() for o in outputs], loss_sums.stack()
+    if self._elementwise:  # Its hyper-parameters stay scalars.
+      hparams_now = optimizer.get_hparams(state)
+      return lanes, collections.OrderedDict(
+        (
+          name,
+          value
+          if name in hparams_now
+          else tf.nest.map_structure(
+            lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), value
+          ),
+        )
+        for name, value in state.items()
+      )
+    return lanes, tf.nest.map_structure(
+      lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), state
+    )
 
-  def _step_fn(
-    self, lanes, state, batch, mask, global_weights, hparams, active
-  ):
+  def step(self, lanes, state, batch, mask, global_weights, hparams, active):
     """One step of every lane: the gradients, then `_advance`."""
     gradients, losses = self._gradients(lanes, batch, mask)
     lanes, state = self._advance(
@@ -496,7 +615,7 @@ class Engine:
     w_t); the gradient kind adds the gradient to its sum (`state`) and
     keeps w_t."""
     all_active = tf.reduce_all(active)
-    if self._gradient:
+    if self.gradient:
       summed = [a + g for a, g in zip(state, gradients)]
       return lanes, _when(
         all_active,
@@ -532,36 +651,6 @@ class Engine:
       ),
     )
 
-  def _fresh_state(self, global_weights, hparams, slots):
-    """What a lane holds when a client starts: w_t, and a fresh client
-    optimizer state at `hparams` (the gradient kind: a zero sum)."""
-    lanes = [tf.repeat(w[None], slots, axis=0) for w in global_weights]
-    if self._gradient:
-      return lanes, [tf.zeros_like(lane) for lane in lanes]
-    optimizer = self._local.optimizer
-    state = optimizer.set_hparams(
-      optimizer.initialize(tuple(self._specs)),
-      collections.OrderedDict(
-        (k, hparams[k]) for k in self._optimizer_hparams()
-      ),
-    )
-    if self._elementwise:  # Its hyper-parameters stay scalars.
-      hparams_now = optimizer.get_hparams(state)
-      return lanes, collections.OrderedDict(
-        (
-          name,
-          value
-          if name in hparams_now
-          else tf.nest.map_structure(
-            lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), value
-          ),
-        )
-        for name, value in state.items()
-      )
-    return lanes, tf.nest.map_structure(
-      lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), state
-    )
-
   def _gradients(self, lanes, batch, mask):
     """Each lane's gradient of its batch's loss (the mean over the real
     examples, plus the regularization; the gradient kind: n_b times it, as
@@ -578,7 +667,7 @@ class Engine:
       regularization = tf.add_n([tf.constant(0.0)] + regularization)
       objective = (
         total + tf.reduce_sum(m) * regularization
-        if self._gradient
+        if self.gradient
         else mean + regularization
       )
       return objective, mean

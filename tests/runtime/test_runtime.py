@@ -91,7 +91,9 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   process.send_signal(sig)
   # A worker holding our stdout/stderr would make this wait forever.
   _, stderr = process.communicate(timeout=60)
-  assert process.returncode == (128 + sig if sig != signal.SIGKILL else -sig)
+  assert process.returncode == (128 + sig if sig != signal.SIGKILL else -sig), (
+    stderr.decode()[-3000:]
+  )
   if sig != signal.SIGKILL:  # One line naming the round, to resume from.
     word = 'interrupted' if sig == signal.SIGINT else 'terminated'
     last = stderr.decode().strip().splitlines()[-1]

@@ -283,14 +283,15 @@ def test_an_edited_model_gets_a_round_of_its_own(monkeypatch):
 
 @pytest.mark.fast
 def test_the_rounds_key_is_the_content_of_the_functions_it_calls():
-  """The same code traced twice gives one key, a changed constant
-  another; a function that captures a tensor of the process (whose value
-  its graph does not hold) gives none, and is not kept."""
+  """The same code traced twice gives one key, a changed constant (in a
+  branch, where the step's optimizer runs) another; a function that
+  captures a tensor of the process (whose value its graph does not hold)
+  gives none, and is not kept."""
 
   def traced(scale):
-    return tf.function(lambda x: x * scale).get_concrete_function(
-      tf.TensorSpec([3], tf.float32)
-    )
+    return tf.function(
+      lambda x: tf.cond(tf.reduce_sum(x) > 0, lambda: x * scale, lambda: x)
+    ).get_concrete_function(tf.TensorSpec([3], tf.float32))
 
   signature = [tf.TensorSpec([3], tf.float32)]
   assert lockstep._round_key(signature, False, traced(2.0)) == (

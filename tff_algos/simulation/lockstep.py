@@ -541,16 +541,19 @@ class LaneTraining:
     self.specs = specs
     self.gradient = local.kind == 'gradient'
 
-  @functools.cached_property
+  @property
   def hparam_names(self) -> list[str]:
     """The client work's hyper-parameters a round takes: the proximal
     weight and the client optimizer's (none for the gradient kind)."""
     if self.gradient:
       return []
+    return [PROXIMAL_WEIGHT, *self._optimizer_hparams]
+
+  @functools.cached_property
+  def _optimizer_hparams(self) -> list[str]:
     with tf.Graph().as_default():
       optimizer = self._local.optimizer
-      names = list(optimizer.get_hparams(optimizer.initialize(self.specs)))
-    return [PROXIMAL_WEIGHT, *names]
+      return list(optimizer.get_hparams(optimizer.initialize(self.specs)))
 
   @functools.cached_property
   def _elementwise(self) -> bool:
@@ -581,9 +584,7 @@ class LaneTraining:
     optimizer = self._local.optimizer
     state = optimizer.set_hparams(
       optimizer.initialize(tuple(self.specs)),
-      collections.OrderedDict(
-        (k, hparams[k]) for k in self.hparam_names if k != PROXIMAL_WEIGHT
-      ),
+      collections.OrderedDict((k, hparams[k]) for k in self._optimizer_hparams),
     )
     if self._elementwise:  # Its hyper-parameters stay scalars.
       hparams_now = optimizer.get_hparams(state)

@@ -28,6 +28,8 @@ if 'TFF_ALGOS_CACHE' not in os.environ:
 import psutil
 import pytest
 
+import warm
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / 'shared' / 'data'
 if SHARED_DATA.is_dir():  # Dataset tasks read ../shared/data when present.
@@ -38,10 +40,13 @@ if SHARED_DATA.is_dir():  # Dataset tasks read ../shared/data when present.
 USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
 
 
-def cli(*args):
-  """run_experiment.py ARGS as a user runs it: (CompletedProcess, text)."""
+def cli(*args, fresh_interpreter=False):
+  """run_experiment.py ARGS as a user runs it: (CompletedProcess, text).
+  In a fork of an interpreter that has imported TensorFlow (warm.py), or
+  with `fresh_interpreter`, in a new one (for what the start itself does)."""
+  python = [sys.executable] if fresh_interpreter else warm.command()
   return subprocess.run(
-    [sys.executable, 'run_experiment.py', *args],
+    [*python, 'run_experiment.py', *args],
     cwd=REPO,
     env=USER_ENV,
     capture_output=True,

@@ -2,13 +2,13 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from conftest import REPO
 from conftest import SHARED_DATA
 from conftest import USER_ENV
+import warm
 
 NOT_IN_FAST_SET = (
   'each test runs benchmarks/throughput.py as a process that imports '
@@ -19,15 +19,14 @@ NOT_IN_FAST_SET = (
 def _run_benchmark(tmp_path, workload, *flags):
   out = tmp_path / 'bench.json'
   result = subprocess.run(
-    [
-      sys.executable,
+    warm.command(
       'benchmarks/throughput.py',
       f'--workload={workload}',
       '--rounds=1',
       '--warmup=1',
       f'--json={out}',
       *flags,
-    ],
+    ),
     cwd=REPO,
     capture_output=True,
     text=True,
@@ -68,13 +67,12 @@ def test_throughput_benchmark_runs_a_fed_avg_dataset_workload(tmp_path):
 def test_throughput_benchmark_without_its_data_is_one_line_exit_2(tmp_path):
   out = tmp_path / 'bench.json'
   result = subprocess.run(
-    [
-      sys.executable,
+    warm.command(
       'benchmarks/throughput.py',
       '--workload=mnist_cnn',
       f'--data_dir={tmp_path}',
       f'--json={out}',
-    ],
+    ),
     cwd=REPO,
     env=USER_ENV,
     capture_output=True,

@@ -14,11 +14,12 @@ from conftest import USER_ENV
 import helpers
 from tff_algos import learning
 from tff_algos.algorithms import fedisgd
+import warm
 
 
 def _export(*args):
   return subprocess.run(
-    [sys.executable, '-m', 'tff_algos.export', *args],
+    warm.command('-m', 'tff_algos.export', *args),
     cwd=REPO,
     env=USER_ENV,
     capture_output=True,

@@ -217,7 +217,7 @@ def test_an_unusable_output_dir_is_refused_before_loading(tmp_path, where):
   (tmp_path / 'file').write_text('x')
   out = tmp_path / 'file' if where == 'file' else tmp_path / 'file' / 'run'
   start = time.monotonic()
-  line = _one_line(cli(f'--output_dir={out}'), 2)
+  line = _one_line(cli(f'--output_dir={out}', fresh_interpreter=True), 2)
   assert 'is a file' in line or 'which is a file' in line
   assert time.monotonic() - start < 8  # Before TensorFlow is imported.
   assert (tmp_path / 'file').read_text() == 'x'

@@ -28,6 +28,7 @@ from conftest import USER_ENV
 import helpers
 from tff_algos.simulation import experiment
 from tff_algos.simulation import run_dir
+import warm
 
 NOT_IN_FAST_SET = (
   'each case trains twice, before and after its edit (25 s and more); the '
@@ -205,14 +206,13 @@ def _start(folder, out, env, cache_on):
     PYTHONPATH=str(REPO),
   )
   return subprocess.Popen(
-    [
-      sys.executable,
+    warm.command(
       '-m',
       'tff_algos',
       f'--import={folder / "my_task.py"}',
       *RUN,
       f'--output_dir={out}',
-    ],
+    ),
     cwd=folder,
     env=env,
     stdout=subprocess.DEVNULL,

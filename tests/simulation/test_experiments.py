@@ -20,6 +20,7 @@ import helpers
 from tff_algos.simulation import experiment
 from tff_algos.simulation import results
 from tff_algos.simulation import trainer
+import warm
 
 # A short FedProx run with stragglers and adaptive μ: its checkpoints must
 # carry the process state, μ and the adaptive rule's counters.
@@ -116,7 +117,7 @@ def test_finished_and_different_runs_are_left_alone(tmp_path):
 
   def in_tmp(*args):
     return subprocess.run(
-      [sys.executable, str(REPO / 'run_experiment.py'), *args],
+      warm.command(str(REPO / 'run_experiment.py'), *args),
       cwd=tmp_path,
       env=USER_ENV,
       capture_output=True,

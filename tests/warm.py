@@ -99,14 +99,33 @@ def _launch(name, argv):
   child did."""
   conn = socket.socket(socket.AF_UNIX)
   conn.connect('\0' + name)
+  # Signals the launcher was started ignoring (as pytest-xdist's workers
+  # ignore SIGINT): a fresh interpreter keeps ignoring them.
+  ignored = [s for s in RELAYED if signal.getsignal(s) == signal.SIG_IGN]
   request = json.dumps(
-    dict(argv=argv, cwd=os.getcwd(), env=dict(os.environ), group=os.getpgrp())
+    dict(
+      argv=argv,
+      cwd=os.getcwd(),
+      env=dict(os.environ),
+      group=os.getpgrp(),
+      ignored=ignored,
+    )
   )
+  child, pending = None, []  # A signal before the child's pid: kept.
+
+  def relay(sig, _):
+    if child is None:
+      pending.append(sig)
+    else:
+      os.kill(child, sig)
+
+  for sig in set(RELAYED) - set(ignored):
+    signal.signal(sig, relay)
   socket.send_fds(conn, [request.encode()], [0, 1, 2])
   reader = conn.makefile('r')
   child = int(reader.readline())
-  for sig in RELAYED:
-    signal.signal(sig, lambda s, _: os.kill(child, s))
+  for sig in pending:
+    os.kill(child, sig)
   status = reader.readline()
   if not status:
     os._exit(255)  # The zygote died.
@@ -208,10 +227,15 @@ def _child(conn, request, fds, base_path):
     os.setpgid(0, request['group'])
   except OSError:
     pass
-  for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+  # Signal handlers as Python's start sets them from the launcher's.
+  for sig in RELAYED:
     signal.signal(sig, signal.SIG_DFL)
-  signal.signal(signal.SIGINT, signal.default_int_handler)
-  signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # As Python's start does.
+  if signal.SIGINT not in request['ignored']:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+  for sig in request['ignored']:
+    signal.signal(sig, signal.SIG_IGN)
+  signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+  signal.signal(signal.SIGPIPE, signal.SIG_IGN)
   signal.set_wakeup_fd(-1)
   _standard_streams(bool(env.get('PYTHONUNBUFFERED')))
   # The zygote's own main module (multiprocessing's alias of it too): a

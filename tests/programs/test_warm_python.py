@@ -125,13 +125,19 @@ def _pid_once_started(process, pid_file):
   return int(pid_file.read_text())
 
 
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_to_the_launcher_reaches_the_command(tmp_path, sig):
+@pytest.mark.parametrize(
+  'sig, ignored',
+  [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+)
+def test_a_signal_to_the_launcher_reaches_the_command(tmp_path, sig, ignored):
+  """Also when the command starts with the signal ignored, as the commands
+  of pytest-xdist's workers (which ignore SIGINT) do: it sleeps on."""
   code = (
     'import os, sys, time\n'
     'open(sys.argv[1], "w").write(str(os.getpid()))\n'
-    'time.sleep(60)\n'
+    f'time.sleep({3 if ignored else 60})\n'
   )
+  disposition = signal.SIG_IGN if ignored else signal.SIG_DFL
   results = []
   for name, python in (('fresh', [sys.executable]), ('warm', warm.command())):
     pid_file = tmp_path / name
@@ -139,11 +145,13 @@ def test_a_signal_to_the_launcher_reaches_the_command(tmp_path, sig):
       [*python, '-c', code, str(pid_file)],
       stderr=subprocess.PIPE,
       text=True,
+      preexec_fn=lambda: signal.signal(sig, disposition),
     )
     _pid_once_started(process, pid_file)
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     results.append((process.returncode, stderr.splitlines()[-1:]))
+  assert results[0] == ((0, []) if ignored else (-sig, results[0][1]))
   assert results[1] == results[0]
 
 

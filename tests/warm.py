@@ -131,10 +131,15 @@ def _launch(name, argv):
     os._exit(255)  # The zygote died.
   status = int(status)
   if os.WIFSIGNALED(status):
-    sig = os.WTERMSIG(status)
-    signal.signal(sig, signal.SIG_DFL)
-    os.kill(os.getpid(), sig)
-  os._exit(os.waitstatus_to_exitcode(status))
+    _die_of(os.WTERMSIG(status))
+  os._exit(os.WEXITSTATUS(status))
+
+
+def _die_of(sig):
+  """Ends this process by `sig`, as its default action does."""
+  signal.signal(sig, signal.SIG_DFL)
+  os.kill(os.getpid(), sig)
+  os._exit(128 + sig)  # Only if the signal is blocked: the shell's code.
 
 
 # ------------------------------------------------------------------ zygote
@@ -290,9 +295,7 @@ def _run(argv):
   except KeyboardInterrupt as e:  # The interpreter dies of the signal.
     _print_traceback(e)
     _finish()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    code = 130  # Should the signal be blocked: the shell's code for it.
+    _die_of(signal.SIGINT)
   except BaseException as e:  # noqa: BLE001 (as the interpreter reports it)
     _print_traceback(e)
     code = 1

@@ -1,24 +1,28 @@
-"""Large cohorts of small models: seconds per round with the clients in
-lockstep against one TFF call per client, side by side.
+"""Large cohorts of small models: seconds per round of the simulation's
+client executions against the reference (one TFF call per client, its data
+sent), side by side.
 
   .venv/bin/python benchmarks/cohort.py [--cases=NAME,...] [--rounds=N]
-      [--data_dir=DIR] [--json=PATH]
+      [--executions=E,...] [--data_dir=DIR] [--json=PATH]
 
 For each case (CASES below: a task, its model, the cohort K and the local
 work) the same rounds are run in ONE process by the two executions of the
 simulation loop (`trainer.loop_for`, without the evaluation: the training
 round as run_experiment.py runs it, drawing the schedule and calling the
 process), alternating round by round so that load from other processes
-hits both alike:
+hits them alike (--executions, of):
   lockstep     --client_execution=lockstep (`simulation.lockstep`);
+  auto         --client_execution=auto: lockstep where it pays, else per
+               client with each client reading its data in the worker
+               (`simulation.client_store`);
   per_client   --client_execution=per_client (the reference path).
 Each reports the median seconds of a training round over --rounds measured
 rounds (after one warm-up round, which traces), the seconds per client,
 and the bytes serialized to the TFF worker per round (the Python side's
-serialization of every value a round sends). The last column is
-per_client / lockstep. Both start from the same model and draw the same
-clients and minibatches; the final line of each case gives the largest
-relative difference of their models after the rounds run.
+serialization of every value a round sends), and per_client's seconds as
+a multiple of its own. All start from the same model and draw the same
+clients and minibatches; each also gives the largest relative difference
+of its model from per_client's after the rounds run.
 """
 
 import collections
@@ -84,7 +88,7 @@ CASES = {
     'shakespeare', 'LSTM', 'fedprox', 10, 1, 10, 0.8, 'uniform'
   ),
 }
-EXECUTIONS = ('lockstep', 'per_client')
+EXECUTIONS = ('lockstep', 'auto', 'per_client')
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(
@@ -93,6 +97,11 @@ flags.DEFINE_list(
   f'Cases to run, of: {", ".join(CASES)}.',
 )
 flags.DEFINE_integer('rounds', 5, 'Measured rounds (after one warm-up).')
+flags.DEFINE_list(
+  'executions',
+  ['lockstep', 'per_client'],
+  f'Client executions to compare with per_client, of: {", ".join(EXECUTIONS)}.',
+)
 flags.DEFINE_string(
   'data_dir',
   None,
@@ -104,7 +113,7 @@ flags.DEFINE_string('json', None, 'Also write the results here.')
 def _loops(case, task, train):
   """The case's loop per execution, and how each trains its clients."""
   loops = {}
-  for execution in EXECUTIONS:
+  for execution in dict.fromkeys([*FLAGS.executions, 'per_client']):
     settings = resolve(
       Config(
         algo=case.algo,
@@ -149,10 +158,6 @@ def run_case(name):
     e: loop.process.get_model_weights(states[e]).trainable
     for e, (loop, _) in loops.items()
   }
-  difference = max(
-    float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-    for a, b in zip(weights['lockstep'], weights['per_client'])
-  )
   result = dict(
     case=name,
     task=case.task,
@@ -161,8 +166,8 @@ def run_case(name):
     epochs=case.epochs,
     batch_size=case.batch_size,
     rounds=FLAGS.rounds,
-    relative_difference=difference,
   )
+  reference = statistics.median(seconds['per_client'][1:])
   for execution, (_, how) in loops.items():
     median = statistics.median(seconds[execution][1:])
     result[execution] = dict(
@@ -171,11 +176,12 @@ def run_case(name):
       seconds_per_client=median / case.clients_per_round,
       bytes_per_round=statistics.median(sent[execution][1:]),
       first_round_seconds=seconds[execution][0],
+      per_client_ratio=reference / median,
+      relative_difference=max(
+        float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+        for a, b in zip(weights[execution], weights['per_client'])
+      ),
     )
-  result['ratio'] = (
-    result['per_client']['seconds_per_round']
-    / result['lockstep']['seconds_per_round']
-  )
   return result
 
 
@@ -186,16 +192,18 @@ def _print(result):
     f'B={result["batch_size"]} (median of {result["rounds"]} rounds)'
   )
   for execution in EXECUTIONS:
+    if execution not in result:
+      continue
     r = result[execution]
     print(
       f'  {execution:10s} {r["seconds_per_round"]:8.4f} s/round  '
       f'{1e3 * r["seconds_per_client"]:8.3f} ms/client  '
-      f'{r["bytes_per_round"] / 1e6:9.3f} MB sent  ({r["how"]})'
+      f'{r["bytes_per_round"] / 1e6:9.3f} MB sent  '
+      f'per_client/this {r["per_client_ratio"]:.2f}x  '
+      f'model differs by {r["relative_difference"]:.2e}  ({r["how"]})'
     )
   print(
-    f'  per_client / lockstep: {result["ratio"]:.2f}x; models after '
-    f'{result["rounds"] + 1} rounds differ by at most '
-    f'{result["relative_difference"]:.2e} (relative)',
+    f'  (models compared after {result["rounds"] + 1} rounds, relative)',
     flush=True,
   )
 
@@ -206,6 +214,11 @@ def main(argv):
   unknown = [c for c in FLAGS.cases if c not in CASES]
   if unknown:
     raise app.UsageError(f'unknown cases {unknown}; of {", ".join(CASES)}')
+  unknown = [e for e in FLAGS.executions if e not in EXECUTIONS]
+  if unknown:
+    raise app.UsageError(
+      f'unknown executions {unknown}; of {", ".join(EXECUTIONS)}'
+    )
   if FLAGS.data_dir:
     os.environ['TFF_DATA_DIR'] = FLAGS.data_dir
   common.runtime.start()

@@ -245,11 +245,13 @@ def _run_groups():
         "How the clients' local training runs: lockstep (many "
         'clients at once in this process: the same computation, '
         'summed in another order), per_client (a TFF call per '
-        'client, the reference) or auto (lockstep where it is the '
-        'faster: small, non-recurrent models). The header says '
-        'which ran, and why not lockstep. Unless per_client, a '
-        'model evaluated client by client (the char-LSTM) has its '
-        'predictions made across clients.',
+        'client, its data sent: the reference) or auto (lockstep '
+        'where it is the faster: small, non-recurrent models). The '
+        'header says which ran, and why not lockstep. Unless '
+        'per_client, clients trained per client read their data '
+        'in the TFF worker (the same models), and a model evaluated '
+        'client by client (the char-LSTM) has its predictions made '
+        'across clients.',
         (list(config_lib.CLIENT_EXECUTIONS),),
       ),
       Flag(

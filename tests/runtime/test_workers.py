@@ -86,8 +86,9 @@ def test_workers_listen_on_loopback_only(workers):
 def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
   """FedISGD too: its update spread is in the round's one aggregation.
   With remote workers the clients train per client (lockstep clients would
-  train in this process and leave the workers idle): the same metrics as a
-  local per-client run."""
+  train in this process and leave the workers idle), each reading its data
+  in its worker: the same metrics as the local reference run, whose
+  clients' data are sent."""
   processes, addresses = workers
   local, _ = helpers.run(
     tmp_path,
@@ -103,7 +104,8 @@ def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
     tmp_path, 'spread', algo=algo, rounds=2, straggler_fraction=0.5
   )
   config = json.loads((tmp_path / 'spread' / 'config.json').read_text())
-  assert config['provenance'][0]['execution'] == 'per client'
+  execution = config['provenance'][0]['execution']
+  assert execution == 'per client, reading their data where they train'
   assert spread == local  # metrics.csv byte for byte.
   # Both workers did client work: each round's 5 clients are split 2 + 3
   # (and any federated evaluation in halves).

@@ -14,6 +14,8 @@ from tff_algos.learning.client_work import LockstepInput
 from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
+from tff_algos.learning.client_work import StoredInput
+from tff_algos.learning.client_work import takes_stored_input
 from tff_algos.learning.composition import build_process
 from tff_algos.learning.composition import compose
 from tff_algos.learning.composition import initial_model_weights

@@ -14,6 +14,19 @@ Each client work comes in two flavours, chosen by its `client_input`:
   known however many epochs the client ran, and every minibatch is fixed by
   (seed, round, client) outside the computation: stragglers' partial work
   and identical draws across algorithms are simulation concepts.
+* `StoredInput()` (the simulation, data kept where the clients train): as
+  `ScheduledInput`, but a client's input names its data instead of holding
+  them, so a round sends each client's schedule and not its examples,
+
+      OrderedDict(path=tf.string,             # its data files' common prefix
+                  example_order=int32[None],
+                  batch_ends=int32[None])
+
+  (a structure, not a sequence: `StructClientWork`). The client reads
+  `path + '.i'`, the i-th tensor of its data (in `tf.nest.flatten` order of
+  the model's input_spec) as a serialized `TensorProto`, where the
+  computation runs: a TFF worker reads them from its own file system
+  (`tff_algos.simulation.client_store` writes them).
 * `DatasetInput(epochs)` (production): the convention of
   `tff.learning.algorithms.build_weighted_fed_avg`, a `tf.data.Dataset` of
   the model's batches per client. The client runs `epochs` passes over it and
@@ -51,6 +64,12 @@ class ScheduledInput:
 
 
 @dataclasses.dataclass(frozen=True)
+class StoredInput:
+  """Simulation: each client's schedule and the path of its data files,
+  which it reads where it trains."""
+
+
+@dataclasses.dataclass(frozen=True)
 class DatasetInput:
   """Production: a `tf.data.Dataset` of batches per client, `epochs` passes."""
 
@@ -71,7 +90,7 @@ class LockstepInput:
   (`LockstepClientWork.local_training`)."""
 
 
-ClientInput = ScheduledInput | DatasetInput | LockstepInput
+ClientInput = ScheduledInput | StoredInput | DatasetInput | LockstepInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,19 +107,25 @@ class LocalTraining:
 
 
 @dataclasses.dataclass(frozen=True)
-class LockstepClientWork:
-  """A client work whose clients' results come computed (`LockstepInput`),
-  with the `LocalTraining` they are computed by. It has a
-  `tff.learning.templates.ClientWorkProcess`'s computations, but its
-  client data are the results themselves, not a sequence: TFF serializes
-  a sequence as a dataset graph, milliseconds a client
-  (`composition.compose` composes it)."""
+class StructClientWork:
+  """A client work whose client data are a structure of tensors, not a
+  sequence (which `tff.learning.templates.ClientWorkProcess` requires):
+  TFF serializes a sequence as a dataset graph, about 33 kB and
+  milliseconds a client. It has a ClientWorkProcess's computations
+  (`composition.compose` composes it as TFF does)."""
 
-  local_training: LocalTraining
   initialize: tff.Computation
   next: tff.Computation
   get_hparams: tff.Computation
   set_hparams: tff.Computation
+
+
+@dataclasses.dataclass(frozen=True)
+class LockstepClientWork(StructClientWork):
+  """A client work whose clients' results come computed (`LockstepInput`),
+  with the `LocalTraining` they are computed by."""
+
+  local_training: LocalTraining | None = None
 
 
 # What a lockstep client reports of its local training: its loss, as the
@@ -163,12 +188,43 @@ def client_data_type(input_spec, client_input: ClientInput):
   a `LockstepInput` client's: `lockstep_data_type`)."""
   if isinstance(client_input, DatasetInput):
     return tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
-  return tff.SequenceType(
-    collections.OrderedDict(
-      data=model_ops.dataset_type(input_spec),
-      example_order=tff.TensorType(np.int32, [None]),
-      batch_ends=tff.TensorType(np.int32, [None]),
+  schedule = collections.OrderedDict(
+    example_order=tff.TensorType(np.int32, [None]),
+    batch_ends=tff.TensorType(np.int32, [None]),
+  )
+  if isinstance(client_input, StoredInput):
+    return tff.to_type(
+      collections.OrderedDict(path=tff.TensorType(np.str_), **schedule)
     )
+  return tff.SequenceType(
+    collections.OrderedDict(data=model_ops.dataset_type(input_spec), **schedule)
+  )
+
+
+def takes_stored_input(process) -> bool:
+  """Whether a learning process's `next` takes `StoredInput` clients."""
+  clients_type = process.next.type_signature.parameter[1]
+  return clients_type.member == client_data_type(None, StoredInput())
+
+
+def read_stored(client_input, input_spec):
+  """A `StoredInput` client's input as a scheduled input's element: its
+  data read from the files its path names (see the module docstring)."""
+  specs = tf.nest.flatten(model_ops.batched_spec(input_spec))
+  tensors = [
+    tf.ensure_shape(
+      tf.io.parse_tensor(
+        tf.io.read_file(tf.strings.join([client_input['path'], f'.{i}'])),
+        spec.dtype,
+      ),
+      spec.shape,
+    )
+    for i, spec in enumerate(specs)
+  ]
+  return collections.OrderedDict(
+    data=tf.nest.pack_sequence_as(input_spec, tensors),
+    example_order=client_input['example_order'],
+    batch_ends=client_input['batch_ends'],
   )
 
 
@@ -324,8 +380,10 @@ def _build_client_work(
   get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
   if isinstance(client_input, LockstepInput):
     return LockstepClientWork(
-      local_training, init_fn, next_fn, get_hparams_fn, set_hparams_fn
+      init_fn, next_fn, get_hparams_fn, set_hparams_fn, local_training
     )
+  if isinstance(client_input, StoredInput):
+    return StructClientWork(init_fn, next_fn, get_hparams_fn, set_hparams_fn)
   return tff.learning.templates.ClientWorkProcess(
     init_fn,
     next_fn,
@@ -389,7 +447,12 @@ def _local_training(
         _first_pass_examples(data, client_input.epochs),
       )
     else:
-      fold, n = scheduled_batches(data.get_single_element())
+      element = (
+        read_stored(data, model.input_spec)
+        if isinstance(client_input, StoredInput)
+        else data.get_single_element()
+      )
+      fold, n = scheduled_batches(element)
       update, steps, _ = local_update(
         state, model, initial_weights, lambda fn, carry: (fold(fn, carry), n)
       )

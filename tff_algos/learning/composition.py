@@ -23,11 +23,11 @@ from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 from tff_algos.learning.client_work import client_weighting as as_weighting
 from tff_algos.learning.client_work import ClientInput
-from tff_algos.learning.client_work import LockstepClientWork
 from tff_algos.learning.client_work import LockstepInput
 from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
+from tff_algos.learning.client_work import StructClientWork
 
 ModelAggregator = (
   tff.aggregators.WeightedAggregationFactory
@@ -59,8 +59,8 @@ def compose(
   weights_type = initial_model_weights_fn.type_signature.result
   aggregator = aggregator or tff.aggregators.MeanFactory()
   compose_process = (
-    _compose_lockstep
-    if isinstance(client_work, LockstepClientWork)
+    _compose_struct_client_work
+    if isinstance(client_work, StructClientWork)
     else tff.learning.templates.compose_learning_process
   )
   return compose_process(
@@ -75,13 +75,13 @@ def compose(
   )
 
 
-def _compose_lockstep(
+def _compose_struct_client_work(
   initial_model_weights_fn, distributor, client_work, aggregator, finalizer
 ):
   """TFF's `compose_learning_process`, computation for computation, for a
-  `LockstepClientWork`, whose client data are not sequences (TFF's
-  composer requires them): the same state, hyper-parameters and metrics,
-  so that a lockstep run's checkpoints are the per-client run's."""
+  `StructClientWork`, whose client data are not sequences (TFF's composer
+  requires them): the same state, hyper-parameters and metrics, so that a
+  lockstep run's checkpoints are the per-client run's."""
   state_of = tff.learning.templates.LearningAlgorithmState
 
   @tff.federated_computation()

@@ -1,7 +1,9 @@
-"""Each simulated client's input to a round (`learning.ScheduledInput`).
+"""Each simulated client's input to a round (`learning.ScheduledInput`, or
+`learning.StoredInput` where the client reads its data itself).
 
-`round_inputs` packs the selected clients' arrays with the minibatch
-schedules the sampler drew; `as_dataset` turns one such input into the
+`round_inputs` packs the selected clients' arrays (or their paths in the
+run's `client_store.ClientStore`) with the minibatch schedules the sampler
+drew; `as_dataset` turns one such input into the
 `tf.data.Dataset` of the same minibatches, in order: the client data of the
 production builds (`learning.DatasetInput`) and of TFF's built-in
 algorithms, for equivalence tests and benchmarks.
@@ -13,8 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 
-def round_inputs(sampler, plans, arrays, round_num, batch_size):
-  """Each participant's training input: its data and minibatch schedule.
+def round_inputs(sampler, plans, arrays, round_num, batch_size, store=None):
+  """Each participant's training input: its data (or with a `store`, its
+  data's path: `learning.StoredInput`) and minibatch schedule.
 
   Args:
     sampler: the run's `sampling.ClientSampler`.
@@ -22,15 +25,24 @@ def round_inputs(sampler, plans, arrays, round_num, batch_size):
     arrays: every client's data, an OrderedDict of arrays, by client index.
     round_num: the round.
     batch_size: B (-1: the whole local dataset).
+    store: the `client_store.ClientStore` of `arrays`, or None.
 
   Returns:
-    One client input per plan, a one-element list (TFF client data are
-    sequences) holding OrderedDict(data, example_order, batch_ends).
+    One client input per plan: a one-element list (TFF client data are
+    sequences) holding OrderedDict(data, example_order, batch_ends), or
+    with a store OrderedDict(path, example_order, batch_ends).
   """
   inputs = []
   for plan, (_, order, ends) in zip(
     plans, schedules(sampler, plans, arrays, round_num, batch_size)
   ):
+    if store is not None:
+      inputs.append(
+        collections.OrderedDict(
+          path=store.path(plan.client), example_order=order, batch_ends=ends
+        )
+      )
+      continue
     data = arrays[plan.client]
     if sampler.steps_per_round is not None:
       # A block of steps reads a fraction of the (pooled) data: only that is

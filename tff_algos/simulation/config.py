@@ -142,7 +142,9 @@ class Config:
   imports: tuple[str, ...] = ()  # modules registering the task/algorithm
   # How the clients' local training runs: 'lockstep' (many clients at once
   # in this process, where the run allows it), 'per_client' (a TFF call
-  # each) or 'auto' (lockstep where it is the faster, `simulation.lockstep`).
+  # each, its data sent) or 'auto' (lockstep where it is the faster,
+  # `simulation.lockstep`); unless 'per_client', a client trained per
+  # client reads its data where it trains (`simulation.client_store`).
   client_execution: str = 'auto'
 
   @classmethod

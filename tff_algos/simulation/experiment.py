@@ -87,11 +87,20 @@ def prepare(settings: config_lib.Settings, task, workers: str = '') -> Prepared:
     task,
     data,
     process,
-    dict(provenance, execution='lockstep' if engine else 'per client'),
+    dict(provenance, execution=_execution(process, engine)),
     trainer.accounted_mechanism(settings, process),
     execution,
     engine,
   )
+
+
+def _execution(process, engine) -> str:
+  """How the run's clients train, as its provenance records it."""
+  if engine is not None:
+    return 'lockstep'
+  if learning.takes_stored_input(process):
+    return 'per client, reading their data where they train'
+  return 'per client'
 
 
 def status(

@@ -21,6 +21,7 @@ from tff_algos.algorithms.callbacks import in_order
 from tff_algos.algorithms.callbacks import RoundCallback
 from tff_algos.algorithms.callbacks import RoundEnd
 from tff_algos.simulation import client_inputs
+from tff_algos.simulation.client_store import ClientStore
 from tff_algos.simulation.sampling import ClientSampler
 from tff_algos.simulation.sampling import StragglerPolicy
 
@@ -107,6 +108,8 @@ class Loop:
       schedules, round_num)` → the clients' computed results
       (`simulation.lockstep.Engine.inputs`); None: each client's data and
       minibatch schedule go to the process (`client_inputs`).
+    client_store: for a process taking `learning.StoredInput`, the store
+      of `train_arrays` its clients read (`client_store.ClientStore`).
     stop_requests: where the run's signal handlers record a stop request
       (`StopRequests`).
   """
@@ -119,6 +122,7 @@ class Loop:
   callbacks: Sequence[RoundCallback] = ()
   release_empty_rounds: bool = False
   lockstep: Callable[[Any, Sequence[Any], int], list] | None = None
+  client_store: ClientStore | None = None
   stop_requests: StopRequests = dataclasses.field(default_factory=StopRequests)
 
   def __post_init__(self):
@@ -168,7 +172,12 @@ class Loop:
       )
     else:
       inputs = client_inputs.round_inputs(
-        self.sampler, plans, self.train_arrays, round_num, self.batch_size
+        self.sampler,
+        plans,
+        self.train_arrays,
+        round_num,
+        self.batch_size,
+        self.client_store,
       )
     output = self.process.next(state, inputs)
     client_work = output.metrics['client_work']

@@ -39,6 +39,7 @@ from tff_algos.simulation import evaluation
 from tff_algos.simulation import lockstep
 from tff_algos.simulation import loop as loop_lib
 from tff_algos.simulation import outputs
+from tff_algos.simulation.client_store import ClientStore
 from tff_algos.simulation.sampling import ClientSampler
 
 ProcessFn = Callable[[Any], Any]  # model_fn → LearningProcess
@@ -72,7 +73,9 @@ def build_for_run(
   --client_execution=lockstep, or auto, where the run allows it and (auto)
   it pays (`lockstep.unavailable`), the algorithm built with
   `learning.LockstepInput` ('lockstep'); else the per-client process
-  ('per client', and why where lockstep was asked for).
+  ('per client', and why where lockstep was asked for), whose clients read
+  their data where they train (`learning.StoredInput`) unless
+  --client_execution=per_client (the reference: their data are sent).
   Installs our local runtime (`runtime.install`) as TFF's default context,
   so that a caller that never called `runtime.start()` (a notebook) runs
   the process on it: TFF's own default context starts a worker that
@@ -83,31 +86,49 @@ def build_for_run(
     return build_process(settings, model_fn, process_fn=process_fn), (
       'per client (--client_execution=per_client)'
     )
-  why = (
-    'a process_fn of its own takes the per-client input'
-    if process_fn is not None
-    else lockstep.unavailable(
-      model_fn,
-      workers or runtime.remote_workers(),
-      only_where_it_pays=execution == 'auto',
+  if process_fn is not None:
+    return build_process(settings, model_fn, process_fn=process_fn), (
+      'per client (a process_fn of its own takes the per-client input)'
     )
+  why = lockstep.unavailable(
+    model_fn,
+    workers or runtime.remote_workers(),
+    only_where_it_pays=execution == 'auto',
   )
   if why is None:
-    try:
-      process = build_process(settings, model_fn, learning.LockstepInput())
-      if isinstance(process, learning.LockstepProcess):
-        return process, 'lockstep'
-      why = "the algorithm's builder does not take learning.LockstepInput"
-    except learning.LockstepUnavailable as e:
-      why = str(e)
-    except Exception as e:
-      why = (
-        f"the algorithm's builder refused learning.LockstepInput "
-        f'({type(e).__name__}: {e})'
-      )
-  return build_process(settings, model_fn, process_fn=process_fn), (
-    f'per client ({why})'
+    process, why = _built_with(
+      settings,
+      model_fn,
+      learning.LockstepInput(),
+      lambda p: isinstance(p, learning.LockstepProcess),
+    )
+    if process is not None:
+      return process, 'lockstep'
+  process, refused = _built_with(
+    settings, model_fn, learning.StoredInput(), learning.takes_stored_input
   )
+  if process is None:
+    return build_process(settings, model_fn), f'per client ({why}; {refused})'
+  return process, f'per client ({why}; each reads its data where it trains)'
+
+
+def _built_with(settings, model_fn, client_input, takes_it):
+  """(the registered algorithm built with `client_input`, None), or (None,
+  why not) where its builder refused it or built a process that does not
+  take it (`takes_it(process)` false)."""
+  name = type(client_input).__name__
+  try:
+    process = build_process(settings, model_fn, client_input)
+  except learning.LockstepUnavailable as e:
+    return None, str(e)
+  except Exception as e:
+    return None, (
+      f"the algorithm's builder refused learning.{name} "
+      f'({type(e).__name__}: {e})'
+    )
+  if not takes_it(process):
+    return None, f"the algorithm's builder does not take learning.{name}"
+  return process, None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -439,6 +460,11 @@ def make_loop(
     list(callbacks),
     release_empty_rounds=bool(mechanisms.dp_events(process.initialize())),
     lockstep=engine.inputs if engine else None,
+    client_store=(
+      ClientStore.of(data.train)
+      if learning.takes_stored_input(process)
+      else None
+    ),
     stop_requests=stop_requests or loop_lib.StopRequests(),
   )
 

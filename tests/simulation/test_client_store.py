@@ -1,0 +1,175 @@
+"""Clients that read their data where they train (`simulation.client_store`,
+`learning.StoredInput`) against the reference, whose data are sent."""
+
+import collections
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers
+from tff_algos import learning
+from tff_algos.learning import client_work
+from tff_algos.runtime import profiling
+from tff_algos.simulation import client_inputs
+from tff_algos.simulation import trainer
+from tff_algos.simulation.client_store import ClientStore
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
+
+QUICK = dict(
+  rounds=2, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
+)
+# Each kind of client work and input: minibatch steps (with stragglers'
+# partial work and adaptive μ), full-batch gradients, the pooled clients'
+# blocks of steps (which send only the examples a block reads), and a DP
+# aggregator (which sees each client's update).
+CASES = {
+  'fedprox_partial_work': dict(
+    algo='fedprox', mu=0.5, adaptive_mu=True, straggler_fraction=0.5
+  ),
+  'fedsgd': dict(algo='fedsgd', epochs=None, batch_size=None, client_lr=0.1),
+  'centralized': dict(
+    algo='centralized',
+    clients_per_round=1,
+    epochs=None,
+    hparams={'updates_per_round': 7},
+  ),
+  'fedisgd_dp': dict(
+    algo='fedisgd', aggregator='dp', dp_noise_multiplier=0.5, dp_clip=0.5
+  ),
+}
+
+
+def _arrays(clients=3):
+  rng = np.random.default_rng(0)
+  return [
+    collections.OrderedDict(
+      y=rng.integers(0, 10, n).astype(np.int32),
+      x=rng.normal(size=(n, 60)).astype(np.float32),
+    )
+    for n in rng.integers(1, 30, clients)
+  ] + [
+    collections.OrderedDict(
+      y=np.zeros(0, np.int32), x=np.zeros((0, 60), np.float32)
+    )
+  ]
+
+
+@pytest.mark.fast
+def test_a_client_reads_back_its_arrays_bit_for_bit(tmp_path):
+  arrays = _arrays()  # The last client has no examples.
+  store = ClientStore.of(arrays, root=str(tmp_path))
+  spec = collections.OrderedDict(
+    x=tf.TensorSpec([None, 60], tf.float32), y=tf.TensorSpec([None], tf.int32)
+  )
+  for client, expected in enumerate(arrays):
+    element = client_work.read_stored(
+      dict(path=store.path(client), example_order=[0], batch_ends=[1]),
+      spec,
+    )
+    data = element['data']
+    assert list(data) == ['x', 'y']  # The input spec's structure.
+    for name in expected:
+      assert data[name].dtype == spec[name].dtype
+      assert data[name].shape.as_list() == list(expected[name].shape)
+      assert np.array_equal(data[name].numpy(), expected[name])
+
+
+@pytest.mark.fast
+def test_a_store_is_named_by_its_content(tmp_path):
+  arrays = _arrays()
+  first = ClientStore.of(arrays, root=str(tmp_path))
+  written = os.stat(first.path(0) + '.0').st_mtime_ns
+  assert ClientStore.of(_arrays(), root=str(tmp_path)) == first
+  assert os.stat(first.path(0) + '.0').st_mtime_ns == written  # Not again.
+  changed = _arrays()
+  changed[1]['x'][-1, -1] = np.nextafter(
+    changed[1]['x'][-1, -1], np.float32(np.inf)
+  )
+  assert ClientStore.of(changed, root=str(tmp_path)) != first
+  assert ClientStore.of(arrays[:-1], root=str(tmp_path)) != first
+  folders = os.listdir(tmp_path / 'client_data')
+  assert len(folders) == 3 and not [f for f in folders if 'partial' in f]
+  os.remove(first.path(2) + '.1')  # A damaged store is written again.
+  assert ClientStore.of(arrays, root=str(tmp_path)) == first
+  assert os.path.exists(first.path(2) + '.1')
+
+
+def _final_weights(settings, model_fn, arrays, client_input=None):
+  """The model after the run of `settings`, the bytes each of its rounds'
+  training sent to the worker, and its loop."""
+  process = trainer.build_process(settings, model_fn, client_input)
+  loop = trainer.loop_for(settings, model_fn, arrays, process=process)
+  sent = []
+  train = loop.train
+
+  def counted(state, round_num):
+    profiling.SENT.clear()
+    result = train(state, round_num)
+    sent.append(profiling.SENT['bytes'])
+    return result
+
+  loop.train = counted
+  state = loop.run(
+    loop.initial_state(
+      learning.initial_model_weights(model_fn, settings.run.seed)
+    ),
+    range(settings.run.rounds + 1),
+  )
+  return process.get_model_weights(state).trainable, sent[1:], loop
+
+
+@pytest.mark.parametrize('name', sorted(CASES))
+def test_clients_reading_their_data_train_the_reference_model(name):
+  """Bit for bit: only where the examples come from differs."""
+  task, arrays = helpers.task_and_arrays()
+  settings = resolve(
+    Config.create(**dict(QUICK, **CASES[name]), client_execution='per_client'),
+    num_clients=30,
+  )
+  profiling.instrument()
+  stored, sent_stored, loop = _final_weights(
+    settings, task.model_fn, arrays, learning.StoredInput()
+  )
+  reference, sent_reference, _ = _final_weights(settings, task.model_fn, arrays)
+  assert learning.takes_stored_input(loop.process)
+  assert loop.client_store is not None
+  assert len(reference) == len(stored)
+  for a, b in zip(stored, reference):
+    assert np.array_equal(a, b), name
+  # What a round sends is the reference's less its clients' examples.
+  for round_num, (stored_bytes, reference_bytes) in enumerate(
+    zip(sent_stored, sent_reference), 1
+  ):
+    examples = _examples_bytes(loop, round_num)
+    assert reference_bytes - stored_bytes > 0.9 * examples > 0, round_num
+
+
+def _examples_bytes(loop, round_num):
+  """The bytes of the examples the reference sends in round `round_num`."""
+  inputs = client_inputs.round_inputs(
+    loop.sampler,
+    loop.sampler.participants(round_num, loop.policy),
+    loop.train_arrays,
+    round_num,
+    loop.batch_size,
+  )
+  return sum(a.nbytes for [client] in inputs for a in client['data'].values())
+
+
+def test_a_per_client_run_reads_its_data_unless_it_is_the_reference():
+  task, _ = helpers.task_and_arrays()
+  # Lockstep clients would train in this process: the workers' clients
+  # train per client, and read their data there.
+  settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
+  process, how = trainer.build_for_run(settings, task.model_fn, workers='h:1')
+  assert learning.takes_stored_input(process)
+  assert how.endswith('each reads its data where it trains)'), how
+  reference = resolve(
+    Config(algo='fedavg', client_execution='per_client', **QUICK),
+    num_clients=30,
+  )
+  process, _ = trainer.build_for_run(reference, task.model_fn)
+  assert not learning.takes_stored_input(process)

@@ -110,8 +110,7 @@ class LocalTraining:
 class StructClientWork:
   """A client work whose client data are a structure of tensors, not a
   sequence (which `tff.learning.templates.ClientWorkProcess` requires):
-  TFF serializes a sequence as a dataset graph, about 33 kB and
-  milliseconds a client. It has a ClientWorkProcess's computations
+  TFF serializes a sequence as a dataset graph, milliseconds a client. It has a ClientWorkProcess's computations
   (`composition.compose` composes it as TFF does)."""
 
   initialize: tff.Computation

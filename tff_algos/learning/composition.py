@@ -81,7 +81,7 @@ def _compose_struct_client_work(
   """TFF's `compose_learning_process`, computation for computation, for a
   `StructClientWork`, whose client data are not sequences (TFF's composer
   requires them): the same state, hyper-parameters and metrics, so that a
-  lockstep run's checkpoints are the per-client run's."""
+  lockstep or stored-input run's checkpoints are the per-client run's."""
   state_of = tff.learning.templates.LearningAlgorithmState
 
   @tff.federated_computation()

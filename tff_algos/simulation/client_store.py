@@ -13,12 +13,11 @@ order of the model's input_spec) as a serialized `TensorProto`, which
 TensorFlow's `parse_tensor` reads back bit for bit. The folder is named by
 the SHA-256 of its files' names and bytes, so it holds exactly those data:
 a store is reused by every run on the same data, and any other data get a
-folder of their own.
-It is written into a temporary folder renamed into place, so a reader
-never sees a partial store; one whose files are not all there at their
-sizes (a file deleted) is written again. A worker on another machine reads the same
-path, which must therefore hold the same folder there (README, "Remote
-workers").
+folder of their own. It is written into a temporary folder renamed into
+place, so a reader never sees a partial store; one whose files are not
+all there at their sizes (a file deleted) is written again. A worker on
+another machine reads the same path, which must therefore hold the same
+folder there (README, "Remote workers").
 """
 
 import dataclasses

@@ -3,6 +3,7 @@
 
 import collections
 import os
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from tff_algos import learning
 from tff_algos.learning import client_work
 from tff_algos.runtime import profiling
 from tff_algos.simulation import client_inputs
+from tff_algos.simulation import client_store
 from tff_algos.simulation import trainer
 from tff_algos.simulation.client_store import ClientStore
 from tff_algos.simulation.config import Config
@@ -95,6 +97,27 @@ def test_a_store_is_named_by_its_content(tmp_path):
   os.remove(first.path(2) + '.1')  # A damaged store is written again.
   assert ClientStore.of(arrays, root=str(tmp_path)) == first
   assert os.path.exists(first.path(2) + '.1')
+
+
+@pytest.mark.fast
+def test_only_the_last_stores_and_those_in_use_are_kept(tmp_path):
+  parent = tmp_path / client_store.FOLDER
+  now = time.time()
+  ages = {f'old{i:02d}': 2 * client_store.IN_USE_S + i for i in range(12)}
+  ages.update({'in_use_a': 60, 'in_use_b': 120, '.partial-a': ages['old00']})
+  for name, age in ages.items():
+    (parent / name).mkdir(parents=True)
+    os.utime(parent / name, (now - age, now - age))
+  store = ClientStore.of(_arrays(), root=str(tmp_path))
+  # The new store, the two used within the day and the most recently used
+  # of the others: KEPT in all.
+  assert client_store.KEPT == 8
+  assert set(os.listdir(parent)) == {
+    os.path.basename(store.folder),
+    'in_use_a',
+    'in_use_b',
+    *(f'old{i:02d}' for i in range(5)),
+  }
 
 
 def _final_weights(settings, model_fn, arrays, client_input=None):

@@ -18,13 +18,20 @@ place, so a reader never sees a partial store; one whose files are not
 all there at their sizes (a file deleted) is written again. A worker on
 another machine reads the same path, which must therefore hold the same
 folder there (README, "Remote workers").
+
+The folders of the last `KEPT` data sets used stay, and so does every
+folder used within `IN_USE_S` (a run marks its folder used as it opens it
+and every round, `ClientStore.touch`); older ones are deleted when a run
+opens a store, as are partial folders that old (a killed writer's).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import shutil
 import tempfile
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +39,8 @@ import tensorflow as tf
 from tff_algos import runtime
 
 FOLDER = 'client_data'
+KEPT = 8
+IN_USE_S = 24 * 3600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +52,11 @@ class ClientStore:
   def path(self, client: int) -> str:
     """The common prefix of client `client`'s files."""
     return os.path.join(self.folder, str(client))
+
+  def touch(self) -> None:
+    """Marks the folder used now (so that it is not deleted under a run)."""
+    with contextlib.suppress(OSError):
+      os.utime(self.folder)
 
   @classmethod
   def of(cls, arrays, root: str | None = None) -> 'ClientStore':
@@ -69,7 +83,27 @@ class ClientStore:
     if _sizes(folder) != sizes:  # None there, or damaged: (re)written.
       shutil.rmtree(folder, ignore_errors=True)
       _write(folder, files())
-    return cls(folder)
+    store = cls(folder)
+    store.touch()
+    _delete_unused(os.path.dirname(folder))
+    return store
+
+
+def _delete_unused(parent):
+  """Deletes the folders beyond the `KEPT` most recently used that no run
+  used within `IN_USE_S` (partial ones too)."""
+  with contextlib.suppress(OSError):
+    folders = sorted(
+      (e for e in os.scandir(parent) if e.is_dir()),
+      key=lambda e: e.stat().st_mtime,
+      reverse=True,
+    )
+    stores = [e for e in folders if not e.name.startswith('.')]
+    kept = {e.name for e in stores[:KEPT]}
+    unused_since = time.time() - IN_USE_S
+    for entry in folders:
+      if entry.name not in kept and entry.stat().st_mtime < unused_since:
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _sizes(folder) -> dict[str, int]:

@@ -171,6 +171,8 @@ class Loop:
         round_num,
       )
     else:
+      if self.client_store is not None:
+        self.client_store.touch()  # In use: not to be deleted.
       inputs = client_inputs.round_inputs(
         self.sampler,
         plans,

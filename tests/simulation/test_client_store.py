@@ -12,7 +12,7 @@ import tensorflow as tf
 import helpers
 from tff_algos import learning
 from tff_algos.learning import client_work
-from tff_algos.runtime import profiling
+from tff_algos.runtime import client_values
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation import client_store
 from tff_algos.simulation import trainer
@@ -121,28 +121,16 @@ def test_only_the_last_stores_and_those_in_use_are_kept(tmp_path):
 
 
 def _final_weights(settings, model_fn, arrays, client_input=None):
-  """The model after the run of `settings`, the bytes of the values each
-  of its rounds' training sent to the worker, and its loop."""
+  """The model after the run of `settings`, and its loop."""
   process = trainer.build_process(settings, model_fn, client_input)
   loop = trainer.loop_for(settings, model_fn, arrays, process=process)
-  sent = []
-  train = loop.train
-
-  def counted(state, round_num):
-    profiling.SENT.clear()
-    result = train(state, round_num)
-    # The values, not the computation, which TFF sends with each call.
-    sent.append(profiling.SENT['bytes'] - profiling.SENT['computation'])
-    return result
-
-  loop.train = counted
   state = loop.run(
     loop.initial_state(
       learning.initial_model_weights(model_fn, settings.run.seed)
     ),
     range(settings.run.rounds + 1),
   )
-  return process.get_model_weights(state).trainable, sent[1:], loop
+  return process.get_model_weights(state).trainable, loop
 
 
 @pytest.mark.parametrize('name', sorted(CASES))
@@ -153,34 +141,49 @@ def test_clients_reading_their_data_train_the_reference_model(name):
     Config.create(**dict(QUICK, **CASES[name]), client_execution='per_client'),
     num_clients=30,
   )
-  profiling.instrument()
-  stored, sent_stored, loop = _final_weights(
+  stored, loop = _final_weights(
     settings, task.model_fn, arrays, learning.StoredInput()
   )
-  reference, sent_reference, _ = _final_weights(settings, task.model_fn, arrays)
+  reference, reference_loop = _final_weights(settings, task.model_fn, arrays)
   assert learning.takes_stored_input(loop.process)
   assert loop.client_store is not None
   assert len(reference) == len(stored)
   for a, b in zip(stored, reference):
     assert np.array_equal(a, b), name
-  # What a round sends is the reference's less its clients' examples.
-  for round_num, (stored_bytes, reference_bytes) in enumerate(
-    zip(sent_stored, sent_reference), 1
-  ):
-    examples = _examples_bytes(loop, round_num)
-    assert reference_bytes - stored_bytes > 0.9 * examples > 0, round_num
+  # The clients' value a round sends is the reference's less its examples.
+  for round_num in range(1, settings.run.rounds + 1):
+    examples = sum(
+      a.nbytes
+      for [client] in _round_inputs(reference_loop, round_num)
+      for a in client['data'].values()
+    )
+    assert (
+      _bytes_sent(reference_loop, round_num) - _bytes_sent(loop, round_num)
+      > 0.9 * examples
+      > 0
+    ), round_num
 
 
-def _examples_bytes(loop, round_num):
-  """The bytes of the examples the reference sends in round `round_num`."""
-  inputs = client_inputs.round_inputs(
+def _round_inputs(loop, round_num):
+  """The clients' input `loop` gives its process in round `round_num`."""
+  return client_inputs.round_inputs(
     loop.sampler,
     loop.sampler.participants(round_num, loop.policy),
     loop.train_arrays,
     round_num,
     loop.batch_size,
+    loop.client_store,
   )
-  return sum(a.nbytes for [client] in inputs for a in client['data'].values())
+
+
+def _bytes_sent(loop, round_num):
+  """The bytes of round `round_num`'s clients' value, as the runtime
+  serializes it for the worker."""
+  clients_type = loop.process.next.type_signature.parameter[1]
+  proto, _ = client_values.serialize_value(
+    _round_inputs(loop, round_num), clients_type
+  )
+  return proto.ByteSize()
 
 
 def test_a_per_client_run_reads_its_data_unless_it_is_the_reference():

@@ -19,9 +19,7 @@ from tensorflow_federated.python.core.impl.executors import (
 from tensorflow_federated.python.core.impl.executors import value_serialization
 
 SECONDS = collections.defaultdict(float)  # label → seconds since clear()
-# 'bytes' serialized for the worker, and by the kind of value (the
-# executor_pb2.Value field: 'computation', 'federated', ...).
-SENT = collections.Counter()
+SENT = collections.Counter()  # 'bytes' serialized for the worker
 
 
 def _timed(owner, name, label):
@@ -63,7 +61,6 @@ def instrument():
         SECONDS['serialize (Python)'] += time.perf_counter() - start
     if not calls.depth:
       SENT['bytes'] += proto.ByteSize()
-      SENT[proto.WhichOneof('value')] += proto.ByteSize()  # E.g. computation
     return proto, type_spec
 
   value_serialization.serialize_value = counted

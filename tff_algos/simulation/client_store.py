@@ -65,8 +65,9 @@ class ClientStore:
     evaluation takes them too), written under `root` (default: the
     package's cache folder) unless it is there already."""
 
-    def files():  # One client's at a time: a copy of all would double
-      # the process's peak memory on the large datasets.
+    # One client's files at a time: a copy of all the data would double
+    # the process's peak memory on the large datasets.
+    def files():
       for client, client_arrays in enumerate(arrays):
         for i, content in enumerate(_serialized(client_arrays)):
           yield f'{client}.{i}', content

@@ -20,38 +20,34 @@ from tff_algos.simulation.client_store import ClientStore
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 
-QUICK = dict(
-  rounds=2, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
-)
+QUICK = helpers.QUICK_RUN
 # Each kind of client work and input: minibatch steps (with stragglers'
 # partial work and adaptive μ), full-batch gradients, the pooled clients'
 # blocks of steps (which send only the examples a block reads), and a DP
 # aggregator (which sees each client's update).
 CASES = {
   'fedprox_partial_work': dict(
-    algo='fedprox', mu=0.5, adaptive_mu=True, straggler_fraction=0.5
+    helpers.EXECUTION_CASES['stragglers_partial'], mu=0.5, adaptive_mu=True
   ),
-  'fedsgd': dict(algo='fedsgd', epochs=None, batch_size=None, client_lr=0.1),
-  'centralized': dict(
-    algo='centralized',
-    clients_per_round=1,
-    epochs=None,
-    hparams={'updates_per_round': 7},
-  ),
+  'fedsgd': helpers.EXECUTION_CASES['fedsgd'],
+  'centralized': helpers.EXECUTION_CASES['centralized'],
   'fedisgd_dp': dict(
-    algo='fedisgd', aggregator='dp', dp_noise_multiplier=0.5, dp_clip=0.5
+    helpers.EXECUTION_CASES['fedisgd'],
+    aggregator='dp',
+    dp_noise_multiplier=0.5,
+    dp_clip=0.5,
   ),
 }
 
 
-def _arrays(clients=3):
+def _arrays():
   rng = np.random.default_rng(0)
   return [
     collections.OrderedDict(
       y=rng.integers(0, 10, n).astype(np.int32),
       x=rng.normal(size=(n, 60)).astype(np.float32),
     )
-    for n in rng.integers(1, 30, clients)
+    for n in rng.integers(1, 30, 3)
   ] + [
     collections.OrderedDict(
       y=np.zeros(0, np.int32), x=np.zeros((0, 60), np.float32)

@@ -18,42 +18,8 @@ from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 
-QUICK = dict(
-  rounds=2, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
-)
-# Each dimension of the equivalence: algorithm, aggregator, stragglers,
-# sampling (the README's example algorithm too, via --import).
-CASES = {
-  'fedavg': dict(algo='fedavg'),
-  'fedsgd': dict(algo='fedsgd', epochs=None, batch_size=None, client_lr=0.1),
-  'fedprox_adaptive_mu': dict(algo='fedprox', mu=0.5, adaptive_mu=True),
-  'fedisgd': dict(algo='fedisgd'),
-  'centralized': dict(
-    algo='centralized',
-    clients_per_round=1,
-    epochs=None,
-    hparams={'updates_per_round': 7},
-  ),
-  'dp_fixed_poisson': dict(
-    algo='fedavg',
-    aggregator='dp',
-    dp_noise_multiplier=0.5,
-    dp_clip=0.5,
-    client_sampling='poisson',
-  ),
-  'dp_adaptive': dict(
-    algo='fedprox',
-    aggregator='dp',
-    dp_noise_multiplier=0.2,
-    clients_per_round=10,
-  ),
-  'compression': dict(algo='fedavg', aggregator='compression'),
-  'robust': dict(algo='fedavg', aggregator='robust'),
-  'stragglers_drop': dict(algo='fedavg', straggler_fraction=0.5, epochs=3),
-  'stragglers_partial': dict(algo='fedprox', straggler_fraction=0.5, epochs=3),
-  'proportional': dict(algo='fedprox', client_sampling='proportional'),
-  'adam_clients': dict(algo='fedavg', client_optimizer='adam', client_lr=0.001),
-}
+QUICK = helpers.QUICK_RUN
+CASES = helpers.EXECUTION_CASES
 
 
 def _final_weights(settings, model_fn, arrays):

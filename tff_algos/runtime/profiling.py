@@ -57,9 +57,8 @@ def instrument():
       proto, type_spec = serialize(*args, **kwargs)
     finally:
       calls.depth -= 1
-      if not calls.depth:
-        SECONDS['serialize (Python)'] += time.perf_counter() - start
     if not calls.depth:
+      SECONDS['serialize (Python)'] += time.perf_counter() - start
       SENT['bytes'] += proto.ByteSize()
     return proto, type_spec
 

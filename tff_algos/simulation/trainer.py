@@ -102,20 +102,23 @@ def build_for_run(
       learning.LockstepInput(),
       lambda p: isinstance(p, learning.LockstepProcess),
     )
-    if process is not None:
+    if why is None:
       return process, 'lockstep'
   process, refused = _built_with(
     settings, model_fn, learning.StoredInput(), learning.takes_stored_input
   )
-  if process is None:
-    return build_process(settings, model_fn), f'per client ({why}; {refused})'
-  return process, f'per client ({why}; each reads its data where it trains)'
+  if refused is None:
+    return process, f'per client ({why}; each reads its data where it trains)'
+  # A builder that ignores the input built the process it builds for any.
+  process = process or build_process(settings, model_fn)
+  return process, f'per client ({why}; {refused})'
 
 
 def _built_with(settings, model_fn, client_input, takes_it):
-  """(the registered algorithm built with `client_input`, None), or (None,
-  why not) where its builder refused it or built a process that does not
-  take it (`takes_it(process)` false)."""
+  """(the registered algorithm built with `client_input`, None), or
+  (None, why not) where its builder refused it, or (the process, why not)
+  where the process it built does not take it (`takes_it(process)`
+  false)."""
   name = type(client_input).__name__
   try:
     process = build_process(settings, model_fn, client_input)
@@ -127,7 +130,7 @@ def _built_with(settings, model_fn, client_input, takes_it):
       f'({type(e).__name__}: {e})'
     )
   if not takes_it(process):
-    return None, f"the algorithm's builder does not take learning.{name}"
+    return process, f"the algorithm's builder does not take learning.{name}"
   return process, None
 
 

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import portpicker
 import psutil
 import pytest
@@ -22,6 +23,7 @@ from tff_algos import runtime
 from tff_algos import worker as worker_main
 from tff_algos.runtime import processes as process_lib
 from tff_algos.runtime import remote
+from tff_algos.simulation.client_store import ClientStore
 
 
 def _wait_listening(port, process, timeout=30):
@@ -114,6 +116,32 @@ def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
   cpu_used = [_cpu_seconds(p) - c for p, c in zip(processes, cpu_before)]
   print('worker CPU seconds', cpu_used, 'clients', served)
   assert min(cpu_used) > 0.05, cpu_used  # An idle worker: ~0.
+
+
+def test_a_worker_without_the_client_data_is_a_clear_error(tmp_path, workers):
+  """Each worker lists the store's folder on its own machine. A loopback
+  worker shares this one, so a file deleted here is one its machine
+  lacks."""
+  _, addresses = workers
+  runtime.start(workers=addresses)
+  rng = np.random.default_rng(0)
+  store = ClientStore.of(
+    [dict(x=rng.normal(size=(n, 2)).astype(np.float32)) for n in (3, 1)],
+    root=str(tmp_path),
+  )
+  assert store.files == {'0.0', '1.0'}
+  store.check_remote_workers()  # Both workers read every file.
+  os.remove(store.path(1) + '.0')
+  with pytest.raises(runtime.WorkerError) as error:
+    store.check_remote_workers()
+  assert str(error.value).startswith(
+    f'the TFF worker at {addresses[0]} has 1 of the 2 files of the client '
+    f'data folder {store.folder} (missing 1.0)'
+  )
+  assert '--client_execution=per_client' in str(error.value)
+  # A folder a worker does not have at all.
+  absent = str(tmp_path / 'absent')
+  assert runtime.remote_workers()[1].files_in(absent) == set()
 
 
 @pytest.mark.slow

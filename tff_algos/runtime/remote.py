@@ -40,12 +40,15 @@ are reached through SSH tunnels ("What TFF's executor protocol does not
 protect").
 """
 
+import functools
+import os
 import queue
 import threading
 import time
 
 from absl import logging
 import grpc
+import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import computation_pb2
 from tensorflow_federated.proto.v0 import executor_pb2
@@ -168,6 +171,12 @@ class RemoteWorker:
       except Exception:
         return  # The channel was closed under us.
 
+  def files_in(self, folder):
+    """The names of the files in `folder` (an absolute path) on this
+    worker's machine; none if it has no such folder."""
+    paths = self.context.invoke(_matching_files(), os.path.join(folder, '*'))
+    return {os.path.basename(p.decode()) for p in paths}
+
   def lost(self, error):
     """Why a failed call means the worker is lost (for `CheckedStub`)."""
     return f'lost the TFF worker at {self.address} ({error}): did it die?'
@@ -189,6 +198,17 @@ class RemoteWorker:
           executor.close()  # DisposeExecutor, with a deadline.
       self._executors = []
       self._channel.close()  # Cancels in-flight calls.
+
+
+@functools.cache
+def _matching_files():
+  """pattern → the paths matching it, on the worker that runs it."""
+
+  @tff.tensorflow.computation(tf.string)
+  def matching_files(pattern):
+    return tf.io.matching_files(pattern)
+
+  return matching_files
 
 
 class _SplitForm:

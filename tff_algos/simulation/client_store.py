@@ -17,7 +17,8 @@ folder of their own. It is written into a temporary folder renamed into
 place, so a reader never sees a partial store; one whose files are not
 all there at their sizes (a file deleted) is written again. A worker on
 another machine reads the same path, which must therefore hold the same
-folder there (README, "Remote workers").
+folder there (README, "Remote workers"); a run checks that before its
+first round (`ClientStore.check_remote_workers`).
 
 The folders of the last `KEPT` data sets used stay, and so does every
 folder used within `IN_USE_S` (a run marks its folder used as it opens it
@@ -45,13 +46,31 @@ IN_USE_S = 24 * 3600.0
 
 @dataclasses.dataclass(frozen=True)
 class ClientStore:
-  """The files of every client's data (`folder`, absolute)."""
+  """The files of every client's data (`folder`, absolute; `files`, their
+  names)."""
 
   folder: str
+  files: frozenset[str] = frozenset()
 
   def path(self, client: int) -> str:
     """The common prefix of client `client`'s files."""
     return os.path.join(self.folder, str(client))
+
+  def check_remote_workers(self) -> None:
+    """Raises WorkerError naming the first remote worker whose machine
+    lacks any of the files: its clients could not read their data. Local
+    and loopback workers read this machine's folder."""
+    for worker in runtime.remote_workers():
+      missing = sorted(self.files - worker.files_in(self.folder))
+      if missing:
+        more = f' and {len(missing) - 1} more' if len(missing) > 1 else ''
+        raise runtime.WorkerError(
+          f'{worker.name} has {len(self.files) - len(missing)} of the '
+          f'{len(self.files)} files of the client data folder {self.folder} '
+          f'(missing {missing[0]}{more}): copy the folder to its machine '
+          '(README, "Remote workers") or run with '
+          '--client_execution=per_client'
+        )
 
   def touch(self) -> None:
     """Marks the folder used now (so that it is not deleted under a run)."""
@@ -84,7 +103,7 @@ class ClientStore:
     if _sizes(folder) != sizes:  # None there, or damaged: (re)written.
       shutil.rmtree(folder, ignore_errors=True)
       _write(folder, files())
-    store = cls(folder)
+    store = cls(folder, frozenset(sizes))
     store.touch()
     _delete_unused(os.path.dirname(folder))
     return store

@@ -464,12 +464,20 @@ def make_loop(
     release_empty_rounds=bool(mechanisms.dp_events(process.initialize())),
     lockstep=engine.inputs if engine else None,
     client_store=(
-      ClientStore.of(data.train)
+      _checked_store(data.train)
       if learning.takes_stored_input(process)
       else None
     ),
     stop_requests=stop_requests or loop_lib.StopRequests(),
   )
+
+
+def _checked_store(train) -> ClientStore:
+  """The store of the clients' arrays `train`, which every remote worker
+  can read."""
+  store = ClientStore.of(train)
+  store.check_remote_workers()
+  return store
 
 
 def loop_for(

@@ -8,6 +8,8 @@ import time
 
 import psutil
 import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
 
 from conftest import listening_ips
 from conftest import REPO
@@ -43,6 +45,30 @@ def test_the_runtime_worker_accepts_loopback_connections_only(tff_runtime):
   tff_runtime.start()  # (An in-process CLI test may have stopped it.)
   worker = psutil.Process(tff_runtime.worker_pid())
   _assert_listens_on_loopback_only([worker])
+
+
+@pytest.mark.fast
+def test_a_computation_that_fails_in_the_worker_is_a_one_line_error(
+  tff_runtime, tmp_path
+):
+  tff_runtime.start()
+
+  @tff.tensorflow.computation(tf.string)
+  def read(path):
+    return tf.io.read_file(path)
+
+  missing = str(tmp_path / 'missing')
+  with pytest.raises(runtime.WorkerError) as error:
+    read(missing)
+  message = str(error.value)
+  assert '\n' not in message
+  assert message.startswith(
+    f'a computation failed on the local TFF worker (pid '
+    f'{tff_runtime.worker_pid()}): '
+  )
+  assert f'{missing}; No such file or directory' in message
+  assert 'ReadFile' in message  # The failing node, from the next line.
+  assert read(str(REPO / 'README.md')).startswith(b'#')  # Still serving.
 
 
 @pytest.mark.fast

@@ -117,9 +117,12 @@ class CheckedStub(tff.framework.RemoteExecutorStub):
       ):
         worker.fail(worker.lost(code.name if code else e))
         raise WorkerError(worker.failure) from None
-      # The worker is fine; the computation failed on it.
+      # The worker is fine; the computation failed on it. TensorFlow's
+      # message goes on with the failing node on lines of its own: joined,
+      # so that a command reports it in one line.
       raise WorkerError(
-        f'a computation failed on {worker.name}: {code.name}: {e.details()}'
+        f'a computation failed on {worker.name}: {code.name}: '
+        + ' '.join(e.details().split())
       ) from None
     if worker.deadline:
       worker.deadline(took=time.monotonic() - start)

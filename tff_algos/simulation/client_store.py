@@ -50,7 +50,7 @@ class ClientStore:
   names)."""
 
   folder: str
-  files: frozenset[str] = frozenset()
+  files: frozenset[str]
 
   def path(self, client: int) -> str:
     """The common prefix of client `client`'s files."""

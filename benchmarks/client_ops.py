@@ -1,24 +1,31 @@
-"""Where one client's local training time goes, op by op.
+"""Where local training time goes, op by op.
 
   .venv/bin/python benchmarks/client_ops.py --task=mnist_iid_2nn \
       --data_dir=../shared/data [--algo=fedavg] [--batch_size=10] \
-      [--epochs=1] [--client_lr=0.05] [--repeat=20]
+      [--epochs=1] [--client_lr=0.05] [--repeat=20] [--serial]
+  .venv/bin/python benchmarks/client_ops.py --execution=lockstep \
+      --task=synthetic_1_1 --algo=fedprox --epochs=20 --client_lr=0.01
 
-Builds the run's per-client process whose clients read their data where
-they train (`learning.StoredInput`, what `--client_execution=auto` runs
-for the 2NN, the CNN and the LSTMs), takes the TensorFlow computation of
-one client's training out of it (the one that reads the client's files)
-and runs it for the first client of round 1 in a TensorFlow session set
-up as TFF's worker sets up its sessions (Grappler and the JIT off,
-`optimize_for_static_graph`; TFF's `session_provider.cc`), in this
-process: TFF's `worker_binary` links its own copy of TensorFlow, so the
-figures are this process's TensorFlow running the worker's graph. Prints
-the median time of a client's training over --repeat calls (after three
-that warm up), then, from one call traced with TensorFlow's step stats,
-the time each kind of op took in all, per step. By default ops run two at
-a time (TensorFlow's inter-op threads) and share the intra-op threads, so
-an op's time includes its waits and the times add up to more than the
-call's; --serial gives each op the machine alone.
+--execution=per_client (the default) builds the run's per-client process
+whose clients read their data where they train (`learning.StoredInput`,
+what `--client_execution=auto` runs for the 2NN, the CNN and the LSTMs),
+takes the TensorFlow computation of one client's training out of it (the
+one that reads the client's files) and runs it for the first client of
+round 1 in a TensorFlow session set up as TFF's worker sets up its
+sessions (Grappler and the JIT off, `optimize_for_static_graph`; TFF's
+`session_provider.cc`), in this process: TFF's `worker_binary` links its
+own copy of TensorFlow, so the figures are this process's TensorFlow
+running the worker's graph. --execution=lockstep takes round 1's lockstep
+computation (every client's steps, `simulation.lockstep`, K =
+--clients_per_round) as this process traced it, and runs it in a session
+with TensorFlow's default options, as a `tf.function` runs here.
+
+Prints the median time of a call over --repeat calls (after three that
+warm up), per step of the call, then, from one call traced with
+TensorFlow's step stats, the time each kind of op took in all, per step.
+By default ops run two at a time (TensorFlow's inter-op threads) and share
+the intra-op threads, so an op's time includes its waits and the times add
+up to more than the call's; --serial gives each op the machine alone.
 """
 
 import collections
@@ -35,12 +42,16 @@ from absl import logging
 import common  # Before TensorFlow: it prepares the runtime.
 
 # isort: split
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import computation_pb2
 
+import tasks
 from tff_algos import learning
+from tff_algos import runtime
 from tff_algos.simulation import client_inputs
+from tff_algos.simulation import lockstep
 from tff_algos.simulation import trainer
 from tff_algos.simulation.client_store import ClientStore
 from tff_algos.simulation.config import Config
@@ -49,6 +60,14 @@ from tff_algos.simulation.config import resolve
 FLAGS = flags.FLAGS
 flags.DEFINE_string('task', 'mnist_iid_2nn', 'Task name.')
 flags.DEFINE_string('algo', 'fedavg', 'As run_experiment.py --algo.')
+flags.DEFINE_enum(
+  'execution',
+  'per_client',
+  ['per_client', 'lockstep'],
+  "per_client: one client's training as the TFF worker runs it; "
+  "lockstep: round 1's lockstep computation, as this process runs it.",
+)
+flags.DEFINE_integer('clients_per_round', 10, 'K (lockstep).')
 flags.DEFINE_float('client_lr', 0.05, 'Client learning rate.')
 flags.DEFINE_string('data_dir', None, 'As run_experiment.py --data_dir.')
 flags.DEFINE_integer('epochs', 1, 'E.')
@@ -98,19 +117,22 @@ def _tensor_names(binding):
   return [n for part in binding.struct.element for n in _tensor_names(part)]
 
 
-def _worker_session(graph_def, serial):
-  """A session as TFF's worker makes them (`session_provider.cc`);
-  `serial`: with one thread of each kind."""
+def _session(graph_def, as_the_worker, serial):
+  """A session of `graph_def`: `as_the_worker`, as TFF's worker makes them
+  (`session_provider.cc`), else with TensorFlow's defaults (Grappler on,
+  as for a `tf.function` in this process); `serial`: with one thread of
+  each kind."""
   config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
   if serial:
     config.inter_op_parallelism_threads = 1
     config.intra_op_parallelism_threads = 1
-  config.graph_options.rewrite_options.disable_meta_optimizer = True
-  optimizer = config.graph_options.optimizer_options
-  optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
-  optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF
-  config.experimental.optimize_for_static_graph = True
-  config.experimental.disable_output_partition_graphs = True
+  if as_the_worker:
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    optimizer = config.graph_options.optimizer_options
+    optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
+    optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF
+    config.experimental.optimize_for_static_graph = True
+    config.experimental.disable_output_partition_graphs = True
   graph = tf.Graph()
   with graph.as_default():
     tf.compat.v1.import_graph_def(graph_def, name='')
@@ -131,19 +153,10 @@ def _op_seconds(run_metadata):
   return kinds
 
 
-def main(argv):
-  del argv
-  logging.set_verbosity(logging.WARNING)
-  task = common.load_task_or_exit(FLAGS.task, FLAGS.data_dir)
-  settings = resolve(
-    Config(
-      algo=FLAGS.algo,
-      task=FLAGS.task,
-      epochs=FLAGS.epochs,
-      batch_size=FLAGS.batch_size,
-      client_lr=FLAGS.client_lr,
-    )
-  )
+def _per_client(task, settings):
+  """(graph, feed, fetches, steps, initializers) of the first client of
+  round 1 in the
+  per-client process whose clients read their data in the worker."""
   process = trainer.build_process(
     settings, task.model_fn, learning.StoredInput()
   )
@@ -153,29 +166,81 @@ def main(argv):
   ]
   data = trainer.ClientData.of(task, settings)
   sampler = trainer.sampler(settings, data.train)
-  plans = sampler.participants(1, settings.policy)
   inputs = client_inputs.round_inputs(
     sampler,
-    plans,
+    sampler.participants(1, settings.policy),
     data.train,
     1,
     settings.algorithm.batch_size,
     ClientStore.of(data.train),
   )
   state = process.initialize()
-  argument = [
-    state.client_work,
-    process.get_model_weights(state),
-    inputs[0],
-  ]
+  argument = [state.client_work, process.get_model_weights(state), inputs[0]]
   values = tff.structure.flatten(
     tff.structure.from_container(argument, recursive=True)
   )
   feed = dict(zip(_tensor_names(client.parameter), values, strict=True))
-  fetches = _tensor_names(client.result)
-  session = _worker_session(_graph(client), FLAGS.serial)
-  if client.initialize_op:
-    session.run(client.initialize_op)
+  steps = len(inputs[0]['batch_ends'])
+  init = [client.initialize_op] if client.initialize_op else []
+  return _graph(client), feed, _tensor_names(client.result), steps, init
+
+
+def _lockstep(task, settings):
+  """(graph, feed, fetches, steps, initializers) of round 1's lockstep
+  computation (all
+  of its clients' steps, `simulation.lockstep`), as traced in this
+  process."""
+  loop = trainer.loop_for(
+    settings, task.model_fn, tasks.client_arrays(task.train), evaluate=False
+  )
+  calls = []
+  traced_for = lockstep.Engine._traced
+
+  def recording(engine, slots):
+    function = traced_for(engine, slots)
+    return lambda *args: calls.append((function, args)) or function(*args)
+
+  lockstep.Engine._traced = recording
+  try:
+    loop.train(
+      loop.initial_state(learning.initial_model_weights(task.model_fn, 0)), 1
+    )
+  finally:
+    lockstep.Engine._traced = traced_for
+  ((function, args),) = calls
+  concrete = function.get_concrete_function()
+  values = [np.asarray(a) for a in tf.nest.flatten(args)]
+  feed = dict(zip([t.name for t in concrete.graph.inputs], values, strict=True))
+  fetches = [t.name for t in concrete.graph.outputs]
+  steps = np.shape(args[3])[0]
+  return concrete.graph.as_graph_def(), feed, fetches, steps, []
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  task = common.load_task_or_exit(FLAGS.task, FLAGS.data_dir)
+  settings = resolve(
+    Config(
+      algo=FLAGS.algo,
+      task=FLAGS.task,
+      clients_per_round=FLAGS.clients_per_round,
+      epochs=FLAGS.epochs,
+      batch_size=FLAGS.batch_size,
+      client_lr=FLAGS.client_lr,
+      client_execution=FLAGS.execution,
+    )
+  )
+  runtime.start()
+  if FLAGS.execution == 'lockstep':
+    graph, feed, fetches, steps, init = _lockstep(task, settings)
+    what = f'round 1, K={FLAGS.clients_per_round}, in lockstep'
+  else:
+    graph, feed, fetches, steps, init = _per_client(task, settings)
+    what = 'one client'
+  session = _session(graph, FLAGS.execution == 'per_client', FLAGS.serial)
+  if init:
+    session.run(init)
   for _ in range(3):
     session.run(fetches, feed)
   seconds = []
@@ -183,13 +248,11 @@ def main(argv):
     start = time.perf_counter()
     session.run(fetches, feed)
     seconds.append(time.perf_counter() - start)
-  steps = len(inputs[0]['batch_ends'])
   call = statistics.median(seconds)
   print(
     f'{FLAGS.algo} on {FLAGS.task}, E={FLAGS.epochs}, '
-    f'B={FLAGS.batch_size}: one client, '
-    f'{steps} steps: {call * 1e3:.2f} ms a call (median of '
-    f'{FLAGS.repeat}), {call / steps * 1e6:.0f} µs a step'
+    f'B={FLAGS.batch_size}: {what}, {steps} steps: {call * 1e3:.2f} ms a '
+    f'call (median of {FLAGS.repeat}), {call / steps * 1e6:.0f} µs a step'
   )
   traced = tf.compat.v1.RunMetadata()
   session.run(

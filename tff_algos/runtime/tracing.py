@@ -1,4 +1,6 @@
-"""Tracing that is faster (`install`) and deterministic (`deterministic`).
+"""Tracing that is faster (`install`), deterministic (`deterministic`), and
+whose batched products of tiny matrices run on Eigen's kernel
+(`batched_products_on_eigen`).
 
 `install`: AutoGraph leaves alone library code that needs no conversion.
 
@@ -37,6 +39,7 @@ first round from 0.85 s to 0.38 s) and for a run's fingerprint
 
 import contextlib
 import random
+import threading
 
 import numpy as np
 
@@ -102,3 +105,46 @@ def deterministic(seed: int = 0):
     random.setstate(python_state)
     np.random.set_state(numpy_state)
     generator.generator = keras_generator
+
+
+_PRODUCTS = threading.Lock()
+
+
+@contextlib.contextmanager
+def batched_products_on_eigen():
+  """Traces TensorFlow's batched matrix products (`tf.matmul` of 3-D
+  tensors, what `tf.vectorized_map` makes of a layer's `MatMul`, and their
+  gradients) as `BatchMatMulV3`, which TensorFlow's oneDNN build leaves to
+  Eigen's kernel, instead of `BatchMatMulV2`, which it hands to oneDNN.
+
+  For the lockstep clients' steps: on a 2-core AMX Xeon oneDNN's batched
+  product of 3 lanes of [10 × 60] × [60 × 10] took 44.5–66.9 µs, Eigen's
+  10.2–19.7 (`benchmarks/batch_matmul.py`), and the two such products were
+  170–174 of a `make run` lockstep step's 221 µs
+  (`benchmarks/client_ops.py --execution=lockstep`; docs/PERFORMANCE.md,
+  "Where a lockstep step goes on this machine"). The two kernels compute
+  the same products with their sums in another order, so the bits of the
+  results differ (within float32 rounding); both are the same with one
+  thread or two.
+
+  `math_ops.matmul`, which both `tf.vectorized_map` and the products'
+  gradients call, makes a `BatchMatMulV2` through
+  `gen_math_ops.batch_mat_mul_v2`: within this block, that function makes
+  a `BatchMatMulV3` of the same dtype. The replacement is TensorFlow's
+  module's, so code that another thread traces meanwhile gets it too: the
+  same products, on Eigen's kernel. One block at a time.
+  """
+  from tensorflow.python.ops import gen_math_ops
+
+  def on_eigen(x, y, adj_x=False, adj_y=False, name=None):
+    return gen_math_ops.batch_mat_mul_v3(
+      x, y, Tout=x.dtype, adj_x=adj_x, adj_y=adj_y, name=name
+    )
+
+  with _PRODUCTS:
+    on_onednn = gen_math_ops.batch_mat_mul_v2
+    gen_math_ops.batch_mat_mul_v2 = on_eigen
+    try:
+      yield
+    finally:
+      gen_math_ops.batch_mat_mul_v2 = on_onednn

@@ -51,6 +51,7 @@ import tensorflow as tf
 from tff_algos import learning
 from tff_algos.learning import model_ops
 from tff_algos.learning.client_work import PROXIMAL_WEIGHT
+from tff_algos.runtime import tracing
 from tff_algos.simulation import evaluation
 
 # The most lanes a round's computation takes (benchmarks/cohort.py: the
@@ -361,24 +362,26 @@ class Engine:
 
   def _step_for(self, slots):
     """`LaneTraining.step` traced for `slots` lanes, as the round calls
-    it."""
+    it, with the lanes' products on Eigen's kernel
+    (`tracing.batched_products_on_eigen`)."""
     lanes, state = tf.nest.map_structure(
       lambda t: tf.TensorSpec(t.shape, t.dtype),
       self._fresh_for(slots).structured_outputs,
     )
     batch = [slots, self._batch_size]
-    return self._step.get_concrete_function(
-      lanes,
-      state,
-      {
-        name: tf.TensorSpec(batch + data.shape[1:], data.dtype)
-        for name, data in self._data.items()
-      },
-      tf.TensorSpec(batch, tf.float32),
-      self._training.specs,
-      self._hparam_specs(),
-      tf.TensorSpec([slots], tf.bool),
-    )
+    with tracing.batched_products_on_eigen():
+      return self._step.get_concrete_function(
+        lanes,
+        state,
+        {
+          name: tf.TensorSpec(batch + data.shape[1:], data.dtype)
+          for name, data in self._data.items()
+        },
+        tf.TensorSpec(batch, tf.float32),
+        self._training.specs,
+        self._hparam_specs(),
+        tf.TensorSpec([slots], tf.bool),
+      )
 
   def _traced(self, slots):
     """The round's computation on `slots` lanes (`_round`): (updates by

@@ -13,6 +13,7 @@ import tensorflow as tf
 import helpers
 from tff_algos import learning
 from tff_algos.learning import model_ops
+from tff_algos.runtime import tracing
 from tff_algos.simulation import lockstep
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
@@ -82,6 +83,41 @@ def test_a_round_sends_the_clients_results_not_their_data():
   assert one['weight'] == sum(len(arrays[p.client]['y']) for p in plans)
   shapes = [np.shape(u) for u in one['update']]
   assert shapes == [(60, 10), (10,)]
+
+
+def _op_types(graph_def):
+  nodes = [*graph_def.node]
+  for function in graph_def.library.function:
+    nodes.extend(function.node_def)
+  return {node.op for node in nodes}
+
+
+@pytest.mark.fast
+def test_the_lanes_products_are_traced_for_eigens_kernel():
+  """The step's batched products, forward and gradient, are BatchMatMulV3
+  (which TensorFlow's oneDNN build leaves to Eigen's kernel); outside the
+  step's tracing, TensorFlow's `tf.matmul` makes BatchMatMulV2 again, and
+  the two products agree to float32 rounding."""
+  task, arrays = helpers.task_and_arrays()
+  settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
+  process, _ = trainer.build_for_run(settings, task.model_fn)
+  step = lockstep.Engine(process, arrays, 10)._step_for(3)
+  ops = _op_types(step.graph.as_graph_def())
+  assert 'BatchMatMulV3' in ops and 'BatchMatMulV2' not in ops, ops
+
+  def product(x, y):
+    return tf.function(tf.matmul).get_concrete_function(x, y)
+
+  rng = np.random.default_rng(0)
+  x = tf.constant(rng.normal(size=(3, 10, 60)).astype(np.float32))
+  y = tf.constant(rng.normal(size=(3, 60, 10)).astype(np.float32))
+  with tracing.batched_products_on_eigen():
+    on_eigen = product(x, y)
+  on_onednn = product(x, y)
+  assert _op_types(on_eigen.graph.as_graph_def()) >= {'BatchMatMulV3'}
+  assert _op_types(on_onednn.graph.as_graph_def()) >= {'BatchMatMulV2'}
+  a, b = on_eigen(x, y).numpy(), on_onednn(x, y).numpy()
+  assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b))  # 60 terms.
 
 
 @pytest.mark.fast

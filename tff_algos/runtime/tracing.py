@@ -124,8 +124,8 @@ def batched_products_on_eigen():
   (`benchmarks/client_ops.py --execution=lockstep`; docs/PERFORMANCE.md,
   "Where a lockstep step goes on this machine"). The two kernels compute
   the same products with their sums in another order, so the bits of the
-  results differ (within float32 rounding); both are the same with one
-  thread or two.
+  results differ (within float32 rounding); with either, a lockstep run's
+  weights came out the same with one thread as with two.
 
   `math_ops.matmul`, which both `tf.vectorized_map` and the products'
   gradients call, makes a `BatchMatMulV2` through

@@ -104,9 +104,8 @@ def _graph(computation):
 
 
 def _reads_files(graph_def):
-  nodes = [*graph_def.node]
-  for function in graph_def.library.function:
-    nodes.extend(function.node_def)
+  functions = graph_def.library.function
+  nodes = [*graph_def.node, *(n for f in functions for n in f.node_def)]
   return any(node.op == 'ReadFile' for node in nodes)
 
 
@@ -155,14 +154,16 @@ def _op_seconds(run_metadata):
 
 def _per_client(task, settings):
   """(graph, feed, fetches, steps, initializers) of the first client of
-  round 1 in the
-  per-client process whose clients read their data in the worker."""
+  round 1 in the per-client process whose clients read their data in the
+  worker."""
   process = trainer.build_process(
     settings, task.model_fn, learning.StoredInput()
   )
   proto = tff.framework.ConcreteComputation.get_proto(process.next)
-  (client,) = [
-    c for c in _tensorflow_computations(proto) if _reads_files(_graph(c))
+  ((client, graph),) = [
+    (c, g)
+    for c in _tensorflow_computations(proto)
+    if _reads_files(g := _graph(c))
   ]
   data = trainer.ClientData.of(task, settings)
   sampler = trainer.sampler(settings, data.train)
@@ -182,14 +183,13 @@ def _per_client(task, settings):
   feed = dict(zip(_tensor_names(client.parameter), values, strict=True))
   steps = len(inputs[0]['batch_ends'])
   init = [client.initialize_op] if client.initialize_op else []
-  return _graph(client), feed, _tensor_names(client.result), steps, init
+  return graph, feed, _tensor_names(client.result), steps, init
 
 
 def _lockstep(task, settings):
   """(graph, feed, fetches, steps, initializers) of round 1's lockstep
-  computation (all
-  of its clients' steps, `simulation.lockstep`), as traced in this
-  process."""
+  computation (all of its clients' steps, `simulation.lockstep`), as
+  traced in this process."""
   loop = trainer.loop_for(
     settings, task.model_fn, tasks.client_arrays(task.train), evaluate=False
   )

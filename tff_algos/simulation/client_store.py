@@ -58,8 +58,8 @@ class ClientStore:
 
   def check_remote_workers(self) -> None:
     """Raises WorkerError naming the first remote worker whose machine
-    lacks any of the files: its clients could not read their data. Local
-    and loopback workers read this machine's folder."""
+    lacks any of the files: its clients could not read their data (the
+    local worker reads this machine's folder)."""
     for worker in runtime.remote_workers():
       missing = sorted(self.files - worker.files_in(self.folder))
       if missing:

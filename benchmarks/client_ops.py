@@ -196,8 +196,8 @@ def _lockstep(task, settings):
   calls = []
   traced_for = lockstep.Engine._traced
 
-  def recording(engine, slots):
-    function = traced_for(engine, slots)
+  def recording(engine, *key):
+    function = traced_for(engine, *key)
     return lambda *args: calls.append((function, args)) or function(*args)
 
   lockstep.Engine._traced = recording

@@ -101,7 +101,7 @@ def test_the_lanes_products_are_traced_for_eigens_kernel():
   task, arrays = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
   process, _ = trainer.build_for_run(settings, task.model_fn)
-  step = lockstep.Engine(process, arrays, 10)._step_for(3)
+  step = lockstep.Engine(process, arrays, 10)._step_for(3, False)
   ops = _op_types(step.graph.as_graph_def())
   assert 'BatchMatMulV3' in ops and 'BatchMatMulV2' not in ops, ops
 
@@ -122,31 +122,34 @@ def test_the_lanes_products_are_traced_for_eigens_kernel():
 
 @pytest.mark.fast
 def test_pack_keeps_each_clients_minibatches_in_order_in_one_lane():
+  """Each client's minibatches, in order, in whole passes of one lane: it
+  starts at a pass's first step and finishes at a pass's end; a client
+  without batches takes one pass of no examples."""
   batches = [
     [np.array([1, 2]), np.array([3])],
     [np.array([4])],
-    [np.array([5]), np.array([6]), np.array([7])],
+    [np.array([5]), np.array([6]), np.array([7]), np.array([8, 9])] * 2,
+    [],
   ]
-  plan = lockstep.pack(batches, 2, 2, [1.0, 2.0, 3.0])
+  plan = lockstep.pack(batches, 2, 2, [1.0, 2.0, 3.0, 4.0])
   steps, lanes, _ = plan.indices.shape
-  assert lanes == 2 and steps % lockstep.UNROLL == 0
-  found = collections.defaultdict(list)
+  passes = steps // lockstep.UNROLL
+  assert lanes == 2 and plan.start.shape == plan.finish.shape == (passes, 2)
+  found = {}
   for lane in range(lanes):
-    client = None
-    for step in range(steps):
-      real = plan.indices[step, lane][plan.valid[step, lane] > 0]
-      if plan.start[step, lane]:
-        client = next(
-          c for c, b in enumerate(batches) if np.array_equal(b[0], real)
-        )
-      if len(real):
-        found[client].append(list(real))
-      if plan.finish[step, lane] >= 0:
-        assert plan.finish[step, lane] == client
-  assert {c: v for c, v in found.items()} == {
-    c: [list(b) for b in bs] for c, bs in enumerate(batches)
-  }
-  assert list(plan.steps) == [2, 1, 3]
+    first = 0
+    while first < passes and plan.start[first, lane]:
+      last = first + int(np.argmax(plan.finish[first:, lane] >= 0))
+      assert not plan.start[first + 1 : last + 1, lane].any()
+      found[int(plan.finish[last, lane])] = [
+        list(plan.indices[s, lane][plan.valid[s, lane] > 0])
+        for s in range(first * lockstep.UNROLL, (last + 1) * lockstep.UNROLL)
+        if plan.valid[s, lane].any()
+      ]
+      first = last + 1
+    assert not plan.valid[first * lockstep.UNROLL :, lane].any()
+  assert found == {c: [list(b) for b in bs] for c, bs in enumerate(batches)}
+  assert list(plan.steps) == [2, 1, 8, 0]
 
 
 def _keras_model_fn(layers):
@@ -244,11 +247,12 @@ def _same_values(a, b):
 def test_a_round_traced_before_from_the_same_step_is_reused_bit_identically(
   tmp_path, monkeypatch
 ):
-  """Runs whose clients train by the same step (μ is a hyper-parameter,
-  an input of the step) share the round's trace, and a run served from it
-  writes the metrics.csv of the same run traced anew."""
+  """Runs whose clients train by the same step (μ ≠ 0 is a
+  hyper-parameter, an input of the step) share the round's trace, and a
+  run served from it writes the metrics.csv of the same run traced
+  anew."""
   monkeypatch.setattr(lockstep, '_ROUNDS', collections.OrderedDict())
-  helpers.run(tmp_path, 'first', algo='fedprox', mu=0.0)
+  helpers.run(tmp_path, 'first', algo='fedprox', mu=0.25)
   traced = list(lockstep._ROUNDS.values())
   assert traced
   reused, _ = helpers.run(tmp_path, 'reused', algo='fedprox', mu=0.5)

@@ -15,7 +15,9 @@ How: the round's clients are packed into `slots` lanes, longest first into
 the least loaded lane; every lane holds a copy of the model weights (and
 of the client optimizer's state), and one step advances every lane by one
 minibatch: a client's first step starts from w_t, its last writes w_t − w
-to its row of the output. The model is the task's Keras model built with
+to its row of the output. A client takes whole passes of UNROLL steps (its
+last padded with steps in which its lane does nothing), so that lanes
+start and finish clients only between passes. The model is the task's Keras model built with
 the lanes' weights as tensors (`learning.model_ops.KerasModelFn`),
 vectorized over the lanes with `tf.vectorized_map`; each lane's batch is
 padded to B, and the padding is masked out of the loss. A client computes
@@ -64,8 +66,11 @@ _LANE_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64)
 # (`unavailable`).
 MAX_WEIGHTS = 50_000
 # Steps per pass of the round's loop: a pass's own cost (its loop
-# variables' control flow) is shared by this many steps; a round's steps
-# are padded to a multiple of it with steps of no lane.
+# variables' control flow, and the branches that start and finish clients)
+# is shared by this many steps: each client takes whole passes, its last
+# padded with steps of no lane. (Measured on Synthetic(1,1), K = 10, E =
+# 20: ~1.3x faster than a branch each step; the MNIST MLR at K = 100, E =
+# 1, whose clients take 1-2 passes, no slower: docs/PERFORMANCE.md.)
 UNROLL = 4
 # A full-batch gradient's chunk (the per-client path's too).
 CHUNK_SIZE = model_ops.CHUNK_SIZE
@@ -149,10 +154,11 @@ def _layers(model):
 class RoundPlan:
   """One round's clients packed into lanes (numpy; see the module
   docstring). `indices`, `valid`: [steps, slots, batch] examples (indices
-  into the resident data) and whether each is real; `start`: [steps,
-  slots] a client's first step; `finish`: [steps, slots] the client (its
-  position among the round's) whose last step it is, else -1; per client
-  its weight, local steps and examples processed."""
+  into the resident data) and whether each is real; a pass is UNROLL
+  steps, and `start`: [passes, slots] a client's first pass; `finish`:
+  [passes, slots] the client (its position among the round's) whose last
+  pass it is, else -1; per client its weight, local steps and examples
+  processed."""
 
   indices: np.ndarray
   valid: np.ndarray
@@ -172,12 +178,19 @@ def lanes(
   client alone): a count the computation is already `traced` for if it
   has at most twice the lanes needed (a trace costs seconds), else the
   next of _LANE_COUNTS; at most MAX_SLOTS."""
-  longest = max((len(b) for b in batches), default=1) or 1
-  needed = min(-(-sum(len(b) for b in batches) // longest), MAX_SLOTS)
+  passes = _passes(batches)
+  needed = min(-(-sum(passes) // max(passes, default=1)), MAX_SLOTS)
   reused = [n for n in traced if needed <= n <= 2 * needed]
   if reused:
     return min(reused)
   return next(n for n in _LANE_COUNTS if n >= needed)
+
+
+def _passes(batches):
+  """The passes each client takes: whole ones, so that a lane starts and
+  finishes clients only between passes; a client without batches takes
+  one pass of no examples (and finishes with an update of zero)."""
+  return [max(-(-len(b) // UNROLL), 1) for b in batches]
 
 
 def pack(
@@ -189,25 +202,26 @@ def pack(
   """The plan of clients whose minibatches (example indices into the
   resident data, per step) are `batches`: each client into the least
   loaded of `slots` lanes, the longest first."""
+  passes = _passes(batches)
   load, lanes = [0] * slots, [[] for _ in range(slots)]
   for client in sorted(range(len(batches)), key=lambda c: -len(batches[c])):
     lane = int(np.argmin(load))
     lanes[lane].append(client)
-    load[lane] += len(batches[client])
-  steps = -(-max(load, default=0) // UNROLL) * UNROLL
+    load[lane] += passes[client]
+  steps = max(load, default=0) * UNROLL
   indices = np.zeros((steps, slots, batch_size), np.int32)
   valid = np.zeros((steps, slots, batch_size), np.float32)
-  start = np.zeros((steps, slots), bool)
-  finish = np.full((steps, slots), -1, np.int32)
+  start = np.zeros((steps // UNROLL, slots), bool)
+  finish = np.full((steps // UNROLL, slots), -1, np.int32)
   for lane, clients in enumerate(lanes):
-    step = 0
+    at = 0  # The lane's next pass.
     for client in clients:
-      start[step, lane] = True
-      for batch in batches[client]:
+      start[at, lane] = True
+      for step, batch in enumerate(batches[client], at * UNROLL):
         indices[step, lane, : len(batch)] = batch
         valid[step, lane, : len(batch)] = 1.0
-        step += 1
-      finish[step - 1, lane] = client
+      at += passes[client]
+      finish[at - 1, lane] = client
   return RoundPlan(
     indices,
     valid,
@@ -257,13 +271,19 @@ class Engine:
       batch_size = int(min(self._sizes.max(), CHUNK_SIZE))
     self._batch_size = batch_size
     self._weighting = process.local_training.weighting
-    self._rounds = {}  # Lanes → the round's computation, traced for them.
+    # (Lanes, whether μ ≠ 0) → the round's computation, traced for them.
+    self._rounds = {}
     # One step of all lanes as a function of its own: TensorFlow optimizes
     # it whole (measured: ~135 against ~200 µs a step inlined in the loop,
     # Synthetic(1,1), 4 lanes). XLA did not pay here: compiling the
     # vectorized step did not finish in 5 minutes, and a compiled MLR step
     # ran at half the speed (benchmark notes, docs/PERFORMANCE.md).
-    self._step = tf.function(self._training.step, autograph=False)
+    self._steps = {
+      proximal: tf.function(
+        self._training.step_function(proximal), autograph=False
+      )
+      for proximal in (False, True)
+    }
     self._fresh_state = tf.function(self._training.fresh_state, autograph=False)
 
   def inputs(self, state, schedules, round_num):
@@ -275,16 +295,17 @@ class Engine:
     if not schedules:  # A DP round without clients: noise on a zero sum.
       return []
     batches = [self._batches(*schedule) for schedule in schedules]
+    proximal = bool(state.client_work.get(PROXIMAL_WEIGHT, 0.0))
     plan = pack(
       batches,
-      lanes(batches, list(self._rounds)),
+      lanes(batches, [n for n, p in self._rounds if p == proximal]),
       self._batch_size,
       [self._weights[client] for client, _, _ in schedules],
     )
     hparams = {
       k: tf.constant(v, tf.float32) for k, v in state.client_work.items()
     }
-    updates, losses = self._traced(plan.start.shape[1])(
+    updates, losses = self._traced(plan.start.shape[1], proximal)(
       [
         tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
       ],
@@ -327,7 +348,9 @@ class Engine:
     code, which the provenance records apart."""
     from tff_algos.runtime import fingerprint
 
-    return fingerprint.graph_sha256(self._step_for(1).graph.as_graph_def())
+    return fingerprint.graph_sha256(
+      self._step_for(1, not self._gradient).graph.as_graph_def()
+    )
 
   def _batches(self, client, order, ends):
     """A client's minibatches as indices into the resident data."""
@@ -360,17 +383,18 @@ class Engine:
       self._training.specs, self._hparam_specs(), slots
     )
 
-  def _step_for(self, slots):
+  def _step_for(self, slots, proximal):
     """`LaneTraining.step` traced for `slots` lanes, as the round calls
     it, with the lanes' products on Eigen's kernel
-    (`tracing.batched_products_on_eigen`)."""
+    (`tracing.batched_products_on_eigen`); with the proximal term if
+    `proximal`."""
     lanes, state = tf.nest.map_structure(
       lambda t: tf.TensorSpec(t.shape, t.dtype),
       self._fresh_for(slots).structured_outputs,
     )
     batch = [slots, self._batch_size]
     with tracing.batched_products_on_eigen():
-      return self._step.get_concrete_function(
+      return self._steps[proximal].get_concrete_function(
         lanes,
         state,
         {
@@ -383,12 +407,12 @@ class Engine:
         tf.TensorSpec([slots], tf.bool),
       )
 
-  def _traced(self, slots):
+  def _traced(self, slots, proximal):
     """The round's computation on `slots` lanes (`_round`): (updates by
     client, training loss sums); traced once for each number of lanes, or
     the one traced before in this process from the same content."""
-    if slots in self._rounds:
-      return self._rounds[slots]
+    if (slots, proximal) in self._rounds:
+      return self._rounds[slots, proximal]
     batch = self._batch_size
     signature = [
       self._training.specs,
@@ -403,7 +427,7 @@ class Engine:
       tf.TensorSpec([None, slots], tf.int32),
       tf.TensorSpec([], tf.int32),
     ]
-    fresh, step = self._fresh_for(slots), self._step_for(slots)
+    fresh, step = self._fresh_for(slots), self._step_for(slots, proximal)
     key = _round_key(signature, self._gradient, fresh, step)
     traced = _ROUNDS.get(key) if key else None
     if traced is None:
@@ -419,7 +443,7 @@ class Engine:
       _ROUNDS.move_to_end(key)
       while len(_ROUNDS) > _MAX_ROUNDS:
         _ROUNDS.popitem(last=False)
-    self._rounds[slots] = traced
+    self._rounds[slots, proximal] = traced
     return traced
 
 
@@ -479,8 +503,8 @@ def _round(
       tf.where(first, 0.0, lane_loss),
     )
 
-  def write(s, done, lanes, state, lane_loss, outputs, loss_sums):
-    finished = tf.boolean_mask(finish[s], done)
+  def write(done, finished, lanes, state, lane_loss, outputs, loss_sums):
+    whose = tf.boolean_mask(finished, done)
     results = (
       state
       if gradient
@@ -488,24 +512,34 @@ def _round(
     )
     return (
       [
-        o.scatter(finished, tf.boolean_mask(r, done))
+        o.scatter(whose, tf.boolean_mask(r, done))
         for o, r in zip(outputs, results)
       ],
-      loss_sums.scatter(finished, tf.boolean_mask(lane_loss, done)),
+      loss_sums.scatter(whose, tf.boolean_mask(lane_loss, done)),
     )
 
-  def steps(s, *carried):
-    for offset in range(UNROLL):
-      carried = one_step(s + offset, *carried)
-    return (s + UNROLL, *carried)
-
-  def one_step(s, lanes, state, lane_loss, outputs, loss_sums):
-    first = start[s]
+  def one_pass(p, lanes, state, lane_loss, outputs, loss_sums):
+    first = start[p]
     lanes, state, lane_loss = _when(
       tf.reduce_any(first),
       lambda: reset(first, lanes, state, lane_loss),
       (lanes, state, lane_loss),
     )
+    for s in range(UNROLL):
+      lanes, state, lane_loss = one_step(
+        p * UNROLL + s, lanes, state, lane_loss
+      )
+    done = finish[p] >= 0
+    outputs, loss_sums = _when(
+      tf.reduce_any(done),
+      lambda: write(
+        done, finish[p], lanes, state, lane_loss, outputs, loss_sums
+      ),
+      (outputs, loss_sums),
+    )
+    return p + 1, lanes, state, lane_loss, outputs, loss_sums
+
+  def one_step(s, lanes, state, lane_loss):
     mask = valid[s]
     examples = tf.reduce_sum(mask, axis=1)
     lanes, state, losses = step(
@@ -517,18 +551,11 @@ def _round(
       hparams,
       examples > 0,
     )
-    lane_loss += losses * examples
-    done = finish[s] >= 0
-    outputs, loss_sums = _when(
-      tf.reduce_any(done),
-      lambda: write(s, done, lanes, state, lane_loss, outputs, loss_sums),
-      (outputs, loss_sums),
-    )
-    return lanes, state, lane_loss, outputs, loss_sums
+    return lanes, state, lane_loss + losses * examples
 
   _, _, _, _, outputs, loss_sums = tf.while_loop(
-    lambda s, *_: s < tf.shape(indices)[0],
-    steps,
+    lambda p, *_: p < tf.shape(start)[0],
+    one_pass,
     (0, fresh[0], fresh[1], tf.zeros([slots]), outputs, loss_sums),
   )
   return [o.stack() for o in outputs], loss_sums.stack()
@@ -606,15 +633,25 @@ class LaneTraining:
       lambda t: tf.repeat(tf.convert_to_tensor(t)[None], slots, 0), state
     )
 
-  def step(self, lanes, state, batch, mask, global_weights, hparams, active):
-    """One step of every lane: the gradients, then `_advance`."""
+  def step_function(self, proximal):
+    """`step` with the proximal term or without: a function of the rest of
+    its arguments."""
+    return lambda *args: self.step(*args, proximal=proximal)
+
+  def step(
+    self, lanes, state, batch, mask, global_weights, hparams, active, proximal
+  ):
+    """One step of every lane: the gradients, then `_advance` (with the
+    proximal term if `proximal`: μ ≠ 0)."""
     gradients, losses = self._gradients(lanes, batch, mask)
     lanes, state = self._advance(
-      lanes, state, gradients, global_weights, hparams, active
+      lanes, state, gradients, global_weights, hparams, active, proximal
     )
     return lanes, state, losses
 
-  def _advance(self, lanes, state, gradients, global_weights, hparams, active):
+  def _advance(
+    self, lanes, state, gradients, global_weights, hparams, active, proximal
+  ):
     """One step of the active lanes: the client optimizer on ∇F + μ(w −
     w_t); the gradient kind adds the gradient to its sum (`state`) and
     keeps w_t."""
@@ -627,22 +664,20 @@ class LaneTraining:
         [_where(active, n, o) for n, o in zip(summed, state)],
       )
     # μ = 0 (FedAvg) skips the proximal term, as the per-client path does:
-    # the same values, g + 0·(w − w_t) = g.
-    proximal = _when(
-      tf.equal(hparams[PROXIMAL_WEIGHT], 0.0),
-      lambda: tuple(gradients),
-      lambda: tuple(
+    # the same values, g + 0·(w − w_t) = g. The round chooses the step
+    # (a branch here would cost each step ~15 control-flow ops).
+    if proximal:
+      gradients = [
         g + hparams[PROXIMAL_WEIGHT] * (lane - w)
         for g, lane, w in zip(gradients, lanes, global_weights)
-      ),
-    )
+      ]
     optimizer = self._local.optimizer
     if self._elementwise:  # Its state is per weight: all lanes at once.
-      new_state, stepped = optimizer.next(state, tuple(lanes), proximal)
+      new_state, stepped = optimizer.next(state, tuple(lanes), tuple(gradients))
     else:
       new_state, stepped = tf.vectorized_map(
         lambda a: optimizer.next(a[0], a[1], a[2]),
-        (state, tuple(lanes), proximal),
+        (state, tuple(lanes), tuple(gradients)),
       )
     return _when(
       all_active,

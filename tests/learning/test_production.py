@@ -195,3 +195,36 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
     lambda: for_each_batch(lambda batch, steps: steps + 1, tf.constant(0))
   )()
   assert (steps, n_k) == (budget, n)
+
+
+@pytest.mark.fast
+def test_model_weights_are_read_from_the_state_only_where_the_process_does():
+  """`learning.model_weights` reads a composed process's weights from its
+  state (what its get_model_weights computation returns), and runs the
+  computation of a process whose weights are something else."""
+  process = _process('fedavg', production=True)
+  state = process.initialize()
+  read = learning.model_weights(process, state)
+  assert read is state.global_model_weights
+  computed = process.get_model_weights(state)
+  tf.nest.assert_same_structure(read, computed)
+  for a, b in zip(tf.nest.flatten(read), tf.nest.flatten(computed)):
+    assert a.dtype == b.dtype and np.array_equal(a, b)
+
+  @tff.tensorflow.computation(
+    process.get_model_weights.type_signature.parameter
+  )
+  def doubled(state):
+    return tf.nest.map_structure(lambda w: 2.0 * w, state.global_model_weights)
+
+  other = tff.learning.templates.LearningProcess(
+    process.initialize,
+    process.next,
+    doubled,
+    process.set_model_weights,
+  )
+  for w, twice in zip(
+    state.global_model_weights.trainable,
+    learning.model_weights(other, state).trainable,
+  ):
+    np.testing.assert_array_equal(twice, 2.0 * w)

@@ -65,10 +65,13 @@ class RoundEnd:
 
   @property
   def weights(self):
-    """The global model's weights after the round (one TFF call, made only
-    when a callback reads them)."""
+    """The global model's weights after the round (read once, when a
+    callback reads them: `learning.model_weights`)."""
     if self._weights is None or self._weights_of is not self.state:
-      self._weights = self.process.get_model_weights(self.state)
+      # In the call: this module is imported where TensorFlow is not.
+      from tff_algos import learning
+
+      self._weights = learning.model_weights(self.process, self.state)
       self._weights_of = self.state
     return self._weights
 

@@ -21,4 +21,5 @@ from tff_algos.learning.composition import compose
 from tff_algos.learning.composition import initial_model_weights
 from tff_algos.learning.composition import LockstepProcess
 from tff_algos.learning.composition import LockstepUnavailable
+from tff_algos.learning.composition import model_weights
 from tff_algos.learning.composition import ModelAggregator

@@ -353,6 +353,65 @@ class LockstepProcess(tff.learning.templates.LearningProcess):
     self.mean_of_updates = mean_of_updates
 
 
+def model_weights(process: tff.learning.templates.LearningProcess, state):
+  """`process.get_model_weights(state)`: read from `state` in Python when
+  the computation only hands back the state's `global_model_weights` (TFF's
+  composed processes, and every process built here), else run it (a TFF
+  call: milliseconds a round)."""
+  if _returns_global_model_weights(process.get_model_weights) and isinstance(
+    getattr(state, 'global_model_weights', None),
+    tff.learning.models.ModelWeights,
+  ):
+    return state.global_model_weights
+  return process.get_model_weights(state)
+
+
+def _returns_global_model_weights(computation) -> bool:
+  """Whether `computation` is a TensorFlow computation of a state whose
+  result is its parameter's `global_model_weights`, tensor for tensor,
+  through Identity ops only (read from its serialized graph)."""
+  parameter = computation.type_signature.parameter
+  if not isinstance(parameter, tff.StructType):
+    return False
+  names = [name for name, _ in tff.structure.iter_elements(parameter)]
+  if 'global_model_weights' not in names or (
+    computation.type_signature.result
+    != parameter[names.index('global_model_weights')]
+  ):
+    return False
+  proto = tff.framework.serialize_computation(computation)
+  if proto.WhichOneof('computation') != 'tensorflow':
+    return False
+  graph = tf.compat.v1.GraphDef()
+  proto.tensorflow.graph_def.Unpack(graph)
+  nodes = {node.name: node for node in graph.node}
+
+  def source(tensor_name):
+    name = tensor_name.split(':')[0]
+    while name in nodes and nodes[name].op == 'Identity':
+      name = nodes[name].input[0].split(':')[0]
+    return name
+
+  binding = proto.tensorflow.parameter.struct.element
+  wanted = _tensor_names(binding[names.index('global_model_weights')])
+  given = _tensor_names(proto.tensorflow.result)
+  return len(wanted) == len(given) and all(
+    nodes.get(source(g)) is not None
+    and nodes[source(g)].op == 'Placeholder'
+    and source(g) == w.split(':')[0]
+    for g, w in zip(given, wanted)
+  )
+
+
+def _tensor_names(binding) -> list[str]:
+  kind = binding.WhichOneof('binding')
+  if kind == 'tensor':
+    return [binding.tensor.tensor_name]
+  if kind == 'struct':
+    return [n for e in binding.struct.element for n in _tensor_names(e)]
+  return [kind]  # A sequence: not a tensor of the state.
+
+
 def initial_model_weights(model_fn: ModelFn, seed: int):
   """The model's freshly initialized weights, a function of `seed` only (a
   `tff.learning.models.FunctionalModel`'s are its fixed initial weights)."""

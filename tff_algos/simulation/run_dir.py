@@ -6,7 +6,8 @@
                            code, computation and data, with the round each
                            version trained from)
       metrics.csv          a row per round (`columns.COLUMNS`), rewritten
-                           atomically each round by TFF's CSVFileReleaseManager
+                           atomically each round (as TFF's
+                           CSVFileReleaseManager writes it)
       tensorboard/         the same per round (TensorBoardReleaseManager),
                            and the settings in TensorBoard's HPARAMS tab
       checkpoints/round_N/ the program state (FileProgramStateManager): the
@@ -362,13 +363,7 @@ class RunDir:
 
     return tff.program.GroupingReleaseManager(
       [
-        # WRITE: the whole file is rewritten and renamed each round, so a
-        # kill never leaves a half row (O(rounds²) bytes over a run; small).
-        tff.program.CSVFileReleaseManager(
-          self.metrics_path,
-          tff.program.CSVSaveMode.WRITE,
-          key_fieldname='round',
-        ),
+        _metrics_csv(self.metrics_path, rows),
         AfterRound(
           tff.program.TensorBoardReleaseManager(self._file(TENSORBOARD_DIR))
         ),
@@ -501,3 +496,48 @@ class RunDir:
   def rows(self):
     """metrics.csv as dicts of numbers (the measured columns)."""
     return [results.typed(row) for row in results.read_rows(self.path)]
+
+
+def _metrics_csv(path, rows):
+  """metrics.csv's release manager: what TFF's `CSVFileReleaseManager`
+  writes in `CSVSaveMode.WRITE` (the same bytes: the whole file rewritten
+  and renamed each round, so that a kill never leaves a half row), from
+  its rows (`rows`, read and checked, at first) kept here, where TFF's
+  reads the file back each round: O(rounds) a round, 13 ms at round 200 of
+  `make run` (docs/PERFORMANCE.md)."""
+  import csv
+
+  import numpy as np
+  import tensorflow_federated as tff
+
+  class MetricsCsv(tff.program.ReleaseManager):
+    def __init__(self):
+      self._fieldnames = list(rows[0]) if rows else ['round']
+      self._rows = list(rows)
+      if not os.path.exists(path):
+        self._write()
+
+    async def release(self, value, key):
+      # A round released again (a resumed run) drops it and those after;
+      # with no row left, the header starts again (as TFF's does).
+      kept = [r for r in self._rows if int(r['round']) < key]
+      if self._rows and not kept:
+        self._fieldnames = ['round']
+      self._rows = kept
+      row = {'round': key}
+      for name, item in value._asdict().items():
+        row[name] = np.array(item).tolist()
+        if name not in self._fieldnames:
+          self._fieldnames.append(name)
+      self._rows.append(row)
+      self._write()
+
+    def _write(self):
+      temporary = f'{path}_temp'
+      with open(temporary, 'w', newline='') as file:
+        writer = csv.DictWriter(file, fieldnames=self._fieldnames)
+        writer.writeheader()
+        writer.writerows(self._rows)
+      os.replace(temporary, path)
+
+  return MetricsCsv()

@@ -94,10 +94,12 @@ def _op_types(graph_def):
 
 @pytest.mark.fast
 def test_the_lanes_products_are_traced_for_eigens_kernel():
-  """The step's batched products, forward and gradient, are BatchMatMulV3
-  (which TensorFlow's oneDNN build leaves to Eigen's kernel); outside the
-  step's tracing, TensorFlow's `tf.matmul` makes BatchMatMulV2 again, and
-  the two products agree to float32 rounding."""
+  """The step's small batched products, forward and gradient, are
+  BatchMatMulV3 (which TensorFlow's oneDNN build leaves to Eigen's
+  kernel), a larger one (here 6 lanes where the limit is 5) is
+  BatchMatMulV2 (oneDNN's); outside the step's tracing, TensorFlow's
+  `tf.matmul` makes BatchMatMulV2 again, and the two products agree to
+  float32 rounding."""
   task, arrays = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
   process, _ = trainer.build_for_run(settings, task.model_fn)
@@ -116,6 +118,11 @@ def test_the_lanes_products_are_traced_for_eigens_kernel():
   on_onednn = product(x, y)
   assert _op_types(on_eigen.graph.as_graph_def()) >= {'BatchMatMulV3'}
   assert _op_types(on_onednn.graph.as_graph_def()) >= {'BatchMatMulV2'}
+  larger = tf.concat([x, x], axis=0)
+  with tracing.batched_products_on_eigen(max_multiply_adds=5 * 10 * 60 * 10):
+    assert _op_types(product(x, y).graph.as_graph_def()) >= {'BatchMatMulV3'}
+    on_onednn_still = product(larger, tf.concat([y, y], axis=0))
+  assert 'BatchMatMulV3' not in _op_types(on_onednn_still.graph.as_graph_def())
   a, b = on_eigen(x, y).numpy(), on_onednn(x, y).numpy()
   assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b))  # 60 terms.
 

@@ -108,14 +108,24 @@ def deterministic(seed: int = 0):
 
 
 _PRODUCTS = threading.Lock()
+# The most multiply-adds a batched product (all of its matrices) may take
+# to go to Eigen's kernel (`batched_products_on_eigen`): on the 2-core AMX
+# Xeon, of [10 × 60] × [60 × 10] products Eigen's took 17.7 µs for 8
+# lanes against oneDNN's 49.0 and 28.0 for 16 lanes against 35.3, and
+# oneDNN's was the faster from 32 lanes (33.3 against 54.5 µs) and for
+# MNIST's [10 × 784] × [784 × 10] from 4 lanes (58.8 against 87.9; 64
+# lanes: 328.9 against 712.5): benchmarks/batch_matmul.py.
+EIGEN_PRODUCT_MAX = 128_000
 
 
 @contextlib.contextmanager
-def batched_products_on_eigen():
-  """Traces TensorFlow's batched matrix products (`tf.matmul` of 3-D
-  tensors, what `tf.vectorized_map` makes of a layer's `MatMul`, and their
-  gradients) as `BatchMatMulV3`, which TensorFlow's oneDNN build leaves to
-  Eigen's kernel, instead of `BatchMatMulV2`, which it hands to oneDNN.
+def batched_products_on_eigen(max_multiply_adds: int = EIGEN_PRODUCT_MAX):
+  """Traces TensorFlow's small batched matrix products (`tf.matmul` of 3-D
+  tensors of static shapes, what `tf.vectorized_map` makes of a layer's
+  `MatMul`, and their gradients; of at most `max_multiply_adds`) as
+  `BatchMatMulV3`, which TensorFlow's oneDNN build leaves to Eigen's
+  kernel, instead of `BatchMatMulV2`, which it hands to oneDNN; larger
+  ones stay oneDNN's, which is faster for them (EIGEN_PRODUCT_MAX).
 
   For the lockstep clients' steps: on a 2-core AMX Xeon oneDNN's batched
   product of 3 lanes of [10 × 60] × [60 × 10] took 44.5–66.9 µs, Eigen's
@@ -130,21 +140,38 @@ def batched_products_on_eigen():
   `math_ops.matmul`, which both `tf.vectorized_map` and the products'
   gradients call, makes a `BatchMatMulV2` through
   `gen_math_ops.batch_mat_mul_v2`: within this block, that function makes
-  a `BatchMatMulV3` of the same dtype. The replacement is TensorFlow's
+  a `BatchMatMulV3` of the same dtype for a small product. The
+  replacement is TensorFlow's
   module's, so code that another thread traces meanwhile gets it too: the
   same products, on Eigen's kernel. One block at a time.
   """
   from tensorflow.python.ops import gen_math_ops
 
-  def on_eigen(x, y, adj_x=False, adj_y=False, name=None):
+  def small_on_eigen(x, y, adj_x=False, adj_y=False, name=None):
+    if _multiply_adds(x, y, adj_x, adj_y) > max_multiply_adds:
+      return on_onednn(x, y, adj_x=adj_x, adj_y=adj_y, name=name)
     return gen_math_ops.batch_mat_mul_v3(
       x, y, Tout=x.dtype, adj_x=adj_x, adj_y=adj_y, name=name
     )
 
   with _PRODUCTS:
     on_onednn = gen_math_ops.batch_mat_mul_v2
-    gen_math_ops.batch_mat_mul_v2 = on_eigen
+    gen_math_ops.batch_mat_mul_v2 = small_on_eigen
     try:
       yield
     finally:
       gen_math_ops.batch_mat_mul_v2 = on_onednn
+
+
+def _multiply_adds(x, y, adj_x, adj_y) -> float:
+  """A batched product's multiply-adds (batch × rows × inner × columns),
+  infinite where a shape is not static."""
+  if not (x.shape.is_fully_defined() and y.shape.is_fully_defined()):
+    return float('inf')
+  *x_batch, rows, inner = x.shape.as_list()
+  *y_batch, y_rows, y_columns = y.shape.as_list()
+  if adj_x:
+    rows, inner = inner, rows
+  columns = y_rows if adj_y else y_columns
+  batch = max(int(np.prod(x_batch)), int(np.prod(y_batch)))
+  return float(batch * rows * inner * columns)

@@ -1,12 +1,15 @@
-"""metrics.csv's release manager writes the bytes TFF's
-CSVFileReleaseManager (CSVSaveMode.WRITE) writes, in a run, a resumed run
-and a run started again, without reading the file back each round."""
+"""A run's release managers write what TFF's write: metrics.csv the bytes
+of TFF's CSVFileReleaseManager (CSVSaveMode.WRITE), in a run, a resumed
+run and a run started again, without reading the file back each round;
+TensorBoard the summaries of TFF's TensorBoardReleaseManager, in one
+traced call a round."""
 
 import collections
 import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_algos.simulation import outputs
@@ -54,3 +57,35 @@ def test_metrics_csv_has_the_bytes_of_tffs_release_manager(tmp_path):
     written[name] = snapshots
   assert written['ours'] == written['tff']
   assert b'round,train_loss,mu,participants\r\n0,' in written['ours'][-1]
+
+
+def _events(folder):
+  """(step, tag, value, plugin) of every summary in `folder`'s events."""
+  found = []
+  for path in sorted(folder.glob('events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        found.append(
+          (
+            event.step,
+            value.tag,
+            tf.make_ndarray(value.tensor).tobytes(),
+            value.metadata.plugin_data.plugin_name,
+          )
+        )
+  return found
+
+
+@pytest.mark.fast
+def test_tensorboard_gets_the_summaries_of_tffs_release_manager(tmp_path):
+  events = {}
+  for name, manager in (
+    ('tff', tff.program.TensorBoardReleaseManager(str(tmp_path / 'tff'))),
+    ('ours', run_dir._tensorboard(str(tmp_path / 'ours'))),
+  ):
+    for key in range(4):
+      outputs.wait(manager.release(_row(key), key))
+    del manager  # Its writer flushes.
+    events[name] = _events(tmp_path / name)
+  assert len(events['ours']) == 4 + 2 + 3  # Every number, no None.
+  assert events['ours'] == events['tff']

@@ -141,9 +141,9 @@ def batched_products_on_eigen(max_multiply_adds: int = EIGEN_PRODUCT_MAX):
   gradients call, makes a `BatchMatMulV2` through
   `gen_math_ops.batch_mat_mul_v2`: within this block, that function makes
   a `BatchMatMulV3` of the same dtype for a small product. The
-  replacement is TensorFlow's
-  module's, so code that another thread traces meanwhile gets it too: the
-  same products, on Eigen's kernel. One block at a time.
+  replacement is TensorFlow's module's, so code that another thread traces
+  meanwhile gets it too: the same products, the small ones on Eigen's
+  kernel. One block at a time.
   """
   from tensorflow.python.ops import gen_math_ops
 

@@ -17,9 +17,10 @@ of the client optimizer's state), and one step advances every lane by one
 minibatch: a client's first step starts from w_t, its last writes w_t − w
 to its row of the output. A client takes whole passes of UNROLL steps (its
 last padded with steps in which its lane does nothing), so that lanes
-start and finish clients only between passes. The model is the task's Keras model built with
-the lanes' weights as tensors (`learning.model_ops.KerasModelFn`),
-vectorized over the lanes with `tf.vectorized_map`; each lane's batch is
+start and finish clients only between passes. The model is the task's
+Keras model built with the lanes' weights as tensors
+(`learning.model_ops.KerasModelFn`), vectorized over the lanes with
+`tf.vectorized_map`; each lane's batch is
 padded to B, and the padding is masked out of the loss. A client computes
 exactly what it computes alone: the same minibatches in the same order
 (`sampling.ClientSampler.minibatch_schedule`), the same optimizer steps,
@@ -385,7 +386,7 @@ class Engine:
 
   def _step_for(self, slots, proximal):
     """`LaneTraining.step` traced for `slots` lanes, as the round calls
-    it, with the lanes' products on Eigen's kernel
+    it, with the lanes' small products on Eigen's kernel
     (`tracing.batched_products_on_eigen`); with the proximal term if
     `proximal`."""
     lanes, state = tf.nest.map_structure(

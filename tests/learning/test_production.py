@@ -198,11 +198,22 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
 
 
 @pytest.mark.fast
-def test_model_weights_are_read_from_the_state_only_where_the_process_does():
+@pytest.mark.parametrize('client_input', ['dataset', 'lockstep'])
+def test_model_weights_are_read_from_the_state_only_where_the_process_does(
+  client_input,
+):
   """`learning.model_weights` reads a composed process's weights from its
-  state (what its get_model_weights computation returns), and runs the
+  state (what its get_model_weights computation returns; TFF's composition
+  and ours for clients' results computed outside), and runs the
   computation of a process whose weights are something else."""
-  process = _process('fedavg', production=True)
+  if client_input == 'dataset':
+    process = _process('fedavg', production=True)
+  else:
+    task, _ = helpers.task_and_arrays()
+    process = fedavg.build_fed_avg(
+      task.model_fn, 0.05, client_input=learning.LockstepInput()
+    )
+    assert isinstance(process, learning.LockstepProcess)
   state = process.initialize()
   read = learning.model_weights(process, state)
   assert read is state.global_model_weights

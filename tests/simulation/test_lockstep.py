@@ -34,8 +34,7 @@ def _final_weights(settings, model_fn, arrays):
   return loop, loop.process.get_model_weights(state).trainable
 
 
-@pytest.mark.parametrize('name', sorted(CASES))
-def test_lockstep_trains_the_per_client_model(name):
+def _assert_lockstep_trains_the_per_client_model(name):
   task, arrays = helpers.task_and_arrays()
   runs = {}
   for execution in ('lockstep', 'per_client'):
@@ -49,6 +48,26 @@ def test_lockstep_trains_the_per_client_model(name):
   for a, b in zip(runs['lockstep'][1], runs['per_client'][1]):
     scale = max(float(np.max(np.abs(b))), 1e-6)
     assert float(np.max(np.abs(a - b))) / scale < 1e-5, name
+
+
+@pytest.mark.parametrize('name', sorted(CASES))
+def test_lockstep_trains_the_per_client_model(name):
+  _assert_lockstep_trains_the_per_client_model(name)
+
+
+def test_lockstep_with_its_products_on_onednn_trains_the_per_client_model(
+  monkeypatch,
+):
+  """The kernel larger products take (oneDNN's, as MNIST's lanes' do):
+  here every product, with the limit at 0."""
+  monkeypatch.setattr(tracing, 'EIGEN_PRODUCT_MAX', 0)
+  task, arrays = helpers.task_and_arrays()
+  settings = resolve(Config(algo='fedprox', **QUICK), num_clients=30)
+  process, _ = trainer.build_for_run(settings, task.model_fn)
+  step = lockstep.Engine(process, arrays, 10)._step_for(3, True)
+  ops = _op_types(step.graph.as_graph_def())
+  assert 'BatchMatMulV2' in ops and 'BatchMatMulV3' not in ops, ops
+  _assert_lockstep_trains_the_per_client_model('fedprox_adaptive_mu')
 
 
 @pytest.mark.fast

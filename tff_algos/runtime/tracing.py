@@ -119,10 +119,11 @@ EIGEN_PRODUCT_MAX = 128_000
 
 
 @contextlib.contextmanager
-def batched_products_on_eigen(max_multiply_adds: int = EIGEN_PRODUCT_MAX):
+def batched_products_on_eigen(max_multiply_adds: int | None = None):
   """Traces TensorFlow's small batched matrix products (`tf.matmul` of 3-D
   tensors of static shapes, what `tf.vectorized_map` makes of a layer's
-  `MatMul`, and their gradients; of at most `max_multiply_adds`) as
+  `MatMul`, and their gradients; of at most `max_multiply_adds`, by
+  default EIGEN_PRODUCT_MAX as it is when the block starts) as
   `BatchMatMulV3`, which TensorFlow's oneDNN build leaves to Eigen's
   kernel, instead of `BatchMatMulV2`, which it hands to oneDNN; larger
   ones stay oneDNN's, which is faster for them (EIGEN_PRODUCT_MAX).
@@ -146,6 +147,9 @@ def batched_products_on_eigen(max_multiply_adds: int = EIGEN_PRODUCT_MAX):
   kernel. One block at a time.
   """
   from tensorflow.python.ops import gen_math_ops
+
+  if max_multiply_adds is None:
+    max_multiply_adds = EIGEN_PRODUCT_MAX
 
   def small_on_eigen(x, y, adj_x=False, adj_y=False, name=None):
     if _multiply_adds(x, y, adj_x, adj_y) > max_multiply_adds:

@@ -70,8 +70,8 @@ MAX_WEIGHTS = 50_000
 # variables' control flow, and the branches that start and finish clients)
 # is shared by this many steps: each client takes whole passes, its last
 # padded with steps of no lane. (Measured on Synthetic(1,1), K = 10, E =
-# 20: ~1.3x faster than a branch each step; the MNIST MLR at K = 100, E =
-# 1, whose clients take 1-2 passes, no slower: docs/PERFORMANCE.md.)
+# 20: 1.2-1.7x faster than a branch each step; the MNIST MLR at K = 100,
+# E = 1, whose clients take 1-2 passes, about as fast: docs/PERFORMANCE.md.)
 UNROLL = 4
 # A full-batch gradient's chunk (the per-client path's too).
 CHUNK_SIZE = model_ops.CHUNK_SIZE

@@ -503,8 +503,9 @@ def _metrics_csv(path, rows):
   writes in `CSVSaveMode.WRITE` (the same bytes: the whole file rewritten
   and renamed each round, so that a kill never leaves a half row), from
   its rows (`rows`, read and checked, at first) kept here, where TFF's
-  reads the file back each round: O(rounds) a round, 13 ms at round 200 of
-  `make run` (docs/PERFORMANCE.md)."""
+  reads the file back each round: O(rounds) a round, for `make run`'s 16
+  columns 5.6 ms a round at round 10 and 13.0 at round 200, measured alone
+  (docs/PERFORMANCE.md)."""
   import csv
 
   import numpy as np
@@ -546,9 +547,9 @@ def _metrics_csv(path, rows):
 def _tensorboard(folder):
   """The rows' release manager to TensorBoard: the summaries TFF's
   `TensorBoardReleaseManager` writes (a scalar per number, at the round;
-  the rows hold only scalars), in one traced call a round where TFF's
-  makes one eager op per value (~0.5 ms each: 8 ms a round of `make
-  run`)."""
+  the rows hold only scalars), in one traced call a round (about 2 ms)
+  where TFF's makes one eager op per value (6–13 ms a round for `make
+  run`'s columns, measured alone: docs/PERFORMANCE.md)."""
   import numpy as np
   import tensorflow as tf
   import tensorflow_federated as tff

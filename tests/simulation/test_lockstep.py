@@ -34,6 +34,15 @@ def _final_weights(settings, model_fn, arrays):
   return loop, loop.process.get_model_weights(state).trainable
 
 
+def _step_ops(algo, proximal):
+  """The op types of `algo`'s lockstep step on 3 lanes."""
+  task, arrays = helpers.task_and_arrays()
+  settings = resolve(Config(algo=algo, **QUICK), num_clients=30)
+  process, _ = trainer.build_for_run(settings, task.model_fn)
+  step = lockstep.Engine(process, arrays, 10)._step_for(3, proximal)
+  return _op_types(step.graph.as_graph_def())
+
+
 def _assert_lockstep_trains_the_per_client_model(name):
   task, arrays = helpers.task_and_arrays()
   runs = {}
@@ -61,11 +70,7 @@ def test_lockstep_with_its_products_on_onednn_trains_the_per_client_model(
   """The kernel larger products take (oneDNN's, as MNIST's lanes' do):
   here every product, with the limit at 0."""
   monkeypatch.setattr(tracing, 'EIGEN_PRODUCT_MAX', 0)
-  task, arrays = helpers.task_and_arrays()
-  settings = resolve(Config(algo='fedprox', **QUICK), num_clients=30)
-  process, _ = trainer.build_for_run(settings, task.model_fn)
-  step = lockstep.Engine(process, arrays, 10)._step_for(3, True)
-  ops = _op_types(step.graph.as_graph_def())
+  ops = _step_ops('fedprox', proximal=True)
   assert 'BatchMatMulV2' in ops and 'BatchMatMulV3' not in ops, ops
   _assert_lockstep_trains_the_per_client_model('fedprox_adaptive_mu')
 
@@ -119,11 +124,7 @@ def test_the_lanes_products_are_traced_for_eigens_kernel():
   BatchMatMulV2 (oneDNN's); outside the step's tracing, TensorFlow's
   `tf.matmul` makes BatchMatMulV2 again, and the two products agree to
   float32 rounding."""
-  task, arrays = helpers.task_and_arrays()
-  settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
-  process, _ = trainer.build_for_run(settings, task.model_fn)
-  step = lockstep.Engine(process, arrays, 10)._step_for(3, False)
-  ops = _op_types(step.graph.as_graph_def())
+  ops = _step_ops('fedavg', proximal=False)
   assert 'BatchMatMulV3' in ops and 'BatchMatMulV2' not in ops, ops
 
   def product(x, y):

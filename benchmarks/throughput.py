@@ -18,9 +18,12 @@ In ONE process, the same rounds (same clients, minibatches and μ) are run
      build_weighted_fed_avg (μ = 0) on tf.data datasets holding exactly the
      same minibatches;
   3. fused: the same (proximal) SGD steps as one plain tf.function per client,
-     no federated runtime (the practical limit of this machine).
-The three run round by round in turn (so that load from other processes hits
-all three alike). Each reports local SGD steps per second and seconds per
+     no federated runtime (the practical limit of this machine);
+  4. ours_production: our production build (`learning.DatasetInput(E)`, as
+     docs/PORTING.md ports it) on each client's first pass, E passes: as
+     many steps, the first pass's order repeated.
+The four run round by round in turn (so that load from other processes hits
+all four alike). Each reports local SGD steps per second and seconds per
 round (median over --rounds measured rounds after --warmup rounds), and the
 same per CPU second of this process plus the TFF worker (CPU time is less
 skewed than wall time by other processes on the machine; wall time is the
@@ -32,6 +35,7 @@ shrink a workload for quick checks (the test suite uses them).
 """
 
 import collections
+import functools
 import json
 import os
 import statistics
@@ -52,6 +56,8 @@ import tensorflow_federated as tff
 import tasks
 from tff_algos import learning
 from tff_algos import runtime
+from tff_algos.algorithms import fedavg
+from tff_algos.algorithms import fedprox
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
@@ -176,7 +182,11 @@ def main(argv):
     )
     for r in rounds
   }
-  steps = {r: sum(len(i[0]['batch_ends']) for i in inputs[r]) for r in rounds}
+
+  def steps_of(client_input):
+    return len(client_input[0]['batch_ends'])
+
+  steps = {r: sum(map(steps_of, inputs[r])) for r in rounds}
   datasets = {
     r: [client_inputs.as_dataset(i) for i in inputs[r]] for r in rounds
   }
@@ -194,6 +204,23 @@ def main(argv):
     builtin = tff.learning.algorithms.build_weighted_fed_avg(
       task.model_fn, client_optimizer_fn=sgd(lr), server_optimizer_fn=sgd(1.0)
     )
+
+  production = (
+    functools.partial(fedprox.build_fed_prox, proximal_strength=mu)
+    if mu
+    else fedavg.build_fed_avg
+  )(
+    task.model_fn,
+    client_optimizer_fn=sgd(lr),
+    server_optimizer_fn=sgd(1.0),
+    client_input=learning.DatasetInput(epochs),
+  )
+  first_passes = {
+    r: [
+      client_inputs.as_dataset(i).take(steps_of(i) // epochs) for i in inputs[r]
+    ]
+    for r in rounds
+  }
 
   def simulation_loop():
     state = loop.initial_state(initial)
@@ -226,8 +253,9 @@ def main(argv):
     ours=simulation_loop(),
     tff_builtin=federated(builtin, datasets),
     fused=fused(build_fused_round(task.model_fn(), lr, mu)),
+    ours_production=federated(production, first_passes),
   )
-  # Round by round, the three ways in turn: a change in the load from other
+  # Round by round, the four ways in turn: a change in the load from other
   # processes then hits all three alike.
   wall, cpu = collections.defaultdict(list), collections.defaultdict(list)
   for r in rounds:
@@ -246,6 +274,10 @@ def main(argv):
       steps_per_cpu_second=total_steps / sum(cpu[name]),
       cpu_seconds_per_round=statistics.median(cpu[name]),
     )
+  results['ratio_ours_production_over_tff_builtin'] = (
+    results['ours_production']['steps_per_second']
+    / results['tff_builtin']['steps_per_second']
+  )
   for other in ('tff_builtin', 'fused'):
     for measure, suffix in (
       ('steps_per_second', ''),
@@ -268,7 +300,7 @@ def main(argv):
   )
   for name in runners:
     print(
-      f'{name:12s} {results[name]["steps_per_second"]:10.0f} steps/s '
+      f'{name:15s} {results[name]["steps_per_second"]:10.0f} steps/s '
       f'{results[name]["seconds_per_round"]:8.3f} s/round '
       f'{results[name]["steps_per_cpu_second"]:10.0f} steps/CPU-s '
       f'{results[name]["cpu_seconds_per_round"]:8.3f} CPU-s/round'
@@ -278,7 +310,8 @@ def main(argv):
     f'{results["ratio_ours_over_tff_builtin"]:.2f}x, ours/fused = '
     f'{results["ratio_ours_over_fused"]:.2f}x (per CPU second: '
     f'{results["ratio_ours_over_tff_builtin_cpu"]:.2f}x, '
-    f'{results["ratio_ours_over_fused_cpu"]:.2f}x)'
+    f'{results["ratio_ours_over_fused_cpu"]:.2f}x); ours_production/'
+    f'tff_builtin = {results["ratio_ours_production_over_tff_builtin"]:.2f}x'
   )
   print(
     f'ours: {results["ours"]["seconds_per_round"]:.3f} s/round = '

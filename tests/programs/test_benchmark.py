@@ -34,10 +34,10 @@ def _run_benchmark(tmp_path, workload, *flags):
   )
   assert result.returncode == 0, result.stderr[-2000:]
   ratios, overhead = result.stdout.strip().splitlines()[-2:]
-  assert 'ours/tff_builtin' in ratios
+  assert 'ours/tff_builtin' in ratios and 'ours_production/' in ratios
   assert 'per-round overhead' in overhead
   report = json.loads(out.read_text())
-  for name in ('ours', 'tff_builtin', 'fused'):
+  for name in ('ours', 'tff_builtin', 'fused', 'ours_production'):
     assert report[name]['steps_per_second'] > 0
     assert report[name]['steps_per_cpu_second'] > 0
   return report

@@ -256,7 +256,7 @@ def main(argv):
     ours_production=federated(production, first_passes),
   )
   # Round by round, the four ways in turn: a change in the load from other
-  # processes then hits all three alike.
+  # processes then hits all four alike.
   wall, cpu = collections.defaultdict(list), collections.defaultdict(list)
   for r in rounds:
     for name, run_round in runners.items():

@@ -198,6 +198,37 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
 
 
 @pytest.mark.fast
+def test_a_production_client_takes_a_new_order_each_pass():
+  """A pipeline built with `shuffle(..., reshuffle_each_iteration=True)`
+  (docs/PORTING.md) gives each of the client's passes an order of its own,
+  and each pass sees every example once."""
+  n, epochs = 12, 3
+  data = (
+    tf.data.Dataset.range(n)
+    .shuffle(n, seed=5, reshuffle_each_iteration=True)
+    .batch(5)
+  )
+  for_each_batch = client_work._first_pass_examples(data, epochs)
+
+  def record(batch, carry):
+    position, order = carry
+    at = position + tf.range(tf.size(batch, out_type=tf.int64))
+    return position + tf.size(batch, out_type=tf.int64), (
+      tf.tensor_scatter_nd_update(order, at[:, None], batch)
+    )
+
+  (_, order), n_k = tf.function(
+    lambda: for_each_batch(
+      record, (tf.constant(0, tf.int64), tf.zeros([epochs * n], tf.int64))
+    )
+  )()
+  passes = order.numpy().reshape(epochs, n)
+  assert n_k == n
+  assert all(sorted(p) == list(range(n)) for p in passes)
+  assert len({tuple(p) for p in passes}) == epochs
+
+
+@pytest.mark.fast
 @pytest.mark.parametrize('client_input', ['dataset', 'lockstep'])
 def test_model_weights_are_read_from_the_state_only_where_the_process_does(
   client_input,

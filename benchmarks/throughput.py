@@ -35,7 +35,6 @@ shrink a workload for quick checks (the test suite uses them).
 """
 
 import collections
-import functools
 import json
 import os
 import statistics
@@ -205,16 +204,17 @@ def main(argv):
       task.model_fn, client_optimizer_fn=sgd(lr), server_optimizer_fn=sgd(1.0)
     )
 
-  production = (
-    functools.partial(fedprox.build_fed_prox, proximal_strength=mu)
-    if mu
-    else fedavg.build_fed_avg
-  )(
-    task.model_fn,
+  production_arguments = dict(
     client_optimizer_fn=sgd(lr),
     server_optimizer_fn=sgd(1.0),
     client_input=learning.DatasetInput(epochs),
   )
+  if mu:
+    production = fedprox.build_fed_prox(
+      task.model_fn, proximal_strength=mu, **production_arguments
+    )
+  else:
+    production = fedavg.build_fed_avg(task.model_fn, **production_arguments)
   first_passes = {
     r: [
       client_inputs.as_dataset(i).take(steps_of(i) // epochs) for i in inputs[r]

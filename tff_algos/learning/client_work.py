@@ -267,8 +267,8 @@ def _first_pass_examples(data, epochs):
   by `Dataset.reduce`, as TFF's own client work folds its batches. A graph
   loop over the passes would build an iterator each pass (about 13 ms here),
   and a graph loop over the batches dispatches several iterator ops each
-  step: a round of `make run`'s workload took 17 s and 3 s in TFF's
-  runtime that way, 1.1 s folded (PERFORMANCE.md)."""
+  step: a round of `make run`'s workload took 17–22 s and 3.0–3.6 s in
+  TFF's runtime that way, 1.0–1.1 s folded (PERFORMANCE.md)."""
 
   def for_each_batch(fn, carry):
     passes = tf.data.Dataset.range(epochs).flat_map(

@@ -181,18 +181,28 @@ from tff_algos.runtime import prestart
 prestarted = prestart._PRESTARTED.process.pid
 import tensorflow_federated as tff
 import numpy as np
+runtime.install()
+five = tff.tensorflow.computation(lambda: np.int32(5))
+if sys.argv[2] == 'computes_first':  # As a run does before its folder.
+  assert five() == 5
 runtime.start(log_path=sys.argv[1])
 assert runtime.worker_pid() == prestarted, 'not adopted'
-print(tff.tensorflow.computation(lambda: np.int32(5))())
+print(five())
 runtime.stop()
 """
 
 
-def test_the_worker_started_first_is_adopted_and_logs_to_the_run(tmp_path):
+@pytest.mark.parametrize('before', ['starts_first', 'computes_first'])
+def test_the_worker_started_first_is_adopted_and_logs_to_the_run(
+  tmp_path, before
+):
+  """The worker `runtime.prepare()` started is the run's, also when the
+  run's first computations ran on it before the run's folder (and so its
+  log) was known: its whole output goes to the log."""
   log = tmp_path / 'worker.log'
   env = dict(USER_ENV, TF_CPP_MIN_LOG_LEVEL='0')  # A chatty worker.
   result = subprocess.run(
-    [sys.executable, '-c', _PREPARE_THEN_RUN, str(log)],
+    [sys.executable, '-c', _PREPARE_THEN_RUN, str(log), before],
     cwd=REPO,
     env=env,
     capture_output=True,

@@ -139,6 +139,23 @@ class _Worker:
     )
     return f'{self.name} {how}; {where}'
 
+  def log_to(self, path):
+    """Sends the running worker's output to `path`, what it wrote so far
+    first, if it was adopted and no log holds its output yet (a run's first
+    computations, before its folder is known, start the worker
+    `runtime.prepare()` started): True. False otherwise, and nothing
+    changes."""
+    if (
+      self._tee is None
+      or self._tee.path is not None
+      or self.failure
+      or self.process is None
+      or self.process.poll() is not None
+    ):
+      return False
+    self._tee.attach(path)
+    return True
+
   def fail(self, reason):
     if self.failure is None:
       self.failure = reason
@@ -301,7 +318,10 @@ def start(workers=(), log_path=None, wait=True) -> None:
   workers") to spread the client work over; the aggregation and the server
   update stay on the local worker (see `remote`). Empty: everything runs on
   the local worker. `log_path`: a file the worker appends its output to
-  (a run's worker.log); by default an anonymous file nothing outlives.
+  (a run's worker.log); by default an anonymous file nothing outlives. The
+  worker `runtime.prepare()` started writes its whole output there and
+  keeps running, also when computations already ran on it; another running
+  worker is replaced by one that writes there.
   Raises ValueError for a malformed address and `WorkerError` when a worker
   cannot be started or reached.
   """
@@ -311,7 +331,8 @@ def start(workers=(), log_path=None, wait=True) -> None:
   )
   _install_signal_handlers()
   if log_path is not None and log_path != _worker.log_path:
-    _worker.stop()
+    if not _worker.log_to(log_path):
+      _worker.stop()  # The next worker writes there from its start.
     _worker.log_path = log_path
   if wait or workers:
     _worker.stub()

@@ -25,7 +25,7 @@ COLUMNS = 16
 
 _MEASURE = r"""
 import asyncio, collections, json, sys, tempfile, time
-import tensorflow as tf
+import tensorflow  # Imported before the clock starts.
 from tff_algos.simulation import run_dir
 rounds, columns = int(sys.argv[1]), int(sys.argv[2])
 Row = collections.namedtuple('Row', [f'c{i}' for i in range(columns)])

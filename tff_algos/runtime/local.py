@@ -141,9 +141,9 @@ class _Worker:
 
   def log_to(self, path):
     """Sends the running worker's output to `path`, what it wrote so far
-    first, if it was adopted and no log holds its output yet (a run's first
-    computations, before its folder is known, start the worker
-    `runtime.prepare()` started): True. False otherwise, and nothing
+    first, if it is the one `runtime.prepare()` started and no log holds
+    its output yet (a run's first computations use it before the run's
+    folder, and so its log, is known): True. False otherwise, and nothing
     changes."""
     if (
       self._tee is None

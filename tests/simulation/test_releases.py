@@ -1,9 +1,8 @@
 """A run's release managers write what TFF's write: metrics.csv the bytes
 of TFF's CSVFileReleaseManager (CSVSaveMode.WRITE), in a run, a resumed
 run and a run started again, without reading the file back each round;
-TensorBoard the summaries of TFF's TensorBoardReleaseManager, written
-eagerly for a set of columns' first rounds and by one traced call a round
-after."""
+TensorBoard the summaries of TFF's TensorBoardReleaseManager, in one
+traced call a round."""
 
 import collections
 import os
@@ -78,12 +77,7 @@ def _events(folder):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize('eager_releases', [0, 1, run_dir.EAGER_RELEASES])
-def test_tensorboard_gets_the_summaries_of_tffs_release_manager(
-  tmp_path, monkeypatch, eager_releases
-):
-  # Traced from the first round, from a set of columns' second, or never.
-  monkeypatch.setattr(run_dir, 'EAGER_RELEASES', eager_releases)
+def test_tensorboard_gets_the_summaries_of_tffs_release_manager(tmp_path):
   events = {}
   for name, manager in (
     ('tff', tff.program.TensorBoardReleaseManager(str(tmp_path / 'tff'))),

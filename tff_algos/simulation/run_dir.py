@@ -28,7 +28,6 @@ lock that dies with its holder). Imports TensorFlow only in the methods
 that write TFF program state or releases.
 """
 
-import collections
 import contextlib
 import errno
 import fcntl
@@ -57,12 +56,6 @@ CHECKPOINT_DIR, TENSORBOARD_DIR, WORKER_LOG, LABEL_HISTOGRAM = (
   'label_histogram.csv',
 )
 CLIENT_ACCURACY = results.CLIENT_ACCURACY_FILE
-# Rounds a set of TensorBoard columns is written eagerly before its write is
-# traced. For 16 columns an eager write costs about 5 CPU-ms a round more
-# than a traced one, and a trace about 0.2 CPU-s: a run's first 20 rounds
-# cost less eagerly, and round 0's columns (without the training metrics)
-# are never traced (benchmarks/releases.py).
-EAGER_RELEASES = 20
 OUTPUTS = (
   CONFIG_FILE,
   METRICS_FILE,
@@ -554,13 +547,9 @@ def _metrics_csv(path, rows):
 def _tensorboard(folder):
   """The rows' release manager to TensorBoard: the summaries TFF's
   `TensorBoardReleaseManager` writes (a scalar per number, at the round;
-  the rows hold only scalars). TFF's makes one eager op per value (6–13 ms
-  a round for `make run`'s columns, measured alone: docs/PERFORMANCE.md).
-  A row's columns are written eagerly for their first `EAGER_RELEASES`
-  rounds, then in one traced call a round (1–2 ms): a trace costs more
-  than a short run's eager writes, and round 0's columns differ from later
-  rounds' (docs/PERFORMANCE.md, "TensorBoard's first rounds written
-  eagerly")."""
+  the rows hold only scalars), in one traced call a round (about 2 ms)
+  where TFF's makes one eager op per value (6–13 ms a round for `make
+  run`'s columns, measured alone: docs/PERFORMANCE.md)."""
   import numpy as np
   import tensorflow as tf
   import tensorflow_federated as tff
@@ -574,7 +563,6 @@ def _tensorboard(folder):
 
   class TensorBoard(tff.program.ReleaseManager):
     def __init__(self):
-      self._released = collections.Counter()  # The names released → times.
       self._writes = {}  # The names released → their traced write.
 
     async def release(self, value, key):
@@ -584,10 +572,6 @@ def _tensorboard(folder):
         if np.array(item).dtype.kind in 'biuf'
       ]
       names = tuple(name for name, _ in released)
-      self._released[names] += 1
-      if self._released[names] <= EAGER_RELEASES:
-        scalars(names, [v for _, v in released], np.int64(key))
-        return
       if names not in self._writes:
         self._writes[names] = tf.function(
           functools.partial(scalars, names), autograph=False

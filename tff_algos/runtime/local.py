@@ -146,10 +146,9 @@ class _Worker:
     folder, and so its log, is known): True. False otherwise, and nothing
     changes."""
     if (
-      self._tee is None
+      self._tee is None  # Set only with its running worker (`spawn`).
       or self._tee.path is not None
       or self.failure
-      or self.process is None
       or self.process.poll() is not None
     ):
       return False

@@ -261,11 +261,13 @@ class Engine:
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
     tensors = client_tensors or evaluation.ClientTensors()
     self._data, self._offsets = tensors.with_offsets(train_arrays)
-    trainable = process.get_model_weights(process.initialize()).trainable
+    # The weights' shapes from the process's type: no computation runs
+    # before the run's folder (and the worker's log) is known.
+    weights = process.get_model_weights.type_signature.result
     self._training = LaneTraining(
       process.model_fn,
       process.local_training,
-      [tf.TensorSpec(np.shape(w), tf.float32) for w in trainable],
+      [tf.TensorSpec(w.shape, tf.float32) for w in weights.trainable],
     )
     self._gradient = self._training.gradient
     if self._gradient:  # One pass in chunks, as the per-client path.

@@ -309,8 +309,8 @@ def test_a_full_or_read_only_disk_is_one_line_saying_rerunning_resumes(
     ),
   }[raised_by]
 
-  def full_after_round_1(self):
-    manager = release_manager(self)
+  def full_after_round_1(self, first_round):
+    manager = release_manager(self, first_round)
 
     class Full:
       async def release(self, value, key):

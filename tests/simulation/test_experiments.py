@@ -86,29 +86,36 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   assert sorted(os.listdir(killed / 'checkpoints')) == ['round_7', 'round_8']
   # TensorBoard holds each round once, with the metrics.csv values, although
   # the resumed runs recomputed rounds after their checkpoints.
-  losses = collections.defaultdict(list)
-  for event_file in (killed / 'tensorboard').iterdir():
-    for event in tf.compat.v1.train.summary_iterator(str(event_file)):
-      for value in event.summary.value:
-        if value.tag == 'train_loss':
-          losses[event.step].append(float(tf.make_ndarray(value.tensor)))
-  rows = results.read_rows(killed)
-  assert dict(losses) == {
-    int(r['round']): [pytest.approx(float(r['train_loss']), rel=1e-6)]
-    for r in rows
-  }
+  _assert_tensorboard_holds_each_row_once(killed)
 
   # A damaged newest checkpoint: the one before it is used, and
-  # the run still ends as the uninterrupted one.
+  # the run still ends as the uninterrupted one; TensorBoard's events lost
+  # (as a kill loses what its writer buffered) are written again.
   (killed / 'summary.json').unlink()  # As if killed after the last save.
   newest = killed / 'checkpoints' / 'round_8' / 'saved_model.pb'
   newest.write_bytes(newest.read_bytes()[:100])
+  for path in (killed / 'tensorboard').glob('events.out.tfevents.*'):
+    path.unlink()
   again = cli(*RUN_FLAGS, f'--output_dir={killed}')
   assert again.returncode == 0, again.stderr
   assert 'round_8 is damaged' in again.stderr
   assert (killed / 'metrics.csv').read_bytes() == (
     whole / 'metrics.csv'
   ).read_bytes()
+  _assert_tensorboard_holds_each_row_once(killed)
+
+
+def _assert_tensorboard_holds_each_row_once(folder):
+  losses = collections.defaultdict(list)
+  for event_file in (folder / 'tensorboard').iterdir():
+    for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+      for value in event.summary.value:
+        if value.tag == 'train_loss':
+          losses[event.step].append(float(tf.make_ndarray(value.tensor)))
+  assert dict(losses) == {
+    int(r['round']): [pytest.approx(float(r['train_loss']), rel=1e-6)]
+    for r in results.read_rows(folder)
+  }
 
 
 @pytest.mark.slow

@@ -81,7 +81,7 @@ def test_tensorboard_gets_the_summaries_of_tffs_release_manager(tmp_path):
   events = {}
   for name, manager in (
     ('tff', tff.program.TensorBoardReleaseManager(str(tmp_path / 'tff'))),
-    ('ours', run_dir._tensorboard(str(tmp_path / 'ours'))),
+    ('ours', run_dir._tensorboard(str(tmp_path / 'ours'), held={})),
   ):
     for key in range(4):
       outputs.wait(manager.release(_row(key), key))
@@ -89,3 +89,45 @@ def test_tensorboard_gets_the_summaries_of_tffs_release_manager(tmp_path):
     events[name] = _events(tmp_path / name)
   assert len(events['ours']) == 4 + 2 + 3  # Every number, no None.
   assert events['ours'] == events['tff']
+
+
+@pytest.mark.fast
+def test_tensorboard_gets_each_value_once_over_a_kill_and_a_resume(tmp_path):
+  """A killed run's TensorBoard may lack values its metrics.csv holds (it
+  is written second, and buffered). Resumed from a checkpoint, it gets
+  what its events lack: of the rounds before the resumed one from
+  metrics.csv, of the others as they are recomputed; and nothing twice."""
+  folders = {}
+  for name in ('whole', 'killed'):
+    folders[name] = run_dir.RunDir(str(tmp_path / name))
+    os.makedirs(folders[name].path)
+  manager = folders['whole'].release_manager()
+  for key in range(6):
+    outputs.wait(manager.release(_row(key), key))
+  del manager  # Its writer flushes.
+
+  killed = folders['killed']
+  manager = killed.release_manager()
+  for key in range(4):  # metrics.csv holds rounds 0-3 ...
+    outputs.wait(manager.release(_row(key), key))
+  del manager
+  # ... and TensorBoard round 0 and round 2's first value only.
+  tensorboard = tmp_path / 'killed' / run_dir.TENSORBOARD_DIR
+  for path in tensorboard.iterdir():
+    path.unlink()
+  partial = run_dir._tensorboard(str(tensorboard), held={})
+  First = collections.namedtuple('First', Row._fields[:1])
+  for key, row in ((0, _row(0)), (2, First(_row(2)[0]))):
+    outputs.wait(partial.release(row, key))
+  del partial
+
+  manager = killed.release_manager(first_round=2)  # Its checkpoint: round 1.
+  for key in range(2, 6):
+    outputs.wait(manager.release(_row(key), key))
+  del manager
+  assert sorted(_events(tensorboard)) == sorted(
+    _events(tmp_path / 'whole' / run_dir.TENSORBOARD_DIR)
+  )
+  assert (tmp_path / 'killed' / results.METRICS_FILE).read_bytes() == (
+    tmp_path / 'whole' / results.METRICS_FILE
+  ).read_bytes()

@@ -207,7 +207,7 @@ def train(
   loop.add(
     trainer.run_outputs(
       settings,
-      records=[outputs.Release(folder.release_manager(), columns)],
+      records=[outputs.Release(folder.release_manager(first_round), columns)],
       after=[
         outputs.Checkpoints(
           checkpoints, loop.program_state, checkpoint_every, settings.run.rounds

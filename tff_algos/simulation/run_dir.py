@@ -342,33 +342,55 @@ class RunDir:
       json.dumps(dict(settings, provenance=records), indent=2, sort_keys=True),
     )
 
-  def release_manager(self):
-    """metrics.csv and TensorBoard, a row per round. Rounds metrics.csv
-    already holds are not written to TensorBoard again (a resumed run
-    recomputes the rounds after its checkpoint, to the same values)."""
+  def release_manager(self, first_round: int = 0):
+    """metrics.csv and TensorBoard, a row per round. TensorBoard gets each
+    round's value of a column once, although a resumed run recomputes the
+    rounds after its checkpoint (to the same values), and although a
+    killed run's TensorBoard may lack values metrics.csv holds (it is
+    written second, and its writer buffers): values its events hold are
+    not written again, and those they lack of the rounds before
+    `first_round` (which are not recomputed) come from metrics.csv."""
     import tensorflow_federated as tff
 
     rows = (
       results.read_rows(self.path) if os.path.exists(self.metrics_path) else []
     )
-    written = int(rows[-1]['round']) if rows else -1
-
-    class AfterRound(tff.program.ReleaseManager):
-      """Releases only keys (rounds) after `written`."""
-
-      def __init__(self, manager):
-        self._manager = manager
-
-      async def release(self, value, key):
-        if key > written:
-          await self._manager.release(value, key)
-
-    return tff.program.GroupingReleaseManager(
-      [
-        _metrics_csv(self.metrics_path, rows),
-        AfterRound(_tensorboard(self._file(TENSORBOARD_DIR))),
-      ]
+    tensorboard = _tensorboard(
+      self._file(TENSORBOARD_DIR),
+      held={step: set(values) for step, values in self._logged().items()},
     )
+    for row in rows:
+      if int(row['round']) < first_round:
+        tensorboard.write(
+          int(row['round']),
+          [(c, _released(v)) for c, v in row.items() if c != 'round'],
+        )
+    return tff.program.GroupingReleaseManager(
+      [_metrics_csv(self.metrics_path, rows), tensorboard]
+    )
+
+  def _logged(self, tags=None) -> dict[int, dict[str, float]]:
+    """The scalars of `tags` (all of them: None) that the TensorBoard
+    events hold, by round; of a file cut short, its complete records."""
+    import tensorflow as tf
+
+    logged = {}
+    for path in sorted(
+      glob.glob(
+        os.path.join(self._file(TENSORBOARD_DIR), 'events.out.tfevents.*')
+      )
+    ):
+      try:
+        for event in tf.compat.v1.train.summary_iterator(path):
+          for value in event.summary.value:
+            scalar = value.metadata.plugin_data.plugin_name == 'scalars'
+            if scalar and (tags is None or value.tag in tags):
+              logged.setdefault(event.step, {})[value.tag] = float(
+                tf.make_ndarray(value.tensor)
+              )
+      except tf.errors.DataLossError:
+        continue
+    return logged
 
   def missing_rounds(self, last_round: int) -> list[int]:
     """The rounds 0..last_round (a checkpoint's) that metrics.csv lacks; a
@@ -386,26 +408,10 @@ class RunDir:
 
   def rebuild_rows(self, rounds, columns) -> list[int]:
     """Writes metrics.csv's `rounds` back from the TensorBoard events (which
-    hold the same values, each round written once) and returns the rounds
-    of `rounds` the events do not hold either (nothing is written then).
+    hold the same values, each round's once) and returns the rounds of
+    `rounds` the events do not hold either (nothing is written then).
     `columns`: metrics.csv's, round first."""
-    import tensorflow as tf
-
-    logged = {}
-    for path in sorted(
-      glob.glob(
-        os.path.join(self._file(TENSORBOARD_DIR), 'events.out.tfevents.*')
-      )
-    ):
-      try:
-        for event in tf.compat.v1.train.summary_iterator(path):
-          for value in event.summary.value:
-            if value.tag in columns and value.HasField('tensor'):
-              logged.setdefault(event.step, {})[value.tag] = float(
-                tf.make_ndarray(value.tensor)
-              )
-      except tf.errors.DataLossError:
-        continue  # A file cut short: its complete records were read.
+    logged = self._logged(columns)
     lost = [r for r in rounds if r not in logged]
     if lost:
       return lost
@@ -544,12 +550,24 @@ def _metrics_csv(path, rows):
   return MetricsCsv()
 
 
-def _tensorboard(folder):
+def _released(cell: str):
+  """The value a row released, from its text in metrics.csv (None: empty,
+  a value TensorBoard does not take)."""
+  if cell in ('', 'True', 'False'):
+    return {'': None, 'True': True, 'False': False}[cell]
+  try:
+    return float(cell)
+  except ValueError:
+    return cell
+
+
+def _tensorboard(folder, held):
   """The rows' release manager to TensorBoard: the summaries TFF's
   `TensorBoardReleaseManager` writes (a scalar per number, at the round;
   the rows hold only scalars), in one traced call a round (about 2 ms)
   where TFF's makes one eager op per value (6–13 ms a round for `make
-  run`'s columns, measured alone: docs/PERFORMANCE.md)."""
+  run`'s columns, measured alone: docs/PERFORMANCE.md), but for the
+  values already written (`held`: round → the names its events hold)."""
   import numpy as np
   import tensorflow as tf
   import tensorflow_federated as tff
@@ -566,11 +584,19 @@ def _tensorboard(folder):
       self._writes = {}  # The names released → their traced write.
 
     async def release(self, value, key):
+      self.write(key, value._asdict().items())
+
+    def write(self, key, items):
+      """The numbers of `items` ((name, value)) that round `key`'s events
+      lack."""
       released = [
         (name, np.float32(item))
-        for name, item in value._asdict().items()
-        if np.array(item).dtype.kind in 'biuf'
+        for name, item in items
+        if np.array(item).dtype.kind in 'biuf' and name not in held.get(key, ())
       ]
+      if not released:
+        return
+      held.setdefault(key, set()).update(name for name, _ in released)
       names = tuple(name for name, _ in released)
       if names not in self._writes:
         self._writes[names] = tf.function(

@@ -60,19 +60,13 @@ def test_metrics_csv_has_the_bytes_of_tffs_release_manager(tmp_path):
 
 
 def _events(folder):
-  """(step, tag, value, plugin) of every summary in `folder`'s events."""
+  """(step, tag, the summary's bytes) of every summary in `folder`'s
+  events."""
   found = []
   for path in sorted(folder.glob('events.out.tfevents.*')):
     for event in tf.compat.v1.train.summary_iterator(str(path)):
       for value in event.summary.value:
-        found.append(
-          (
-            event.step,
-            value.tag,
-            tf.make_ndarray(value.tensor).tobytes(),
-            value.metadata.plugin_data.plugin_name,
-          )
-        )
+        found.append((event.step, value.tag, value.SerializeToString()))
   return found
 
 
@@ -131,3 +125,31 @@ def test_tensorboard_gets_each_value_once_over_a_kill_and_a_resume(tmp_path):
   assert (tmp_path / 'killed' / results.METRICS_FILE).read_bytes() == (
     tmp_path / 'whole' / results.METRICS_FILE
   ).read_bytes()
+
+
+@pytest.mark.fast
+def test_a_new_runs_settings_go_to_tensorboards_hparams_as_its_api_writes(
+  tmp_path,
+):
+  from tensorboard.plugins.hparams import api as hparams_api
+  from tensorboard.plugins.hparams import plugin_data_pb2
+
+  settings = {'algo': 'fedprox', 'rounds': 3, 'mu': 0.5, 'iid': False}
+  with tf.summary.create_file_writer(str(tmp_path / 'tf')).as_default():
+    hparams_api.hparams(settings)
+  folder = run_dir.RunDir(str(tmp_path / 'ours'))
+  folder.start(dict(settings, unrecorded=[1]), {'package': 'x'})
+
+  def session_start(folder):
+    [(step, tag, value)] = _events(folder)
+    summary = tf.compat.v1.Summary.Value.FromString(value)
+    data = plugin_data_pb2.HParamsPluginData.FromString(
+      summary.metadata.plugin_data.content
+    )
+    assert data.session_start_info.start_time_secs > 0
+    data.session_start_info.start_time_secs = 0
+    return step, tag, data
+
+  assert session_start(tmp_path / 'ours' / run_dir.TENSORBOARD_DIR) == (
+    session_start(tmp_path / 'tf')
+  )

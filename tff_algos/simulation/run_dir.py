@@ -25,18 +25,20 @@ unless asked (`remove_outputs`). A run killed under one version of the
 package may resume under another only when asked (`accept_package_change`):
 config.json then records both. One process at a time holds a folder (`hold`, an OS
 lock that dies with its holder). Imports TensorFlow only in the methods
-that write TFF program state or releases.
+that write or read TFF program state, releases or TensorBoard's events.
 """
 
 import contextlib
 import errno
 import fcntl
-import functools
 import glob
+import itertools
 import json
 import os
 import shutil
+import socket
 import sys
+import time
 
 from tff_algos.simulation import provenance as provenance_lib
 from tff_algos.simulation import results
@@ -305,23 +307,28 @@ class RunDir:
 
   def start(self, settings: dict, provenance: dict):
     """Creates the folder; a new run's settings and provenance go to
-    config.json, its settings to TensorBoard's HPARAMS."""
+    config.json, its settings to TensorBoard's HPARAMS (the summary
+    TensorBoard's `hparams` writes, at round 0)."""
+    from tensorboard.compat.proto import event_pb2
     from tensorboard.plugins.hparams import api as hparams_api
-    import tensorflow as tf
 
     os.makedirs(self.path, exist_ok=True)
     if self.saved_config() is None:
       self._write_config(settings, [dict(from_round=0, **provenance)])
-      with tf.summary.create_file_writer(
-        self._file(TENSORBOARD_DIR)
-      ).as_default():
-        hparams_api.hparams(
-          {
-            k: v
-            for k, v in settings.items()
-            if isinstance(v, (bool, int, float, str))
-          }
-        )
+      summary = hparams_api.hparams_pb(
+        {
+          k: v
+          for k, v in settings.items()
+          if isinstance(v, (bool, int, float, str))
+        }
+      )
+      records = _event_file(self._file(TENSORBOARD_DIR), event_pb2)
+      records.write(
+        event_pb2.Event(
+          wall_time=time.time(), step=0, summary=summary
+        ).SerializeToString()
+      )
+      records.close()
 
   def record_code(self, provenance: dict, first_round: int):
     """Adds `provenance` to config.json's records, from `first_round` on,
@@ -563,25 +570,38 @@ def _released(cell: str):
 
 def _tensorboard(folder, held):
   """The rows' release manager to TensorBoard: the summaries TFF's
-  `TensorBoardReleaseManager` writes (a scalar per number, at the round;
-  the rows hold only scalars), in one traced call a round (about 2 ms)
-  where TFF's makes one eager op per value (6–13 ms a round for `make
-  run`'s columns, measured alone: docs/PERFORMANCE.md), but for the
-  values already written (`held`: round → the names its events hold)."""
+  `TensorBoardReleaseManager` writes (a scalar per number, at the round,
+  each value's bytes those of TensorFlow's summary op; the rows hold only
+  scalars) but for the values already written (`held`: round → the names
+  its events hold). Written with TensorBoard's protos and record writer,
+  without TensorFlow: a round's values in one event, handed to the system
+  once the round is written, so a kill loses no round written, and nothing
+  is traced (TensorFlow's summary ops took 0.10–0.13 s to trace a set of
+  columns; docs/PERFORMANCE.md)."""
   import numpy as np
-  import tensorflow as tf
+  from tensorboard.compat.proto import event_pb2
+  from tensorboard.compat.proto import summary_pb2
+  from tensorboard.compat.proto import tensor_pb2
+  from tensorboard.compat.proto import types_pb2
+  from tensorboard.plugins.scalar import metadata
   import tensorflow_federated as tff
 
-  writer = tf.summary.create_file_writer(folder)
+  scalar = metadata.create_summary_metadata(display_name=None, description=None)
 
-  def scalars(names, values, step):
-    with writer.as_default():
-      for i, name in enumerate(names):
-        tf.summary.scalar(name, values[i], step=step)
+  def value(name, number):
+    return summary_pb2.Summary.Value(
+      tag=name,
+      metadata=scalar,
+      tensor=tensor_pb2.TensorProto(
+        dtype=types_pb2.DT_FLOAT,
+        tensor_shape={},
+        tensor_content=np.float32(number).tobytes(),
+      ),
+    )
 
   class TensorBoard(tff.program.ReleaseManager):
     def __init__(self):
-      self._writes = {}  # The names released → their traced write.
+      self._records = None  # Opened at the first write.
 
     async def release(self, value, key):
       self.write(key, value._asdict().items())
@@ -589,22 +609,50 @@ def _tensorboard(folder, held):
     def write(self, key, items):
       """The numbers of `items` ((name, value)) that round `key`'s events
       lack."""
-      released = [
-        (name, np.float32(item))
+      values = [
+        value(name, item)
         for name, item in items
         if np.array(item).dtype.kind in 'biuf' and name not in held.get(key, ())
       ]
-      if not released:
+      if not values:
         return
-      held.setdefault(key, set()).update(name for name, _ in released)
-      names = tuple(name for name, _ in released)
-      if names not in self._writes:
-        self._writes[names] = tf.function(
-          functools.partial(scalars, names), autograph=False
-        )
-      self._writes[names](
-        tf.constant([v for _, v in released], tf.float32, [len(names)]),
-        tf.constant(key, tf.int64),
+      held.setdefault(key, set()).update(v.tag for v in values)
+      if self._records is None:
+        self._records = _event_file(folder, event_pb2)
+      self._records.write(
+        event_pb2.Event(
+          wall_time=time.time(),
+          step=key,
+          summary=summary_pb2.Summary(value=values),
+        ).SerializeToString()
       )
+      self._records.flush()
 
   return TensorBoard()
+
+
+def _event_file(folder, event_pb2):
+  """A new event file in `folder`, named and begun as TensorFlow's writer
+  names and begins its own."""
+  from tensorboard.summary.writer import record_writer
+
+  os.makedirs(folder, exist_ok=True)
+  prefix = (
+    f'events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}'
+    f'.{os.getpid()}'
+  )
+  for n in itertools.count():
+    try:
+      file = open(os.path.join(folder, f'{prefix}.{n}.v2'), 'xb')
+      break
+    except FileExistsError:
+      continue  # Another writer of this process, this second.
+  records = record_writer.RecordWriter(file)
+  records.write(
+    event_pb2.Event(
+      wall_time=time.time(),
+      file_version='brain.Event:2',
+      source_metadata=event_pb2.SourceMetadata(writer=__name__),
+    ).SerializeToString()
+  )
+  return records

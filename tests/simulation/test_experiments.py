@@ -19,6 +19,7 @@ from conftest import USER_ENV
 import helpers
 from tff_algos.simulation import experiment
 from tff_algos.simulation import results
+from tff_algos.simulation import run_dir
 from tff_algos.simulation import trainer
 import warm
 
@@ -92,7 +93,7 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   # the run still ends as the uninterrupted one; TensorBoard's events lost
   # (as a kill loses what its writer buffered) are written again.
   (killed / 'summary.json').unlink()  # As if killed after the last save.
-  newest = killed / 'checkpoints' / 'round_8' / 'saved_model.pb'
+  newest = killed / 'checkpoints' / 'round_8' / run_dir.STATE_FILE
   newest.write_bytes(newest.read_bytes()[:100])
   for path in (killed / 'tensorboard').glob('events.out.tfevents.*'):
     path.unlink()

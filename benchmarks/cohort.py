@@ -11,6 +11,7 @@ simulation loop (`trainer.loop_for`, without the evaluation: the training
 round as run_experiment.py runs it, drawing the schedule and calling the
 process), alternating round by round so that load from other processes
 hits them alike (--executions, of):
+  compiled     --client_execution=compiled (`simulation.compiled`);
   lockstep     --client_execution=lockstep (`simulation.lockstep`);
   auto         --client_execution=auto: lockstep where it pays, else per
                client with each client reading its data in the worker
@@ -88,7 +89,7 @@ CASES = {
     'shakespeare', 'LSTM', 'fedprox', 10, 1, 10, 0.8, 'uniform'
   ),
 }
-EXECUTIONS = ('lockstep', 'auto', 'per_client')
+EXECUTIONS = ('compiled', 'lockstep', 'auto', 'per_client')
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(

@@ -242,12 +242,14 @@ def _run_groups():
         'DEFINE_enum',
         'client_execution',
         _DEFAULTS.client_execution,
-        "How the clients' local training runs: lockstep (many "
-        'clients at once in this process: the same computation, '
-        'summed in another order), per_client (a TFF call per '
-        'client, its data sent: the reference) or auto (lockstep '
-        'where it is the faster: small, non-recurrent models). The '
-        'header says which ran, and why not lockstep. Unless '
+        "How the clients' local training runs: compiled (the "
+        "round's clients one after another in one XLA-compiled loop "
+        'in this process), lockstep (many clients at once in this '
+        'process), both the same computation summed in another '
+        'order; per_client (a TFF call per client, its data sent: '
+        'the reference) or auto (compiled or lockstep where it is '
+        'the faster: models without convolutions). The header says '
+        'which ran, and why not in this process. Unless '
         'per_client, clients trained per client read their data '
         'in the TFF worker (the same models), and a model evaluated '
         'client by client (the char-LSTM) has its predictions made '

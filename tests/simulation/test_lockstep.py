@@ -1,7 +1,8 @@
-"""Lockstep clients (`simulation.lockstep`) against the per-client path:
-the same rounds, the same models to float32 rounding, for every algorithm,
+"""Clients trained in this process, compiled (`simulation.compiled`) and in
+lockstep lanes (`simulation.lockstep`), against the per-client path: the
+same rounds, the same models to float32 rounding, for every algorithm,
 aggregator, straggler policy and sampling scheme; and where a run cannot
-or should not use them, the per-client path and a reason."""
+or should not use them, the per-client path (or lanes) and a reason."""
 
 import collections
 import dataclasses
@@ -14,6 +15,7 @@ import helpers
 from tff_algos import learning
 from tff_algos.learning import model_ops
 from tff_algos.runtime import tracing
+from tff_algos.simulation import compiled
 from tff_algos.simulation import lockstep
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
@@ -43,25 +45,30 @@ def _step_ops(algo, proximal):
   return _op_types(step.graph.as_graph_def())
 
 
-def _assert_lockstep_trains_the_per_client_model(name):
+def _assert_in_process_trains_the_per_client_model(
+  name, executions=('compiled', 'lockstep')
+):
   task, arrays = helpers.task_and_arrays()
   runs = {}
-  for execution in ('lockstep', 'per_client'):
+  for execution in (*executions, 'per_client'):
     settings = resolve(
       Config.create(**dict(QUICK, **CASES[name]), client_execution=execution),
       num_clients=30,
     )
     runs[execution] = _final_weights(settings, task.model_fn, arrays)
-  assert isinstance(runs['lockstep'][0].process, learning.LockstepProcess)
   assert not isinstance(runs['per_client'][0].process, learning.LockstepProcess)
-  for a, b in zip(runs['lockstep'][1], runs['per_client'][1]):
-    scale = max(float(np.max(np.abs(b))), 1e-6)
-    assert float(np.max(np.abs(a - b))) / scale < 1e-5, name
+  for execution in executions:
+    loop, weights = runs[execution]
+    assert isinstance(loop.process, learning.LockstepProcess)
+    assert loop.lockstep.__self__.execution == lockstep.EXECUTIONS[execution]
+    for a, b in zip(weights, runs['per_client'][1]):
+      scale = max(float(np.max(np.abs(b))), 1e-6)
+      assert float(np.max(np.abs(a - b))) / scale < 1e-5, (name, execution)
 
 
 @pytest.mark.parametrize('name', sorted(CASES))
-def test_lockstep_trains_the_per_client_model(name):
-  _assert_lockstep_trains_the_per_client_model(name)
+def test_clients_in_process_train_the_per_client_model(name):
+  _assert_in_process_trains_the_per_client_model(name)
 
 
 def test_lockstep_with_its_products_on_onednn_trains_the_per_client_model(
@@ -72,28 +79,35 @@ def test_lockstep_with_its_products_on_onednn_trains_the_per_client_model(
   monkeypatch.setattr(tracing, 'EIGEN_PRODUCT_MAX', 0)
   ops = _step_ops('fedprox', proximal=True)
   assert 'BatchMatMulV2' in ops and 'BatchMatMulV3' not in ops, ops
-  _assert_lockstep_trains_the_per_client_model('fedprox_adaptive_mu')
+  _assert_in_process_trains_the_per_client_model(
+    'fedprox_adaptive_mu', executions=('lockstep',)
+  )
 
 
 @pytest.mark.fast
-def test_the_readme_example_algorithm_runs_in_lockstep():
+def test_the_readme_example_algorithm_trains_in_this_process():
   from tff_algos import cli
 
   cli.import_modules(['tests/programs/user_modules/fedavgm_algorithm.py'])
   task, _ = helpers.task_and_arrays()
-  settings = resolve(Config(algo='fedavgm', **QUICK), num_clients=30)
-  process, how = trainer.build_for_run(settings, task.model_fn)
-  assert how == 'lockstep' and isinstance(process, learning.LockstepProcess)
+  for execution in ('auto', 'lockstep'):
+    settings = resolve(
+      Config(algo='fedavgm', client_execution=execution, **QUICK),
+      num_clients=30,
+    )
+    process, how = trainer.build_for_run(settings, task.model_fn)
+    assert isinstance(process, learning.LockstepProcess)
+    assert how == ('compiled by XLA' if execution == 'auto' else 'lockstep')
 
 
-def test_a_round_sends_the_clients_results_not_their_data():
+@pytest.mark.parametrize('compile_clients', [True, False])
+def test_a_round_sends_the_clients_results_not_their_data(compile_clients):
   """A mean's round gets one input for all its clients: the same size
-  whatever their data; with DP, one input per client, of the model's
-  size."""
+  whatever their data."""
   task, arrays = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
   process, _ = trainer.build_for_run(settings, task.model_fn)
-  engine = lockstep.Engine(process, arrays, 10)
+  engine = lockstep.Engine(process, arrays, 10, compile_clients=compile_clients)
   state = process.set_model_weights(
     process.initialize(), learning.initial_model_weights(task.model_fn, 0)
   )
@@ -158,7 +172,7 @@ def test_pack_keeps_each_clients_minibatches_in_order_in_one_lane():
     [np.array([5]), np.array([6]), np.array([7]), np.array([8, 9])] * 2,
     [],
   ]
-  plan = lockstep.pack(batches, 2, 2, [1.0, 2.0, 3.0, 4.0])
+  plan = lockstep.pack(batches, 2, 2)
   steps, lanes, _ = plan.indices.shape
   passes = steps // lockstep.UNROLL
   assert lanes == 2 and plan.start.shape == plan.finish.shape == (passes, 2)
@@ -176,7 +190,6 @@ def test_pack_keeps_each_clients_minibatches_in_order_in_one_lane():
       first = last + 1
     assert not plan.valid[first * lockstep.UNROLL :, lane].any()
   assert found == {c: [list(b) for b in bs] for c, bs in enumerate(batches)}
-  assert list(plan.steps) == [2, 1, 8, 0]
 
 
 def _keras_model_fn(layers):
@@ -202,10 +215,27 @@ def _keras_model_fn(layers):
     ),
     (
       lambda t: _keras_model_fn(
-        lambda: [tf.keras.layers.Dense(1000), tf.keras.layers.Dense(10)]
+        lambda: [
+          tf.keras.layers.Reshape((60, 1)),
+          tf.keras.layers.Conv1D(4, 3),
+          tf.keras.layers.Flatten(),
+          tf.keras.layers.Dense(1000),
+          tf.keras.layers.Dense(10),
+        ]
       ),
       'auto',
-      'weights are faster per client',
+      'slower and lanes of its',
+    ),
+    (
+      lambda t: _keras_model_fn(
+        lambda: [
+          tf.keras.layers.Reshape((6, 10)),
+          tf.keras.layers.LSTM(4),
+          tf.keras.layers.Dense(10),
+        ]
+      ),
+      'auto',
+      'slower and lanes run its recurrent layers',
     ),
     (lambda t: lambda: t.model_fn(), 'lockstep', 'not a learning.'),
   ],
@@ -220,6 +250,56 @@ def test_a_run_that_cannot_or_should_not_runs_per_client_and_says_why(
   process, how = trainer.build_for_run(settings, model(task))
   assert not isinstance(process, learning.LockstepProcess)
   assert how.startswith('per client (') and reason in how
+
+
+def test_a_step_xla_cannot_compile_trains_in_lanes_and_says_why():
+  """A model of an op XLA has no kernel for (here, in a branch that adds
+  zero) asked to run compiled: its clients train in lanes, to the
+  per-client path's model, and the header says why."""
+  model_fn = dataclasses.replace(
+    _keras_model_fn(
+      lambda: [
+        tf.keras.layers.Lambda(
+          lambda x: (
+            x
+            + 0.0
+            * tf.stop_gradient(tf.strings.to_number(tf.strings.as_string(x)))
+          )
+        ),
+        tf.keras.layers.Dense(10),
+      ]
+    ),
+    metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy('accuracy')],
+  )
+  _, arrays = helpers.task_and_arrays()
+  runs = {}
+  for execution in ('compiled', 'per_client'):
+    settings = resolve(
+      Config(algo='fedavg', client_execution=execution, **QUICK),
+      num_clients=30,
+    )
+    runs[execution] = _final_weights(settings, model_fn, arrays)
+  engine = runs['compiled'][0].lockstep.__self__
+  assert (
+    engine.execution == "lockstep (XLA has no kernel for its step's AsString)"
+  )
+  for a, b in zip(runs['compiled'][1], runs['per_client'][1]):
+    assert float(np.max(np.abs(a - b))) < 1e-5 * float(np.max(np.abs(b)))
+
+
+@pytest.mark.fast
+def test_a_compiled_rounds_clients_are_laid_out_one_after_another():
+  batches = [
+    [np.array([3, 4, 5]), np.array([6])],
+    [],  # A client without batches: no steps, an update of zero.
+    [np.array([1, 2])],
+  ]
+  indices, valid, starts = compiled.layout(batches, 3)
+  assert indices.shape == valid.shape == (compiled.MIN_BUCKET, 3)
+  assert indices[:3].tolist() == [[3, 4, 5], [6, 0, 0], [1, 2, 0]]
+  assert valid[:4].tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0], [0, 0, 0]]
+  assert starts.tolist() == [0, 2, 2] + [3] * (compiled.MIN_BUCKET - 2)
+  assert [compiled.bucket(n) for n in (0, 16, 17, 3000)] == [16, 16, 32, 4096]
 
 
 def test_remote_workers_and_the_flag_take_the_per_client_path():

@@ -35,7 +35,7 @@ from tff_algos.simulation.sampling import SamplingScheme
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
-CLIENT_EXECUTIONS = ('auto', 'lockstep', 'per_client')
+CLIENT_EXECUTIONS = ('auto', 'compiled', 'lockstep', 'per_client')
 _OPTIMIZER_FLAGS = optimizers.flag_names('client') + optimizers.flag_names(
   'server'
 )
@@ -140,11 +140,13 @@ class Config:
   train_fraction: float | None = None  # None: the task's own split
   partition: str | None = None  # e.g. 'dirichlet:0.5' (None: the task's)
   imports: tuple[str, ...] = ()  # modules registering the task/algorithm
-  # How the clients' local training runs: 'lockstep' (many clients at once
-  # in this process, where the run allows it), 'per_client' (a TFF call
-  # each, its data sent) or 'auto' (lockstep where it is the faster,
-  # `simulation.lockstep`); unless 'per_client', a client trained per
-  # client reads its data where it trains (`simulation.client_store`).
+  # How the clients' local training runs: 'compiled' (one after another
+  # in an XLA-compiled loop in this process, `simulation.compiled`),
+  # 'lockstep' (many clients at once in this process), where the run
+  # allows it; 'per_client' (a TFF call each, its data sent) or 'auto'
+  # (the fastest that the run allows, `lockstep.executions`); unless
+  # 'per_client', a client trained per client reads its data where it
+  # trains (`simulation.client_store`).
   client_execution: str = 'auto'
 
   @classmethod

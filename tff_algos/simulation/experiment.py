@@ -82,6 +82,7 @@ def prepare(settings: config_lib.Settings, task, workers: str = '') -> Prepared:
   )
   if engine is not None:
     provenance['lockstep'] = engine.fingerprint()
+    execution = engine.execution
   return Prepared(
     settings,
     task,
@@ -97,7 +98,7 @@ def prepare(settings: config_lib.Settings, task, workers: str = '') -> Prepared:
 def _execution(process, engine) -> str:
   """How the run's clients train, as its provenance records it."""
   if engine is not None:
-    return 'lockstep'
+    return engine.execution
   if learning.takes_stored_input(process):
     return 'per client, reading their data where they train'
   return 'per client'

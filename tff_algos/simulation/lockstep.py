@@ -28,7 +28,7 @@ in float32; only the order of some float32 sums differs, so the models
 agree to float32 rounding (tests/simulation/test_lockstep.py).
 
 What it needs, else the run uses the per-client path and its header says
-why (`unavailable`): a process built by `learning.build_process` with
+why (`executions`): a process built by `learning.build_process` with
 TFF's broadcast (no model distributor of its own), a task whose model_fn
 is a `KerasModelFn` (the tasks' models are) with a loss that averages its
 examples and no layer that draws randomness or batch statistics in
@@ -55,6 +55,7 @@ from tff_algos import learning
 from tff_algos.learning import model_ops
 from tff_algos.learning.client_work import PROXIMAL_WEIGHT
 from tff_algos.runtime import tracing
+from tff_algos.simulation import compiled
 from tff_algos.simulation import evaluation
 
 # The most lanes a round's computation takes (benchmarks/cohort.py: the
@@ -62,9 +63,9 @@ from tff_algos.simulation import evaluation
 # (`lanes`).
 MAX_SLOTS = 64
 _LANE_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64)
-# --client_execution=auto trains a model of more weights per client: its
+# --client_execution=auto trains no model of more weights in lanes: its
 # steps are arithmetic, which the lanes do not make cheaper
-# (`unavailable`).
+# (`executions`).
 MAX_WEIGHTS = 50_000
 # Steps per pass of the round's loop: a pass's own cost (its loop
 # variables' control flow, and the branches that start and finish clients)
@@ -85,25 +86,27 @@ _STOCHASTIC_LAYERS = (
 )
 
 
-def unavailable(
-  model_fn, workers: str = '', only_where_it_pays: bool = True
-) -> str | None:
-  """Why clients training `model_fn`'s model do not run in lockstep here
-  (a phrase for the run's header), or None when they may (if the
-  algorithm's builder takes `learning.LockstepInput`). Decided before any
-  process is built, so that a run that will train per client builds one
-  process only. With `only_where_it_pays`
-  (--client_execution=auto), also a model for which the per-client path
-  is as fast or faster on this machine's CPU: a recurrent one (a lane's
-  time loop runs lane by lane: Sent140's LSTM, K = 10, took 8.4 s a round
-  against 1.1 s) or one of more than MAX_WEIGHTS weights (its batched
-  matrix products cost more than the per-client overhead saved: the MNIST
-  2NN, 199,210 weights, K = 10, took 1.25 s against 0.57 s); both
-  measured with benchmarks/cohort.py (docs/PERFORMANCE.md)."""
+# How each execution in this process is named in a run's header and
+# provenance ("clients trained ...").
+EXECUTIONS = {'compiled': 'compiled by XLA', 'lockstep': 'lockstep'}
+
+
+def executions(
+  model_fn, requested: str = 'auto', workers: str = ''
+) -> tuple[tuple[str, ...], str | None]:
+  """(the executions in this process that clients training `model_fn`'s
+  model may take, the first preferred, if the algorithm's builder takes
+  `learning.LockstepInput`: 'compiled' (`simulation.compiled`) and
+  'lockstep'; why none, a phrase for the run's header). Decided before
+  any process is built, so that a run that will train per client builds
+  one process only. --client_execution=`requested`: 'compiled' or
+  'lockstep' asks for that one; 'auto' takes those that are faster than
+  per client on this machine's CPU (`compiled.unpaying`, `_lanes_unpaying`;
+  measured with benchmarks/cohort.py, docs/PERFORMANCE.md)."""
   if workers:
-    return 'remote workers train the clients where they are'
+    return (), 'remote workers train the clients where they are'
   if not isinstance(model_fn, model_ops.KerasModelFn):
-    return (
+    return (), (
       "the task's model_fn is not a learning.model_ops.KerasModelFn "
       '(a Keras model with its loss)'
     )
@@ -116,7 +119,7 @@ def unavailable(
     layer.name for layer in layers if isinstance(layer, _STOCHASTIC_LAYERS)
   ]
   if stochastic:
-    return (
+    return (), (
       f"the model's layers {', '.join(stochastic)} draw randomness or "
       'batch statistics in training'
     )
@@ -124,23 +127,39 @@ def unavailable(
     tf.keras.losses.Reduction.AUTO,
     tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE,
   ):
-    return "the model's loss is not a mean over the batch's examples"
-  if not only_where_it_pays:
-    return None
+    return (), "the model's loss is not a mean over the batch's examples"
+  if requested != 'auto':
+    return (requested,), None
+  unpaying = {
+    'compiled': compiled.unpaying(layers),
+    'lockstep': _lanes_unpaying(layers, weights),
+  }
+  paying = tuple(e for e, why in unpaying.items() if why is None)
+  if paying:
+    return paying, None
+  return (), (
+    f'{unpaying["compiled"]} and {unpaying["lockstep"]}, so they train '
+    'faster per client (--client_execution=compiled or lockstep trains '
+    'them here)'
+  )
+
+
+def _lanes_unpaying(layers, weights):
+  """Why lanes are not faster than per client for a model of `layers`
+  and `weights` (None if they are): a recurrent model's time loop runs
+  lane by lane (Sent140's LSTM, K = 10, took 8.4 s a round against 1.1 s
+  per client), and more than MAX_WEIGHTS weights make the lanes' batched
+  matrix products cost more than the per-client overhead saved (the MNIST
+  2NN, 199,210 weights, K = 10: 1.25 s against 0.57 s)."""
   recurrent = [
     layer.name for layer in layers if isinstance(layer, tf.keras.layers.RNN)
   ]
   if recurrent:
     return (
-      f'its recurrent layers ({", ".join(recurrent)}) are faster per '
-      'client (--client_execution=lockstep runs them in lockstep)'
+      f'lanes run its recurrent layers ({", ".join(recurrent)}) lane by lane'
     )
   if weights > MAX_WEIGHTS:
-    return (
-      f'its {weights:,} weights are faster per client (over '
-      f'{MAX_WEIGHTS:,}; --client_execution=lockstep runs it in '
-      'lockstep)'
-    )
+    return f'lanes of its {weights:,} weights (over {MAX_WEIGHTS:,}) cost more'
   return None
 
 
@@ -158,16 +177,12 @@ class RoundPlan:
   into the resident data) and whether each is real; a pass is UNROLL
   steps, and `start`: [passes, slots] a client's first pass; `finish`:
   [passes, slots] the client (its position among the round's) whose last
-  pass it is, else -1; per client its weight, local steps and examples
-  processed."""
+  pass it is, else -1."""
 
   indices: np.ndarray
   valid: np.ndarray
   start: np.ndarray
   finish: np.ndarray
-  weights: np.ndarray
-  steps: np.ndarray
-  examples: np.ndarray
 
 
 def lanes(
@@ -198,7 +213,6 @@ def pack(
   batches: Sequence[Sequence[np.ndarray]],
   slots: int,
   batch_size: int,
-  weights: Sequence[float],
 ) -> RoundPlan:
   """The plan of clients whose minibatches (example indices into the
   resident data, per step) are `batches`: each client into the least
@@ -223,15 +237,7 @@ def pack(
         valid[step, lane, : len(batch)] = 1.0
       at += passes[client]
       finish[at - 1, lane] = client
-  return RoundPlan(
-    indices,
-    valid,
-    start,
-    finish,
-    np.asarray(weights, np.float32),
-    np.array([len(b) for b in batches], np.int32),
-    np.array([sum(len(x) for x in b) for b in batches], np.int64),
-  )
+  return RoundPlan(indices, valid, start, finish)
 
 
 # Rounds traced in this process, by the content of what shapes them
@@ -256,6 +262,7 @@ class Engine:
     train_arrays: Sequence[Mapping[str, np.ndarray]],
     batch_size: int,
     client_tensors: evaluation.ClientTensors | None = None,
+    compile_clients: bool = False,
   ):
     self._mean_of_updates = process.mean_of_updates
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
@@ -288,6 +295,19 @@ class Engine:
       for proximal in (False, True)
     }
     self._fresh_state = tf.function(self._training.fresh_state, autograph=False)
+    # With `compile_clients`: the round's clients one after another, in
+    # an XLA-compiled loop (`simulation.compiled`), with or without μ;
+    # else, or where XLA cannot compile the step, in lanes.
+    # Whether μ ≠ 0 → a client's traced functions, the compiled round.
+    self._client_traced, self._compiled_rounds = {}, {}
+    refused = compile_clients and compiled.unsupported(
+      self._client_functions(not self._gradient)[1]
+    )
+    self._compiled = compile_clients and not refused
+    # How the clients train (a run's header and provenance say so).
+    self.execution = EXECUTIONS['compiled' if self._compiled else 'lockstep']
+    if refused:
+      self.execution += f' ({refused})'
 
   def inputs(self, state, schedules, round_num):
     """The round's client inputs (`learning.LockstepInput`), one per
@@ -299,28 +319,38 @@ class Engine:
       return []
     batches = [self._batches(*schedule) for schedule in schedules]
     proximal = bool(state.client_work.get(PROXIMAL_WEIGHT, 0.0))
-    plan = pack(
-      batches,
-      lanes(batches, [n for n, p in self._rounds if p == proximal]),
-      self._batch_size,
-      [self._weights[client] for client, _, _ in schedules],
-    )
     hparams = {
       k: tf.constant(v, tf.float32) for k, v in state.client_work.items()
     }
-    updates, losses = self._traced(plan.start.shape[1], proximal)(
-      [
-        tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
-      ],
-      hparams,
-      self._data,
-      plan.indices,
-      plan.valid,
-      plan.start,
-      plan.finish,
-      len(schedules),
-    )
-    updates = [u.numpy() for u in updates]
+    global_weights = [
+      tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
+    ]
+    if self._compiled:
+      updates, losses = self._compiled_round(proximal)(
+        global_weights,
+        hparams,
+        self._data,
+        *compiled.layout(batches, self._batch_size),
+        tf.constant(len(schedules), tf.int32),
+      )
+    else:
+      plan = pack(
+        batches,
+        lanes(batches, [n for n, p in self._rounds if p == proximal]),
+        self._batch_size,
+      )
+      updates, losses = self._traced(plan.start.shape[1], proximal)(
+        global_weights,
+        hparams,
+        self._data,
+        plan.indices,
+        plan.valid,
+        plan.start,
+        plan.finish,
+        len(schedules),
+      )
+    updates = [u.numpy()[: len(schedules)] for u in updates]
+    steps = np.array([len(b) for b in batches], np.int32)
     if self._gradient:  # ∇F_k = Σ_b n_b ∇F_b / n_k, as the per-client path.
       n = np.array(
         [self._sizes[client] for client, _, _ in schedules], np.float32
@@ -328,14 +358,14 @@ class Engine:
       updates = [u / n.reshape((-1,) + (1,) * (u.ndim - 1)) for u in updates]
     computed = Computed(
       updates,
-      plan.weights,
-      plan.steps if not self._gradient else np.ones_like(plan.steps),
+      np.array([self._weights[c] for c, _, _ in schedules], np.float32),
+      steps if not self._gradient else np.ones_like(steps),
       sum(
         np.sum(np.square(u, dtype=np.float64), axis=tuple(range(1, u.ndim)))
         for u in updates
       ),
-      losses.numpy(),
-      plan.examples,
+      losses.numpy()[: len(schedules)],
+      np.array([sum(len(x) for x in b) for b in batches], np.int64),
     )
     if self._mean_of_updates:
       return [computed.one_input()]
@@ -351,9 +381,45 @@ class Engine:
     code, which the provenance records apart."""
     from tff_algos.runtime import fingerprint
 
-    return fingerprint.graph_sha256(
-      self._step_for(1, not self._gradient).graph.as_graph_def()
+    step = (
+      self._client_functions(not self._gradient)[1]
+      if self._compiled
+      else self._step_for(1, not self._gradient)
     )
+    return fingerprint.graph_sha256(step.graph.as_graph_def())
+
+  def _client_functions(self, proximal):
+    """A client's fresh state and step, traced for one batch
+    (`compiled.ClientTraining.traced`), once."""
+    if proximal not in self._client_traced:
+      self._client_traced[proximal] = self._training.client.traced(
+        self._batch_spec(), proximal
+      )
+    return self._client_traced[proximal]
+
+  def _compiled_round(self, proximal):
+    """The compiled round with or without the proximal term
+    (`compiled.round_function`), made once, or the one made before in
+    this process from the same content (`_round_key`)."""
+    if proximal in self._compiled_rounds:
+      return self._compiled_rounds[proximal]
+    fresh, step = self._client_functions(proximal)
+    signature = ['compiled', self._training.specs, self._hparam_specs()]
+    key = _round_key(signature, self._gradient, fresh, step)
+    made = _ROUNDS.get(key) if key else None
+    if made is None:
+      made = compiled.round_function(
+        fresh, step, self._training.specs, self._gradient
+      )
+    _remember(key, made)
+    self._compiled_rounds[proximal] = made
+    return made
+
+  def _batch_spec(self):
+    return {
+      name: tf.TensorSpec([self._batch_size, *data.shape[1:]], data.dtype)
+      for name, data in self._data.items()
+    }
 
   def _batches(self, client, order, ends):
     """A client's minibatches as indices into the resident data."""
@@ -441,13 +507,19 @@ class Engine:
         input_signature=signature,
         autograph=False,
       )
-    if key:
-      _ROUNDS[key] = traced
-      _ROUNDS.move_to_end(key)
-      while len(_ROUNDS) > _MAX_ROUNDS:
-        _ROUNDS.popitem(last=False)
+    _remember(key, traced)
     self._rounds[slots, proximal] = traced
     return traced
+
+
+def _remember(key, traced):
+  """Keeps `traced` (a round's function) in `_ROUNDS` by `key` (None:
+  not kept), the least recently used dropped beyond _MAX_ROUNDS."""
+  if key:
+    _ROUNDS[key] = traced
+    _ROUNDS.move_to_end(key)
+    while len(_ROUNDS) > _MAX_ROUNDS:
+      _ROUNDS.popitem(last=False)
 
 
 def _round_key(signature, gradient, *functions):
@@ -569,24 +641,18 @@ class LaneTraining:
   state and one step of all lanes (`Engine` traces both)."""
 
   def __init__(self, model_fn, local, specs):
-    self._model_fn = model_fn
+    self.client = compiled.ClientTraining(model_fn, local, specs)
     self._local = local
     self.specs = specs
-    self.gradient = local.kind == 'gradient'
+    self.gradient = self.client.gradient
 
   @property
   def hparam_names(self) -> list[str]:
-    """The client work's hyper-parameters a round takes: the proximal
-    weight and the client optimizer's (none for the gradient kind)."""
-    if self.gradient:
-      return []
-    return [PROXIMAL_WEIGHT, *self._optimizer_hparams]
+    return self.client.hparam_names
 
-  @functools.cached_property
+  @property
   def _optimizer_hparams(self) -> list[str]:
-    with tf.Graph().as_default():
-      optimizer = self._local.optimizer
-      return list(optimizer.get_hparams(optimizer.initialize(self.specs)))
+    return self.client.optimizer_hparams
 
   @functools.cached_property
   def _elementwise(self) -> bool:
@@ -698,26 +764,11 @@ class LaneTraining:
     examples, plus the regularization; the gradient kind: n_b times it, as
     `model_ops.weighted_gradient`), and the mean without the
     regularization (the wrapper's loss metric)."""
-    model_fn = self._model_fn
-
-    def lane_loss(args):
-      weights, x, y, m = args
-      prediction, regularization = model_fn.predict(weights, x)
-      examples = model_fn.example_losses(y, prediction)
-      total = tf.reduce_sum(examples * m)
-      mean = total / tf.maximum(tf.reduce_sum(m), 1.0)
-      regularization = tf.add_n([tf.constant(0.0)] + regularization)
-      objective = (
-        total + tf.reduce_sum(m) * regularization
-        if self.gradient
-        else mean + regularization
-      )
-      return objective, mean
-
     with tf.GradientTape() as tape:
       tape.watch(lanes)
       objectives, means = tf.vectorized_map(
-        lane_loss, (tuple(lanes), batch['x'], batch['y'], mask)
+        lambda args: self.client.objective(*args),
+        (tuple(lanes), batch['x'], batch['y'], mask),
       )
       total = tf.reduce_sum(objectives)
     return [

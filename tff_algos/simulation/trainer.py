@@ -70,12 +70,13 @@ def build_for_run(
   workers: str = '',
 ) -> tuple[Any, str]:
   """(the run's process, how its clients train): with
-  --client_execution=lockstep, or auto, where the run allows it and (auto)
-  it pays (`lockstep.unavailable`), the algorithm built with
-  `learning.LockstepInput` ('lockstep'); else the per-client process
-  ('per client', and why where lockstep was asked for), whose clients read
-  their data where they train (`learning.StoredInput`) unless
-  --client_execution=per_client (the reference: their data are sent).
+  --client_execution=compiled or lockstep, or auto, where the run allows it
+  and (auto) it pays (`lockstep.executions`), the algorithm built with
+  `learning.LockstepInput` (`lockstep.EXECUTIONS`' words for the one its
+  engine takes, `lockstep_engine`); else the per-client process ('per
+  client', and why), whose clients read their data where they train
+  (`learning.StoredInput`) unless --client_execution=per_client (the
+  reference: their data are sent).
   Installs our local runtime (`runtime.install`) as TFF's default context,
   so that a caller that never called `runtime.start()` (a notebook) runs
   the process on it: TFF's own default context starts a worker that
@@ -90,12 +91,10 @@ def build_for_run(
     return build_process(settings, model_fn, process_fn=process_fn), (
       'per client (a process_fn of its own takes the per-client input)'
     )
-  why = lockstep.unavailable(
-    model_fn,
-    workers or runtime.remote_workers(),
-    only_where_it_pays=execution == 'auto',
+  in_process, why = lockstep.executions(
+    model_fn, execution, workers or runtime.remote_workers()
   )
-  if why is None:
+  if in_process:
     process, why = _built_with(
       settings,
       model_fn,
@@ -103,7 +102,7 @@ def build_for_run(
       lambda p: isinstance(p, learning.LockstepProcess),
     )
     if why is None:
-      return process, 'lockstep'
+      return process, lockstep.EXECUTIONS[in_process[0]]
   process, refused = _built_with(
     settings, model_fn, learning.StoredInput(), learning.takes_stored_input
   )
@@ -431,12 +430,19 @@ def algorithm_columns(settings) -> dict[str, str]:
 def lockstep_engine(
   settings: config_lib.Settings, process, data: ClientData
 ) -> lockstep.Engine | None:
-  """The lockstep engine of a `learning.LockstepProcess` on `data` (None
-  for another process)."""
+  """The engine of a `learning.LockstepProcess` on `data` (None for
+  another process): compiled where `build_for_run` chose so, else lanes."""
   if not isinstance(process, learning.LockstepProcess):
     return None
+  preferred, _ = lockstep.executions(
+    process.model_fn, settings.run.client_execution
+  )
   return lockstep.Engine(
-    process, data.train, settings.algorithm.batch_size, data.tensors
+    process,
+    data.train,
+    settings.algorithm.batch_size,
+    data.tensors,
+    compile_clients=preferred[:1] == ('compiled',),
   )
 
 

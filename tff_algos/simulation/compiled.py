@@ -1,0 +1,297 @@
+"""Compiled clients: a round's local training, its clients one after
+another in one XLA-compiled loop, in this process.
+
+One client's step (`ClientTraining.step`: the gradient of its batch's
+loss, the proximal term, the client optimizer's step) is a few dozen
+small ops. Run by TensorFlow's executor, each op costs its dispatch, which
+for the papers' small models is most of a step (docs/PERFORMANCE.md,
+"Compiled clients"); compiled by XLA with the loop around it, the round is
+one program. The clients keep their own order of minibatches
+(`sampling.ClientSampler.minibatch_schedule`), each starts from w_t with a
+fresh optimizer state, and each batch is padded to B with the padding
+masked out of its mean: a client computes what it computes alone, in
+float32, with only the order of some sums differing, so the models agree
+to float32 rounding with the per-client path's
+(tests/simulation/test_lockstep.py).
+
+XLA compiles a program for each shape of its inputs: a round's steps and
+clients are padded to the next power of two (`bucket`), so that a run
+compiles a few programs, not one a round; the padding is never stepped.
+
+No lanes: where TensorFlow's per-op cost dominates, many clients' copies
+of the model stepped at once (`simulation.lockstep`) share that cost, but
+compiled the cost is gone, and one client's steps in sequence do the
+least arithmetic (measured per step, XLA: Synthetic(1,1)'s MLR 6.2 µs
+against 42 µs uncompiled; the same loop over 10 lanes took 60 µs a step).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from tff_algos.learning.client_work import PROXIMAL_WEIGHT
+
+# The fewest steps and clients a compiled round is shaped for.
+MIN_BUCKET = 16
+
+
+def bucket(n: int) -> int:
+  """The size a compiled round pads `n` steps or clients to: the next
+  power of two, at least MIN_BUCKET."""
+  return max(MIN_BUCKET, 1 << max(int(n) - 1, 0).bit_length())
+
+
+# Layers XLA's CPU code runs slower than TensorFlow's own kernels do per
+# client (benchmarks/cohort.py): convolutions (FedAvg's MNIST CNN, K = 10,
+# E = 5: 618 s a round compiled against 65 s per client) and recurrent
+# layers (FedProx's Sent140 LSTM, K = 10, E = 1: 5.0 s against 1.3 s).
+_SLOW_LAYERS = (
+  tf.keras.layers.Conv1D,
+  tf.keras.layers.Conv2D,
+  tf.keras.layers.Conv3D,
+  tf.keras.layers.Conv2DTranspose,
+  tf.keras.layers.DepthwiseConv2D,
+  tf.keras.layers.SeparableConv2D,
+  tf.keras.layers.RNN,
+)
+
+
+def unpaying(layers) -> str | None:
+  """Why compiled clients are not faster than per client for a model of
+  `layers` (a phrase for the run's header), or None if they are."""
+  slow = [layer.name for layer in layers if isinstance(layer, _SLOW_LAYERS)]
+  if slow:
+    return f"XLA's CPU code runs its layers {', '.join(slow)} slower"
+  return None
+
+
+def unsupported(step) -> str | None:
+  """Why XLA cannot compile `step` (a client's step, traced:
+  `ClientTraining.traced`), or None if it can: an op it has no kernel
+  for (a phrase for the run's header)."""
+  specs, _ = step.structured_input_signature
+  flat = tf.function(  # XLA's IR takes flat TensorSpecs.
+    lambda *args: step(*tf.nest.pack_sequence_as(specs, args)),
+    jit_compile=True,
+    autograph=False,
+  )
+  try:
+    flat.experimental_get_compiler_ir(*tf.nest.flatten(specs))(stage='hlo')
+  except (ValueError, tf.errors.InvalidArgumentError) as e:
+    ops = re.findall(r'(\w+) \(No registered', str(e))
+    if ops:
+      return f"XLA has no kernel for its step's {', '.join(sorted(set(ops)))}"
+    return f'XLA cannot compile its step ({str(e).strip().splitlines()[0]})'
+  return None
+
+
+class ClientTraining:
+  """A run's local training of one client, without its data: its fresh
+  state and one step, as TensorFlow functions of tensors."""
+
+  def __init__(self, model_fn, local, specs):
+    self._model_fn = model_fn
+    self._local = local
+    self.specs = specs
+    self.gradient = local.kind == 'gradient'
+
+  @property
+  def hparam_names(self) -> list[str]:
+    """The client work's hyper-parameters a round takes: the proximal
+    weight and the client optimizer's (none for the gradient kind)."""
+    if self.gradient:
+      return []
+    return [PROXIMAL_WEIGHT, *self.optimizer_hparams]
+
+  @functools.cached_property
+  def optimizer_hparams(self) -> list[str]:
+    with tf.Graph().as_default():
+      optimizer = self._local.optimizer
+      return list(optimizer.get_hparams(optimizer.initialize(self.specs)))
+
+  def objective(self, weights, x, y, mask):
+    """(what the client differentiates, its batch's mean loss): the mean
+    of the real examples' losses (`mask`) plus the regularization; the
+    gradient kind: n_b times it, as `model_ops.weighted_gradient`."""
+    prediction, regularization = self._model_fn.predict(weights, x)
+    examples = self._model_fn.example_losses(y, prediction)
+    total = tf.reduce_sum(examples * mask)
+    mean = total / tf.maximum(tf.reduce_sum(mask), 1.0)
+    regularization = tf.add_n([tf.constant(0.0)] + regularization)
+    if self.gradient:
+      return total + tf.reduce_sum(mask) * regularization, mean
+    return mean + regularization, mean
+
+  def hparam_specs(self):
+    return {name: tf.TensorSpec([], tf.float32) for name in self.hparam_names}
+
+  def traced(self, batch, proximal):
+    """(`fresh_state`, `step` with the proximal term or without) traced for
+    a batch of `batch` (TensorSpecs of its features, by name): what a
+    compiled round calls."""
+    fresh = tf.function(
+      self.fresh_state, autograph=False
+    ).get_concrete_function(list(self.specs), self.hparam_specs())
+    step = tf.function(
+      self.step_function(proximal), autograph=False
+    ).get_concrete_function(*self.step_specs(batch, fresh))
+    return fresh, step
+
+  def step_specs(self, batch, fresh=None):
+    """The TensorSpecs of `step`'s arguments but `proximal`, for a batch of
+    `batch` (TensorSpecs of its features, by name)."""
+    weights = list(self.specs)
+    fresh = fresh or tf.function(
+      self.fresh_state, autograph=False
+    ).get_concrete_function(weights, self.hparam_specs())
+    state = tf.nest.map_structure(
+      lambda t: tf.TensorSpec(t.shape, t.dtype), fresh.structured_outputs[1]
+    )
+    mask = tf.TensorSpec(tf.nest.flatten(batch)[0].shape[:1], tf.float32)
+    return weights, state, batch, mask, weights, self.hparam_specs()
+
+  def fresh_state(self, global_weights, hparams):
+    """What a client starts from: w_t, and a fresh client optimizer state
+    at `hparams` (the gradient kind: a zero sum)."""
+    weights = [tf.identity(w) for w in global_weights]
+    if self.gradient:
+      return weights, [tf.zeros_like(w) for w in weights]
+    optimizer = self._local.optimizer
+    return weights, optimizer.set_hparams(
+      optimizer.initialize(tuple(self.specs)),
+      collections.OrderedDict((k, hparams[k]) for k in self.optimizer_hparams),
+    )
+
+  def step_function(self, proximal):
+    """`step` with the proximal term or without: a function of the rest of
+    its arguments."""
+    return lambda *args: self.step(*args, proximal=proximal)
+
+  def step(
+    self, weights, state, batch, mask, global_weights, hparams, proximal
+  ):
+    """One step on `batch`: (weights, state, the batch's mean loss). The
+    client optimizer on ∇F + μ(w − w_t) (without the term if not
+    `proximal`: μ = 0 gives the same values, as the per-client path
+    skips it); the gradient kind adds the gradient to its sum (`state`)
+    and keeps w_t."""
+    with tf.GradientTape() as tape:
+      tape.watch(weights)
+      objective, mean = self.objective(weights, batch['x'], batch['y'], mask)
+    gradients = [
+      tf.convert_to_tensor(g)  # A gather's gradient: IndexedSlices.
+      for g in tape.gradient(objective, weights)
+    ]
+    if self.gradient:
+      return weights, [a + g for a, g in zip(state, gradients)], mean
+    if proximal:
+      gradients = [
+        g + hparams[PROXIMAL_WEIGHT] * (w - w_t)
+        for g, w, w_t in zip(gradients, weights, global_weights)
+      ]
+    state, stepped = self._local.optimizer.next(
+      state, tuple(weights), tuple(gradients)
+    )
+    return list(stepped), state, mean
+
+
+def round_function(fresh, step, specs, gradient: bool):
+  """The compiled round (`run_round`) of clients that start from
+  `fresh(global weights, hparams)` and take `step`s (traced functions of
+  `ClientTraining`: see `ClientTraining.traced`), with weights of
+  `specs`: a tf.function XLA compiles for each shape of its inputs."""
+  return tf.function(
+    functools.partial(run_round, fresh, step, specs, gradient),
+    jit_compile=True,
+    autograph=False,
+  )
+
+
+def run_round(
+  fresh,
+  step,
+  specs,
+  gradient,
+  global_weights,
+  hparams,
+  data,
+  indices,
+  valid,
+  starts,
+  clients,
+):
+  """The steps of the round's `clients` clients, one after another: client
+  k takes the minibatches `indices[starts[k]:starts[k + 1]]` (example
+  indices into `data`, each padded to B, `valid` its real examples) from
+  w_t. Returns (per client, by weight tensor: w_t − w, or for the
+  gradient kind Σ_b n_b ∇F_b; per client: Σ_b n_b × its batch's mean
+  loss), shaped for the len(starts) − 1 clients the round is padded to
+  (zeros after its last)."""
+  shaped_for = starts.shape[0] - 1
+  outputs = [tf.zeros([shaped_for, *spec.shape]) for spec in specs]
+  loss_sums = tf.zeros([shaped_for])
+
+  def one_client(k, outputs, loss_sums):
+    weights, state = fresh(global_weights, hparams)
+
+    def one_step(s, weights, state, loss_sum):
+      mask = valid[s]
+      weights, state, mean = step(
+        weights,
+        state,
+        {name: tf.gather(values, indices[s]) for name, values in data.items()},
+        mask,
+        global_weights,
+        hparams,
+      )
+      return s + 1, weights, state, loss_sum + mean * tf.reduce_sum(mask)
+
+    _, weights, state, loss_sum = tf.while_loop(
+      lambda s, *_: s < starts[k + 1],
+      one_step,
+      (starts[k], weights, state, tf.constant(0.0)),
+    )
+    result = (
+      state
+      if gradient
+      else [w_t - w for w, w_t in zip(weights, global_weights)]
+    )
+    at = tf.reshape(k, [1, 1])
+    return (
+      k + 1,
+      [
+        tf.tensor_scatter_nd_update(o, at, r[None])
+        for o, r in zip(outputs, result)
+      ],
+      tf.tensor_scatter_nd_update(loss_sums, at, loss_sum[None]),
+    )
+
+  _, outputs, loss_sums = tf.while_loop(
+    lambda k, *_: k < clients, one_client, (0, outputs, loss_sums)
+  )
+  return outputs, loss_sums
+
+
+def layout(batches, batch_size):
+  """A round's clients' minibatches (example indices, per step) laid out
+  one client after another: (indices, valid: [bucket(steps), B], starts:
+  [bucket(clients) + 1]) with the padding never stepped."""
+  sizes = np.array([len(b) for client in batches for b in client], np.int64)
+  steps = len(sizes)
+  indices = np.zeros((bucket(steps), batch_size), np.int32)
+  valid = np.zeros((bucket(steps), batch_size), np.float32)
+  if steps:
+    rows = np.repeat(np.arange(steps), sizes)
+    columns = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    indices[rows, columns] = np.concatenate(
+      [b for client in batches for b in client]
+    )
+    valid[rows, columns] = 1.0
+  starts = np.full(bucket(len(batches)) + 1, steps, np.int32)
+  starts[: len(batches)] = np.cumsum([0] + [len(c) for c in batches])[:-1]
+  return indices, valid, starts

@@ -1,15 +1,17 @@
-"""How far lockstep clients' models are from the per-client path's: the
-table of docs/PERFORMANCE.md ("Lockstep clients").
+"""How far the models of clients trained in this process (compiled and
+lockstep) are from the per-client path's: the table of docs/PERFORMANCE.md
+("Compiled clients").
 
   .venv/bin/python benchmarks/lockstep_equivalence.py [--rounds=1,20]
-      [--json=PATH]
+      [--executions=compiled,lockstep] [--json=PATH]
 
 For every case of tests/simulation/test_lockstep.py (algorithm, aggregator,
 stragglers, sampling, client optimizer; Synthetic(1,1), MLR), the same run
-with --client_execution=lockstep and =per_client, from the same initial
-model and with the same draws, and after each of --rounds rounds the
-largest relative difference of their models: max over weight tensors of
-max |w_lockstep − w_per_client| / max |w_per_client|.
+with each --client_execution of --executions and with per_client, from the
+same initial model and with the same draws, and after each of --rounds
+rounds the largest relative difference of each one's model from
+per_client's: max over weight tensors of max |w − w_per_client| /
+max |w_per_client|.
 """
 
 import json
@@ -39,13 +41,16 @@ import test_lockstep  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('rounds', ['1', '20'], 'The rounds after which to compare.')
+flags.DEFINE_list(
+  'executions', ['compiled', 'lockstep'], 'Compared with per_client.'
+)
 flags.DEFINE_string('json', None, 'Also write the table here.')
 
 
 def _differences(case, rounds, task, arrays):
-  """{round: the relative difference after it}."""
+  """{execution: {round: its relative difference after it}}."""
   loops, states = {}, {}
-  for execution in ('lockstep', 'per_client'):
+  for execution in (*FLAGS.executions, 'per_client'):
     settings = resolve(
       Config.create(
         **dict(test_lockstep.QUICK, **case, rounds=max(rounds)),
@@ -57,19 +62,20 @@ def _differences(case, rounds, task, arrays):
     states[execution] = loops[execution].initial_state(
       learning.initial_model_weights(task.model_fn, settings.run.seed)
     )
-  found = {}
+  found = {e: {} for e in FLAGS.executions}
   for round_num in range(max(rounds) + 1):
     for execution, loop in loops.items():
       states[execution] = loop.step(states[execution], round_num).state
     if round_num in rounds:
-      pair = [
-        loops[e].process.get_model_weights(states[e]).trainable
-        for e in ('lockstep', 'per_client')
-      ]
-      found[round_num] = max(
-        float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-        for a, b in zip(*pair)
-      )
+      weights = {
+        e: loop.process.get_model_weights(states[e]).trainable
+        for e, loop in loops.items()
+      }
+      for execution in FLAGS.executions:
+        found[execution][round_num] = max(
+          float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+          for a, b in zip(weights[execution], weights['per_client'])
+        )
   return found
 
 
@@ -84,15 +90,21 @@ def main(argv):
   try:
     print(
       '| case | '
-      + ' | '.join(f'after {r} round{"s" * (r > 1)}' for r in rounds)
+      + ' | '.join(
+        f'{e}, after {r} round{"s" * (r > 1)}'
+        for e in FLAGS.executions
+        for r in rounds
+      )
       + ' |'
     )
-    print('|---|' + '---:|' * len(rounds))
+    print('|---|' + '---:|' * len(rounds) * len(FLAGS.executions))
     for name, case in test_lockstep.CASES.items():
       table[name] = _differences(case, rounds, task, arrays)
       print(
         f'| {name} | '
-        + ' | '.join(f'{table[name][r]:.1e}' for r in rounds)
+        + ' | '.join(
+          f'{table[name][e][r]:.1e}' for e in FLAGS.executions for r in rounds
+        )
         + ' |',
         flush=True,
       )

@@ -289,12 +289,12 @@ def test_a_step_xla_cannot_compile_trains_in_lanes_and_says_why():
 
 @pytest.mark.fast
 def test_a_compiled_rounds_clients_are_laid_out_one_after_another():
-  batches = [
-    [np.array([3, 4, 5]), np.array([6])],
-    [],  # A client without batches: no steps, an update of zero.
-    [np.array([1, 2])],
+  minibatches = [  # (examples in order, batch sizes) by client.
+    (np.array([3, 4, 5, 6]), np.array([3, 1])),
+    (np.array([], int), np.array([], int)),  # No steps: an update of zero.
+    (np.array([1, 2]), np.array([2])),
   ]
-  indices, valid, starts = compiled.layout(batches, 3)
+  indices, valid, starts = compiled.layout(minibatches, 3)
   assert indices.shape == valid.shape == (compiled.MIN_BUCKET, 3)
   assert indices[:3].tolist() == [[3, 4, 5], [6, 0, 0], [1, 2, 0]]
   assert valid[:4].tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0], [0, 0, 0]]

@@ -5,8 +5,10 @@ public trainer, run folders and what they record.
 Modules: `config` (a run's flags and their resolution into Settings; no
 TensorFlow), `sampling` (who trains, who straggles, minibatch order; no
 TensorFlow), `client_inputs` (each client's round input), `evaluation`
-(f(w), accuracy, per-client accuracy, dissimilarity), `lockstep` (a round's
-clients trained at once in this process), `loop` (the one round loop),
+(f(w), accuracy, per-client accuracy, dissimilarity), `compiled` (a
+round's clients trained one after another in one XLA-compiled loop in this
+process), `lockstep` (a round's clients trained at once in this process,
+and the engine of both), `loop` (the one round loop),
 `callbacks` and `outputs` (what runs between rounds), `columns`
 (metrics.csv's columns), `trainer` (train any process on a task),
 `provenance` (a run's code, computation and data), `run_dir` (a run's

@@ -277,21 +277,23 @@ def run_round(
   return outputs, loss_sums
 
 
-def layout(batches, batch_size):
-  """A round's clients' minibatches (example indices, per step) laid out
-  one client after another: (indices, valid: [bucket(steps), B], starts:
-  [bucket(clients) + 1]) with the padding never stepped."""
-  sizes = np.array([len(b) for client in batches for b in client], np.int64)
+def layout(minibatches, batch_size):
+  """A round's clients' minibatches ((example indices, in order; each
+  batch's size) by client) laid out one client after another: (indices,
+  valid: [bucket(steps), B], starts: [bucket(clients) + 1]), the padding
+  never stepped."""
+  sizes = np.concatenate([np.zeros(0, np.int64)] + [s for _, s in minibatches])
   steps = len(sizes)
   indices = np.zeros((bucket(steps), batch_size), np.int32)
   valid = np.zeros((bucket(steps), batch_size), np.float32)
-  if steps:
-    rows = np.repeat(np.arange(steps), sizes)
-    columns = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    indices[rows, columns] = np.concatenate(
-      [b for client in batches for b in client]
-    )
-    valid[rows, columns] = 1.0
-  starts = np.full(bucket(len(batches)) + 1, steps, np.int32)
-  starts[: len(batches)] = np.cumsum([0] + [len(c) for c in batches])[:-1]
+  rows = np.repeat(np.arange(steps), sizes)
+  columns = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+  indices[rows, columns] = np.concatenate(
+    [np.zeros(0, np.int64)] + [i for i, _ in minibatches]
+  )
+  valid[rows, columns] = 1.0
+  starts = np.full(bucket(len(minibatches)) + 1, steps, np.int32)
+  starts[: len(minibatches)] = np.cumsum(
+    [0] + [len(s) for _, s in minibatches]
+  )[:-1]
   return indices, valid, starts

@@ -52,8 +52,9 @@ class Prepared:
   """A run ready to train: its settings, task, data, process, what its
   numbers come from (`provenance.record`), the DP mechanism its ε is
   computed for (`trainer.accounted_mechanism`; None without DP), how
-  its clients train (`trainer.build_for_run`) and, for lockstep clients,
-  their engine (`lockstep.Engine`)."""
+  its clients train (`trainer.build_for_run`, or for clients trained in
+  this process their engine's words) and their engine
+  (`lockstep.Engine`)."""
 
   settings: config_lib.Settings
   task: Any

@@ -1,6 +1,7 @@
-"""Lockstep clients: a round's local training for all of its clients at
-once, in this process, as a few batched computations instead of a TFF
-call per client.
+"""Clients trained in this process: a round's local training for all of its
+clients here, instead of a TFF call per client; in lanes (below), or
+compiled (`Engine` with `compile_clients`: `simulation.compiled`, the
+clients one after another in one XLA program).
 
 A simulation runs the client work of a `learning.LockstepProcess` here and
 hands the process each client's result (`learning.LockstepInput`): its
@@ -11,7 +12,7 @@ are unchanged), the metrics aggregator sums the rest, the server optimizer
 steps. What crosses to the TFF worker each round is the clients' updates,
 not their data.
 
-How: the round's clients are packed into `slots` lanes, longest first into
+How lanes work: the round's clients are packed into `slots` lanes, longest first into
 the least loaded lane; every lane holds a copy of the model weights (and
 of the client optimizer's state), and one step advances every lane by one
 minibatch: a client's first step starts from w_t, its last writes w_t − w
@@ -252,9 +253,10 @@ _MAX_ROUNDS = 16
 
 
 class Engine:
-  """The lockstep client work of one run: its process's model and local
-  training, the clients' training data resident here, and the traced
-  computation of a round (built once)."""
+  """The client work of one run trained in this process: its process's
+  model and local training, the clients' training data resident here, and
+  the computation of a round (built once), compiled (`simulation.compiled`,
+  with `compile_clients` where XLA compiles the step) or in lanes."""
 
   def __init__(
     self,
@@ -317,40 +319,25 @@ class Engine:
     del round_num  # The schedules hold the round's draws.
     if not schedules:  # A DP round without clients: noise on a zero sum.
       return []
-    batches = [self._batches(*schedule) for schedule in schedules]
+    minibatches = [self._minibatches(*schedule) for schedule in schedules]
     proximal = bool(state.client_work.get(PROXIMAL_WEIGHT, 0.0))
-    hparams = {
-      k: tf.constant(v, tf.float32) for k, v in state.client_work.items()
-    }
-    global_weights = [
-      tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
-    ]
+    arguments = (
+      [
+        tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
+      ],
+      {k: tf.constant(v, tf.float32) for k, v in state.client_work.items()},
+      self._data,
+    )
     if self._compiled:
       updates, losses = self._compiled_round(proximal)(
-        global_weights,
-        hparams,
-        self._data,
-        *compiled.layout(batches, self._batch_size),
+        *arguments,
+        *compiled.layout(minibatches, self._batch_size),
         tf.constant(len(schedules), tf.int32),
       )
     else:
-      plan = pack(
-        batches,
-        lanes(batches, [n for n, p in self._rounds if p == proximal]),
-        self._batch_size,
-      )
-      updates, losses = self._traced(plan.start.shape[1], proximal)(
-        global_weights,
-        hparams,
-        self._data,
-        plan.indices,
-        plan.valid,
-        plan.start,
-        plan.finish,
-        len(schedules),
-      )
+      updates, losses = self._in_lanes(minibatches, proximal, arguments)
     updates = [u.numpy()[: len(schedules)] for u in updates]
-    steps = np.array([len(b) for b in batches], np.int32)
+    steps = np.array([len(sizes) for _, sizes in minibatches], np.int32)
     if self._gradient:  # ∇F_k = Σ_b n_b ∇F_b / n_k, as the per-client path.
       n = np.array(
         [self._sizes[client] for client, _, _ in schedules], np.float32
@@ -365,7 +352,7 @@ class Engine:
         for u in updates
       ),
       losses.numpy()[: len(schedules)],
-      np.array([sum(len(x) for x in b) for b in batches], np.int64),
+      np.array([np.sum(sizes) for _, sizes in minibatches], np.int64),
     )
     if self._mean_of_updates:
       return [computed.one_input()]
@@ -421,17 +408,39 @@ class Engine:
       for name, data in self._data.items()
     }
 
-  def _batches(self, client, order, ends):
-    """A client's minibatches as indices into the resident data."""
-    order = self._offsets[client] + np.asarray(order)
+  def _minibatches(self, client, order, ends):
+    """A client's minibatches: (the indices into the resident data of their
+    examples, in order; each one's size)."""
     if self._gradient:  # The whole dataset in chunks, its order unused.
-      n = self._sizes[client]
-      whole = self._offsets[client] + np.arange(n)
-      return [
-        whole[i : i + self._batch_size] for i in range(0, n, self._batch_size)
-      ]
-    starts = np.concatenate([[0], ends[:-1]])
-    return [order[a:b] for a, b in zip(starts, ends)]
+      n, b = self._sizes[client], self._batch_size
+      order, ends = np.arange(n), np.minimum(np.arange(b, n + b, b), n)
+    ends = np.asarray(ends, np.int64)
+    used = ends[-1] if len(ends) else 0
+    return (
+      self._offsets[client] + np.asarray(order[:used]),
+      np.diff(ends, prepend=0),
+    )
+
+  def _in_lanes(self, minibatches, proximal, arguments):
+    """(updates, loss sums) of the clients' `minibatches` trained in lanes
+    (`pack`, `_round`)."""
+    batches = [
+      np.split(indices, np.cumsum(sizes)[:-1]) if len(sizes) else []
+      for indices, sizes in minibatches
+    ]
+    plan = pack(
+      batches,
+      lanes(batches, [n for n, p in self._rounds if p == proximal]),
+      self._batch_size,
+    )
+    return self._traced(plan.start.shape[1], proximal)(
+      *arguments,
+      plan.indices,
+      plan.valid,
+      plan.start,
+      plan.finish,
+      len(minibatches),
+    )
 
   @functools.cached_property
   def _weights(self) -> np.ndarray:

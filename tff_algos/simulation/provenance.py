@@ -22,10 +22,12 @@ A record (`record`) holds content hashes only:
                and nowhere else, and are averaged (`results.code_id`);
   data         SHA-256 of the task's client data as the run trains and
                evaluates on them;
-  lockstep     with lockstep clients, SHA-256 of the TensorFlow graph the
-               clients train by (`simulation.lockstep`), which the
-               process's computations do not hold;
-  execution    how the clients trained: lockstep or per client.
+  lockstep     with clients trained in this process (compiled or
+               lockstep), SHA-256 of the TensorFlow graph of the step
+               they train by (`simulation.lockstep.Engine.fingerprint`),
+               which the process's computations do not hold;
+  execution    how the clients trained: compiled by XLA, lockstep or per
+               client.
 """
 
 from __future__ import annotations

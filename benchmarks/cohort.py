@@ -5,17 +5,17 @@ sent), side by side.
   .venv/bin/python benchmarks/cohort.py [--cases=NAME,...] [--rounds=N]
       [--executions=E,...] [--data_dir=DIR] [--json=PATH]
 
-For each case (CASES below: a task, its model, the cohort K and the local
-work) the same rounds are run in ONE process by the two executions of the
-simulation loop (`trainer.loop_for`, without the evaluation: the training
+For each case (benchmarks/cases.py: a task, its model, the cohort K and
+the local work) the same rounds are run in ONE process by each execution of
+the simulation loop (`trainer.loop_for`, without the evaluation: the training
 round as run_experiment.py runs it, drawing the schedule and calling the
 process), alternating round by round so that load from other processes
 hits them alike (--executions, of):
   compiled     --client_execution=compiled (`simulation.compiled`);
   lockstep     --client_execution=lockstep (`simulation.lockstep`);
-  auto         --client_execution=auto: lockstep where it pays, else per
-               client with each client reading its data in the worker
-               (`simulation.client_store`);
+  auto         --client_execution=auto: compiled or lockstep where it
+               pays, else per client with each client reading its data in
+               the worker (`simulation.client_store`);
   per_client   --client_execution=per_client (the reference path).
 Each reports the median seconds of a training round over --rounds measured
 rounds (after one warm-up round, which traces), the seconds per client,
@@ -38,6 +38,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from cases import CASES
 import common  # Before TensorFlow: it prepares the runtime.
 
 # isort: split
@@ -50,45 +51,6 @@ from tff_algos.simulation import trainer
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 
-Case = collections.namedtuple(
-  'Case',
-  'task model algo clients_per_round epochs batch_size client_lr sampling',
-)
-CASES = {
-  # `make run`: FedProx on Synthetic(1,1) (Li et al. 2020, §5.2).
-  'mlr_synthetic_10': Case(
-    'synthetic_1_1', 'MLR', 'fedprox', 10, 20, 10, 0.01, 'uniform'
-  ),
-  # FedProx's MNIST (MLR, 1,000 power-law devices), E = 1.
-  'mlr_mnist_10': Case(
-    'mnist_powerlaw', 'MLR', 'fedavg', 10, 1, 10, 0.1, 'uniform'
-  ),
-  'mlr_mnist_100': Case(
-    'mnist_powerlaw', 'MLR', 'fedavg', 100, 1, 10, 0.1, 'uniform'
-  ),
-  'mlr_mnist_1000': Case(
-    'mnist_powerlaw', 'MLR', 'fedavg', 1000, 1, 10, 0.1, 'poisson'
-  ),  # q = 1: every client.
-  # FedAvg's MNIST 2NN, IID (100 clients of 600), E = 1, B = 10.
-  '2nn_mnist_10': Case(
-    'mnist_iid_2nn', '2NN', 'fedavg', 10, 1, 10, 0.05, 'uniform'
-  ),
-  '2nn_mnist_100': Case(
-    'mnist_iid_2nn', '2NN', 'fedavg', 100, 1, 10, 0.05, 'uniform'
-  ),
-  # FedAvg's CNN, IID, E = 5, B = 10 (Table 2's setting).
-  'cnn_mnist_10': Case(
-    'mnist_iid_cnn', 'CNN', 'fedavg', 10, 5, 10, 0.05, 'uniform'
-  ),
-  # FedProx's Sent140 LSTM (Appendix C.2: K = 10, E = 20 is the paper's;
-  # E = 1 keeps a round short) and Shakespeare's char-LSTM.
-  'lstm_sent140_10': Case(
-    'sent140', 'LSTM', 'fedprox', 10, 1, 10, 0.3, 'uniform'
-  ),
-  'lstm_shakespeare_10': Case(
-    'shakespeare', 'LSTM', 'fedprox', 10, 1, 10, 0.8, 'uniform'
-  ),
-}
 EXECUTIONS = ('compiled', 'lockstep', 'auto', 'per_client')
 
 FLAGS = flags.FLAGS

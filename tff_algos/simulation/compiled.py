@@ -20,9 +20,9 @@ compiles a few programs, not one a round; the padding is never stepped.
 
 No lanes: where TensorFlow's per-op cost dominates, many clients' copies
 of the model stepped at once (`simulation.lockstep`) share that cost, but
-compiled the cost is gone, and one client's steps in sequence do the
-least arithmetic (measured per step, XLA: Synthetic(1,1)'s MLR 6.2 µs
-against 42 µs uncompiled; the same loop over 10 lanes took 60 µs a step).
+compiled the cost is gone (benchmarks/step_cost.py), and one client's
+steps in sequence do the least arithmetic: a round is its clients' steps,
+not its longest client's steps times the lanes.
 """
 
 from __future__ import annotations

@@ -48,8 +48,6 @@ import tasks
 from tff_algos import learning
 from tff_algos.runtime import profiling
 from tff_algos.simulation import trainer
-from tff_algos.simulation.config import Config
-from tff_algos.simulation.config import resolve
 
 EXECUTIONS = ('compiled', 'lockstep', 'auto', 'per_client')
 
@@ -77,19 +75,8 @@ def _loops(case, task, train):
   """The case's loop per execution, and how each trains its clients."""
   loops = {}
   for execution in dict.fromkeys([*FLAGS.executions, 'per_client']):
-    settings = resolve(
-      Config(
-        algo=case.algo,
-        task=case.task,
-        clients_per_round=case.clients_per_round,
-        epochs=case.epochs,
-        batch_size=case.batch_size,
-        client_lr=case.client_lr,
-        client_sampling=case.sampling,
-        rounds=FLAGS.rounds + 1,
-        client_execution=execution,
-      ),
-      num_clients=len(train),
+    settings = common.case_settings(
+      case, execution, len(train), rounds=FLAGS.rounds + 1
     )
     process, how = trainer.build_for_run(settings, task.model_fn)
     loops[execution] = (

@@ -8,6 +8,8 @@ from tff_algos import runtime
 
 runtime.prepare()  # As a run: before TensorFlow (worker, imports, malloc).
 import tasks  # noqa: E402
+from tff_algos.simulation.config import Config  # noqa: E402
+from tff_algos.simulation.config import resolve  # noqa: E402
 
 runtime.install()  # Our TFF context, before any exit path.
 
@@ -20,3 +22,23 @@ def load_task_or_exit(name, data_dir):
   except tasks.DataError as e:
     print(f'{os.path.basename(sys.argv[0])}: error: {e}', file=sys.stderr)
     sys.exit(2)
+
+
+def case_settings(case, execution, num_clients, **run):
+  """The run settings of a cohort benchmark's `case` (benchmarks/cases.py)
+  with --client_execution=`execution`, for a task of `num_clients`
+  clients; `run`: more settings (e.g. rounds)."""
+  return resolve(
+    Config(
+      algo=case.algo,
+      task=case.task,
+      clients_per_round=case.clients_per_round,
+      epochs=case.epochs,
+      batch_size=case.batch_size,
+      client_lr=case.client_lr,
+      client_sampling=case.sampling,
+      client_execution=execution,
+      **run,
+    ),
+    num_clients=num_clients,
+  )

@@ -38,8 +38,6 @@ from tff_algos import learning
 from tff_algos.learning.client_work import PROXIMAL_WEIGHT
 from tff_algos.simulation import compiled
 from tff_algos.simulation import trainer
-from tff_algos.simulation.config import Config
-from tff_algos.simulation.config import resolve
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(
@@ -58,19 +56,11 @@ flags.DEFINE_string('json', None, 'Also write the results here.')
 
 
 def _round_functions(case, task):
-  """The case's compiled round and the same round without XLA, and their
-  weights' specs."""
+  """The case's compiled round and the same round without XLA (by name),
+  its client's training, the process's local training and the task's
+  largest client's arrays."""
   clients = tasks.client_arrays(task.train)
-  settings = resolve(
-    Config(
-      algo=case.algo,
-      task=case.task,
-      batch_size=case.batch_size,
-      client_lr=case.client_lr,
-      client_execution='compiled',
-    ),
-    num_clients=len(clients),
-  )
+  settings = common.case_settings(case, 'compiled', len(clients))
   process, _ = trainer.build_for_run(settings, task.model_fn)
   specs = [
     tf.TensorSpec(w.shape, tf.float32)

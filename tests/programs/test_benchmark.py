@@ -37,6 +37,17 @@ def _run_benchmark(tmp_path, workload, *flags):
   assert 'ours/tff_builtin' in ratios and 'ours_production/' in ratios
   assert 'per-round overhead' in overhead
   report = json.loads(out.read_text())
+  # The split: a rest that is an overhead, or none where ours' round takes
+  # less than its steps at the fused loop's rate.
+  ours, steps = (
+    report['ours']['seconds_per_round'],
+    report['local_steps_seconds_per_round'],
+  )
+  if report['overhead_seconds_per_round'] is None:
+    assert ours < steps and 'no per-round overhead' in overhead
+  else:
+    assert report['overhead_seconds_per_round'] == pytest.approx(ours - steps)
+    assert report['overhead_seconds_per_round'] >= 0
   for name in ('ours', 'tff_builtin', 'fused', 'ours_production'):
     assert report[name]['steps_per_second'] > 0
     assert report[name]['steps_per_cpu_second'] > 0

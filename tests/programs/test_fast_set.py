@@ -4,12 +4,12 @@ file has tests in it or says why not, and --reach-every-module
 
 import ast
 import subprocess
-import sys
 
 import pytest
 
 from conftest import NOT_RUN_BY_THE_FAST_SET
 from conftest import REPO
+import warm
 
 
 def _marks_fast(tree):
@@ -87,8 +87,7 @@ def test_reach_every_module_fails_naming_the_modules_no_test_ran(jobs):
   """One test of the DP flags, which calls no algorithm and reads no
   data: the modules it leaves unrun are named, the one it ran is not."""
   result = subprocess.run(
-    [
-      sys.executable,
+    warm.command(
       '-m',
       'pytest',
       '-q',
@@ -99,7 +98,7 @@ def test_reach_every_module_fails_naming_the_modules_no_test_ran(jobs):
       'tests/privacy/test_flags.py',
       '-k',
       'test_the_defaults',
-    ],
+    ),
     cwd=REPO,
     capture_output=True,
     text=True,

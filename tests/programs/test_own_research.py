@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO
 from conftest import USER_ENV
 import helpers
+import warm
 
 MODULES = REPO / 'tests' / 'programs' / 'user_modules'
 IMPORTS = (
@@ -37,11 +38,13 @@ SWEEP = (
 )
 
 
-def _command(*args, cwd):
-  """`python -m tff_algos ARGS` from `cwd` (not the repository)."""
-  return [sys.executable, '-m', 'tff_algos', *args], dict(
-    cwd=cwd, env=USER_ENV, text=True
-  )
+def _command(*args, cwd, module='tff_algos', fresh_interpreter=False):
+  """`python -m MODULE ARGS` from `cwd` (not the repository): through the
+  warm interpreter (tests/warm.py), or with `fresh_interpreter`, in a new
+  one (a command killed mid-run, or whose whole stderr is checked: a warm
+  one has imported TensorFlow before it starts)."""
+  python = [sys.executable] if fresh_interpreter else warm.command()
+  return [*python, '-m', module, *args], dict(cwd=cwd, env=USER_ENV, text=True)
 
 
 def _rows(path):
@@ -55,7 +58,8 @@ def _rows(path):
 @pytest.mark.slow
 def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
   out = tmp_path / 'sweep'
-  command, kwargs = _command(*SWEEP, f'--output_dir={out}', cwd=tmp_path)
+  sweep = (*SWEEP, f'--output_dir={out}')
+  command, kwargs = _command(*sweep, cwd=tmp_path, fresh_interpreter=True)
   first = subprocess.Popen(
     command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs
   )
@@ -68,6 +72,7 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
   first.wait()
   assert not (out / 'summary.md').exists()
 
+  command, kwargs = _command(*sweep, cwd=tmp_path)  # The same, resumed.
   again = subprocess.run(command, capture_output=True, timeout=600, **kwargs)
   assert again.returncode == 0, again.stderr[-3000:]
   assert '(resuming)' in again.stderr  # Seed 0 went on from its checkpoint.
@@ -114,8 +119,10 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
     )
   )
   runs = [str(out / 'run__seed-0'), str(out / 'run__seed-1'), str(other)]
-  plot, plot_kwargs = _command(cwd=tmp_path)
-  plot[2] = 'tff_algos.plot'
+  # A fresh interpreter: the one line on stderr is all a user would see.
+  plot, plot_kwargs = _command(
+    cwd=tmp_path, module='tff_algos.plot', fresh_interpreter=True
+  )
   refused = subprocess.run(
     [*plot, *runs, f'--out={tmp_path / "mixed.png"}'],
     capture_output=True,
@@ -196,8 +203,7 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
     != _rows(out / 'constant' / 'metrics.csv')[-1]['train_loss']
   )
 
-  plot, plot_kwargs = _command(cwd=tmp_path)
-  plot[2] = 'tff_algos.plot'
+  plot, plot_kwargs = _command(cwd=tmp_path, module='tff_algos.plot')
   plotted = subprocess.run(
     [
       *plot,
@@ -216,8 +222,8 @@ def test_the_example_algorithm_runs_in_a_sweep_plots_and_exports(tmp_path):
     '--task=synthetic_1_1',
     f'--out={tmp_path / "export"}',
     cwd=tmp_path,
+    module='tff_algos.export',
   )
-  export[2] = 'tff_algos.export'
   exported = subprocess.run(
     export, capture_output=True, timeout=600, **export_kwargs
   )

@@ -47,7 +47,7 @@ def managers(parent):
 
   def ours():
     folder = run_dir.RunDir(tempfile.mkdtemp(dir=parent))
-    os.makedirs(folder.path + '/' + run_dir.CHECKPOINT_DIR, exist_ok=True)
+    os.makedirs(os.path.join(folder.path, run_dir.CHECKPOINT_DIR))
     return folder.state_manager()
 
   def tffs():

@@ -152,9 +152,10 @@ def build_fused_round(model, learning_rate, mu):
   return fused_round
 
 
-def _split_line(results, steps_per_round):
+def _split_line(results):
   """Ours' round as its local steps at the fused loop's rate plus the
   rest, or, where it takes less than those steps alone, saying so."""
+  steps_per_round = results['local_steps_per_round']
   ours = results['ours']['seconds_per_round']
   steps = results['local_steps_seconds_per_round']
   head = f'ours: {ours:.3f} s/round'
@@ -334,7 +335,7 @@ def main(argv):
     f'{results["ratio_ours_over_fused_cpu"]:.2f}x); ours_production/'
     f'tff_builtin = {results["ratio_ours_production_over_tff_builtin"]:.2f}x'
   )
-  print(_split_line(results, steps_per_round))
+  print(_split_line(results))
   if FLAGS.json:
     with open(FLAGS.json, 'w') as f:
       json.dump(

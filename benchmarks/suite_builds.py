@@ -4,8 +4,8 @@ at most.
 
   python3 benchmarks/suite_builds.py [VERSION] [--top=15] [--json=PATH]
 
-Clones VERSION (default HEAD; its committed tree) beside this repository,
-as `suite_time.py` does, so that its tests find ../shared; the clone uses
+Clones VERSION (default HEAD; its committed tree) beside this repository
+(`suite_time.clone_beside`, so that its tests find ../shared); it uses
 this repository's .venv. In the clone only, `learning.build_process` (the
 core every algorithm's builder calls) is wrapped to append, for each
 build, its CPU-seconds (`time.process_time`, which excludes the wrapper's
@@ -33,8 +33,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
+
+import suite_time  # This folder is on a script's path.
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -78,48 +79,22 @@ build_process = _recorded(build_process)
 """
 
 
-def _fail(message):
-  print(f'suite_builds.py: error: {message}', file=sys.stderr)
-  sys.exit(2)
-
-
-def _run_in_clone(version, records):
+def _run_in_clone(commit, records):
   """pytest's last line, after `make test`'s pytest command ran in a clone
-  of `version` whose builds append to `records`."""
-  clone = tempfile.mkdtemp(prefix='suite_builds_', dir=os.path.dirname(_ROOT))
-  try:
-    for step in (['clone', '-q', _ROOT, clone], ['checkout', '-q', version]):
-      done = subprocess.run(
-        ['git', '-C', clone, *step], capture_output=True, text=True
-      )
-      if done.returncode:
-        _fail(f'git {step[0]}: {done.stderr.strip()}')
+  of `commit` whose builds append to `records`."""
+  with suite_time.clone_beside(_ROOT, commit, 'suite_builds') as clone:
     os.symlink(os.path.join(_ROOT, '.venv'), os.path.join(clone, '.venv'))
-    with open(
-      os.path.join(clone, 'tff_algos/learning/composition.py'), 'a'
-    ) as f:
+    composition = os.path.join(clone, 'tff_algos', 'learning', 'composition.py')
+    with open(composition, 'a') as f:
       f.write(f'\nRECORDS = {records!r}\n{_RECORDER}')
     result = subprocess.run(
-      [
-        os.path.join(clone, '.venv/bin/python'),
-        '-m',
-        'pytest',
-        '-q',
-        '-n',
-        'auto',
-        '--dist',
-        'loadfile',
-        '-p',
-        'no:cacheprovider',
-        'tests',
-      ],
+      [os.path.join(clone, '.venv', 'bin', 'python'), '-m', 'pytest', '-q']
+      + ['-n', 'auto', '--dist', 'loadfile', '-p', 'no:cacheprovider', 'tests'],
       cwd=clone,
       text=True,
       stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT,
     )
-  finally:
-    shutil.rmtree(clone, ignore_errors=True)
   lines = result.stdout.strip().splitlines() or ['(no output)']
   return lines[-1]
 
@@ -169,22 +144,7 @@ def main():
   parser.add_argument('--top', type=int, default=15)
   parser.add_argument('--json', help='also write the figures here')
   args = parser.parse_args()
-  done = subprocess.run(
-    [
-      'git',
-      '-C',
-      _ROOT,
-      'rev-parse',
-      '--verify',
-      '--quiet',
-      f'{args.version}^{{commit}}',
-    ],
-    capture_output=True,
-    text=True,
-  )
-  if done.returncode:
-    _fail(f'{args.version!r} is not a commit of {_ROOT}')
-  commit = done.stdout.strip()
+  commit = suite_time.commit_of(_ROOT, args.version)
   records = tempfile.mkdtemp(prefix='suite_builds_records_')
   try:
     pytest_line = _run_in_clone(commit, records)

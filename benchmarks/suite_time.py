@@ -13,6 +13,7 @@ machine. Set-up is the whole time minus the time pytest reports.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -28,12 +29,14 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SUMMARY = re.compile(r'(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s')
 
 
-def _fail(message, code):
-  print(f'suite_time.py: error: {message}', file=sys.stderr)
+def fail(message, code):
+  """One line on stderr, named by the script that runs, and exit `code`."""
+  print(f'{os.path.basename(sys.argv[0])}: error: {message}', file=sys.stderr)
   sys.exit(code)
 
 
-def _commit(repo, version):
+def commit_of(repo, version):
+  """The full commit id of `version` in `repo`; exit 2 if none."""
   result = subprocess.run(
     [
       'git',
@@ -48,7 +51,7 @@ def _commit(repo, version):
     text=True,
   )
   if result.returncode:
-    _fail(f'{version!r} is not a commit of {repo}', 2)
+    fail(f'{version!r} is not a commit of {repo}', 2)
   return result.stdout.strip()
 
 
@@ -57,11 +60,27 @@ def _children_cpu_seconds():
   return usage.ru_utime + usage.ru_stime
 
 
+@contextlib.contextmanager
+def clone_beside(repo, commit, prefix):
+  """A clone of `repo` at `commit` in a new folder beside it (so that its
+  tests find ../shared), removed afterwards."""
+  clone = tempfile.mkdtemp(
+    prefix=f'{prefix}_{commit[:7]}_', dir=os.path.dirname(repo)
+  )
+  try:
+    for step in (['clone', '-q', repo, clone], ['checkout', '-q', commit]):
+      done = subprocess.run(
+        ['git', '-C', clone, *step], capture_output=True, text=True
+      )
+      if done.returncode:
+        fail(f'git {step[0]}: {done.stderr.strip()}', 1)
+    yield clone
+  finally:
+    shutil.rmtree(clone, ignore_errors=True)
+
+
 def _make_test(repo, commit, cold):
   """Clones `commit` beside `repo`, runs `make test` there; its figures."""
-  clone = tempfile.mkdtemp(
-    prefix=f'suite_time_{commit[:7]}_', dir=os.path.dirname(repo)
-  )
   caches = tempfile.mkdtemp(prefix='suite_time_caches_') if cold else None
   # A top-level make, as a user's: nothing of a make this runs under
   # (its -j, -n or level) reaches the one measured.
@@ -76,25 +95,19 @@ def _make_test(repo, commit, cold):
       UV_CACHE_DIR=os.path.join(caches, 'uv'),
     )
   try:
-    for step in (['clone', '-q', repo, clone], ['checkout', '-q', commit]):
-      done = subprocess.run(
-        ['git', '-C', clone, *step], capture_output=True, text=True
+    with clone_beside(repo, commit, 'suite_time') as clone:
+      cpu, start = _children_cpu_seconds(), time.monotonic()
+      result = subprocess.run(
+        ['make', 'test'],
+        cwd=clone,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
       )
-      if done.returncode:
-        _fail(f'git {step[0]}: {done.stderr.strip()}', 1)
-    cpu, start = _children_cpu_seconds(), time.monotonic()
-    result = subprocess.run(
-      ['make', 'test'],
-      cwd=clone,
-      env=env,
-      text=True,
-      stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT,
-    )
-    whole = time.monotonic() - start
-    cpu = _children_cpu_seconds() - cpu
+      whole = time.monotonic() - start
+      cpu = _children_cpu_seconds() - cpu
   finally:
-    shutil.rmtree(clone, ignore_errors=True)
     if caches:
       shutil.rmtree(caches, ignore_errors=True)
   lines = result.stdout.strip().splitlines() or ['(no output)']
@@ -105,7 +118,7 @@ def _make_test(repo, commit, cold):
     )
     with os.fdopen(fd, 'w') as f:
       f.write(result.stdout)
-    _fail(
+    fail(
       f'make test of {commit[:7]} exited {result.returncode} (its '
       f'output: {log}): {lines[-1]}',
       1,
@@ -162,9 +175,9 @@ def main():
   parser.add_argument('--json', help='also write the figures here')
   args = parser.parse_args()
   if args.json and not os.path.isdir(os.path.dirname(args.json) or '.'):
-    _fail(f'--json: no folder {os.path.dirname(args.json)}', 2)
+    fail(f'--json: no folder {os.path.dirname(args.json)}', 2)
   args.repo = os.path.abspath(args.repo)  # git clone runs in the clone.
-  commits = [_commit(args.repo, v) for v in args.versions]
+  commits = [commit_of(args.repo, v) for v in args.versions]
   runs = []
   for commit in commits:
     print(

@@ -16,7 +16,10 @@ from tff_algos.algorithms import fedavg
 SCRIPT = REPO / 'benchmarks' / 'suite_builds.py'
 
 
-def _module():
+@pytest.fixture
+def suite_builds(monkeypatch):
+  """The script as a module, its folder on the path as when it runs."""
+  monkeypatch.syspath_prepend(str(SCRIPT.parent))
   spec = importlib.util.spec_from_file_location('suite_builds', SCRIPT)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -24,9 +27,8 @@ def _module():
 
 
 def test_the_recorder_gives_the_same_process_the_same_fingerprint(
-  tmp_path, monkeypatch
+  suite_builds, tmp_path, monkeypatch
 ):
-  suite_builds = _module()
   namespace = dict(RECORDS=str(tmp_path), build_process=learning.build_process)
   exec(suite_builds._RECORDER, namespace)
   monkeypatch.setattr(learning, 'build_process', namespace['build_process'])
@@ -46,8 +48,9 @@ def test_the_recorder_gives_the_same_process_the_same_fingerprint(
 
 
 @pytest.mark.fast
-def test_only_a_build_after_one_of_the_same_content_is_a_repeat():
-  suite_builds = _module()
+def test_only_a_build_after_one_of_the_same_content_is_a_repeat(
+  suite_builds,
+):
   builds = [
     dict(cpu=1.0, at=1, pid=1, fingerprint='a', test='tests/x.py::t'),
     dict(cpu=2.0, at=2, pid=2, fingerprint='b', test=''),

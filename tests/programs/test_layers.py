@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import REPO
+import warm
 
 RUNTIME = REPO / 'tff_algos' / 'runtime'
 # Every Python file of the project: the package, tasks, the command line,
@@ -298,17 +299,20 @@ def test_modules_that_promise_no_tensorflow_import_none(modules):
 
 
 def test_remote_workers_code_loads_only_when_workers_are_used():
+  # Through the warm interpreter: it holds TensorFlow, none of our modules.
   _python(
     'import sys; from tff_algos import runtime; runtime.start(); '
     'assert "tff_algos.runtime.remote" not in sys.modules; '
-    'runtime.stop()'
+    'runtime.stop()',
+    python=warm.command(),
   )
 
 
-def _python(code):
-  """Runs `code` in a fresh interpreter at the repository's root."""
+def _python(code, python=(sys.executable,)):
+  """Runs `code` at the repository's root in `python`, by default a fresh
+  interpreter."""
   result = subprocess.run(
-    [sys.executable, '-c', code],
+    [*python, '-c', code],
     cwd=REPO,
     capture_output=True,
     text=True,

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -356,14 +355,13 @@ def test_a_siblings_import_works_from_any_folder(tmp_path):
   env = dict(USER_ENV, PYTHONPATH=str(REPO))
   out = elsewhere / 'run'
   result = subprocess.run(
-    [
-      sys.executable,
+    warm.command(
       '-m',
       'tff_algos',
       '--import=../mine/my_task.py',
       *RUN,
       f'--output_dir={out}',
-    ],
+    ),
     cwd=elsewhere,
     env=env,
     capture_output=True,
@@ -383,7 +381,7 @@ def test_a_siblings_import_works_from_any_folder(tmp_path):
   third.mkdir()
   shutil.copytree(out, third / 'run')
   plotted = subprocess.run(
-    [sys.executable, '-m', 'tff_algos.plot', 'run', '--out=f.png'],
+    warm.command('-m', 'tff_algos.plot', 'run', '--out=f.png'),
     cwd=third,
     env=env,
     capture_output=True,

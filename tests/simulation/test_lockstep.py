@@ -25,8 +25,8 @@ QUICK = helpers.QUICK_RUN
 CASES = helpers.EXECUTION_CASES
 
 
-def _final_weights(settings, model_fn, arrays):
-  loop = trainer.loop_for(settings, model_fn, arrays)
+def _final_weights(settings, model_fn, arrays, process=None):
+  loop = trainer.loop_for(settings, model_fn, arrays, process=process)
   state = loop.run(
     loop.initial_state(
       learning.initial_model_weights(model_fn, settings.run.seed)
@@ -49,13 +49,23 @@ def _assert_in_process_trains_the_per_client_model(
   name, executions=('compiled', 'lockstep')
 ):
   task, arrays = helpers.task_and_arrays()
-  runs = {}
+  runs, in_process = {}, None
   for execution in (*executions, 'per_client'):
     settings = resolve(
       Config.create(**dict(QUICK, **CASES[name]), client_execution=execution),
       num_clients=30,
     )
-    runs[execution] = _final_weights(settings, task.model_fn, arrays)
+    # Compiled and lockstep clients take one process, built once: the build
+    # reads no execution, `trainer.lockstep_engine` picks the engine from
+    # the settings (checked below). That each execution's build is a
+    # LockstepProcess, test_the_readme_example_algorithm_trains_in_this_process
+    # checks.
+    shared = in_process if execution != 'per_client' else None
+    runs[execution] = _final_weights(
+      settings, task.model_fn, arrays, process=shared
+    )
+    if execution != 'per_client':
+      in_process = runs[execution][0].process
   assert not isinstance(runs['per_client'][0].process, learning.LockstepProcess)
   for execution in executions:
     loop, weights = runs[execution]

@@ -152,13 +152,13 @@ def test_dp_makes_the_mean_uniform_and_proportional_sampling_too():
 
 @pytest.mark.parametrize('sampling', ['poisson', 'proportional'])
 def test_sampling_schemes_train_and_draw_the_same_for_every_algorithm(
-  tmp_path, sampling
+  tmp_path, sampling, shared_run
 ):
   _, fedavg = _rows(tmp_path, 'fedavg', algo='fedavg', client_sampling=sampling)
   _, fedprox = _rows(
     tmp_path, 'fedprox', algo='fedprox', mu=0.0, client_sampling=sampling
   )
-  _, uniform = _rows(tmp_path, 'uniform', algo='fedavg')
+  _, uniform, _ = shared_run(algo='fedavg')
   participants = lambda rows: [r['participants'] for r in rows[1:]]
   assert participants(fedavg) == participants(fedprox)
   assert fedavg != uniform
@@ -166,9 +166,9 @@ def test_sampling_schemes_train_and_draw_the_same_for_every_algorithm(
     assert len(set(participants(fedavg))) >= 1
 
 
-def test_the_per_client_columns_are_those_of_client_accuracy_csv(tmp_path):
-  _, rows = _rows(tmp_path, 'run')
-  with open(tmp_path / 'run' / 'client_accuracy.csv', newline='') as f:
+def test_the_per_client_columns_are_those_of_client_accuracy_csv(shared_run):
+  _, rows, folder = shared_run()
+  with open(folder / 'client_accuracy.csv', newline='') as f:
     clients = list(csv.DictReader(f))
   assert len(clients) == 30 and {c['round'] for c in clients} == {'3'}
   accuracy = np.array([float(c['accuracy']) for c in clients if c['accuracy']])
@@ -178,7 +178,7 @@ def test_the_per_client_columns_are_those_of_client_accuracy_csv(tmp_path):
   ).items():
     assert float(final[name]) == float(np.float32(value)), name
   assert float(final['client_test_accuracy_min']) == accuracy.min()
-  summary = json.loads((tmp_path / 'run' / 'summary.json').read_text())
+  summary = json.loads((folder / 'summary.json').read_text())
   assert summary['final_client_test_accuracy_p50'] == float(
     final['client_test_accuracy_p50']
   )

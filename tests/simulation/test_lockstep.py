@@ -49,23 +49,28 @@ def _assert_in_process_trains_the_per_client_model(
   name, executions=('compiled', 'lockstep')
 ):
   task, arrays = helpers.task_and_arrays()
-  runs, in_process = {}, None
-  for execution in (*executions, 'per_client'):
-    settings = resolve(
+
+  def settings(execution):
+    return resolve(
       Config.create(**dict(QUICK, **CASES[name]), client_execution=execution),
       num_clients=30,
     )
-    # Compiled and lockstep clients take one process, built once: the build
-    # reads no execution, `trainer.lockstep_engine` picks the engine from
-    # the settings (checked below). That each execution's build is a
-    # LockstepProcess, test_the_readme_example_algorithm_trains_in_this_process
-    # checks.
-    shared = in_process if execution != 'per_client' else None
-    runs[execution] = _final_weights(
-      settings, task.model_fn, arrays, process=shared
+
+  # Compiled and lockstep clients take one process, built once: the build
+  # reads no execution, `trainer.lockstep_engine` picks the engine from
+  # the settings (checked below). That each execution's build is a
+  # LockstepProcess, test_the_readme_example_algorithm_trains_in_this_process
+  # checks.
+  in_process, _ = trainer.build_for_run(settings(executions[0]), task.model_fn)
+  runs = {
+    execution: _final_weights(
+      settings(execution), task.model_fn, arrays, process=in_process
     )
-    if execution != 'per_client':
-      in_process = runs[execution][0].process
+    for execution in executions
+  }
+  runs['per_client'] = _final_weights(
+    settings('per_client'), task.model_fn, arrays
+  )
   assert not isinstance(runs['per_client'][0].process, learning.LockstepProcess)
   for execution in executions:
     loop, weights = runs[execution]

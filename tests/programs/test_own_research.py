@@ -131,6 +131,7 @@ def test_a_sweep_of_your_task_and_algorithm_survives_a_kill(tmp_path):
   assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
   assert 'different tasks (blobs, synthetic_1_1)' in refused.stderr
   assert not (tmp_path / 'mixed.png').exists()
+  plot, plot_kwargs = _command(cwd=tmp_path, module='tff_algos.plot')
   allowed = subprocess.run(
     [*plot, *runs, '--allow_mixed_tasks', f'--out={tmp_path / "mixed.png"}'],
     capture_output=True,

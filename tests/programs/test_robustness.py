@@ -85,35 +85,6 @@ def _gone(process, seconds=15):
 
 
 # ---------------------------------------------------------- data loss
-@pytest.mark.slow
-def test_a_second_process_on_a_held_folder_is_refused_naming_the_holder(
-  tmp_path,
-):
-  out = tmp_path / 'run'
-  first = _start(*LONG, f'--output_dir={out}')
-  try:
-    _wait_for_rows(first, out / 'metrics.csv')
-    before = {
-      p.name: p.stat().st_mtime_ns
-      for p in out.iterdir()
-      if p.is_file() and p.name != 'metrics.csv'
-    }
-    second = cli(*LONG, f'--output_dir={out}')
-    line = _one_line(second, 2)
-    assert f'in use by process {first.pid}' in line
-    assert {
-      p.name: p.stat().st_mtime_ns
-      for p in out.iterdir()
-      if p.is_file() and p.name != 'metrics.csv'
-    } == before
-  finally:
-    first.send_signal(signal.SIGINT)
-    first.communicate(timeout=60)
-  # The lock died with its holder: the folder can be held (resumed) again.
-  with run_dir.RunDir(str(out)).hold():
-    pass
-
-
 @pytest.mark.fast
 def test_the_lock_names_its_holder_and_ends_with_it(tmp_path):
   folder = run_dir.RunDir(str(tmp_path / 'run'))
@@ -179,21 +150,6 @@ def test_a_damaged_config_is_one_line(tmp_path):
   (out / 'config.json').write_text('{"algo": "fedp')
   line = _one_line(cli(*QUICK, f'--output_dir={out}'), 2)
   assert 'config.json is damaged' in line and '--overwrite' in line
-
-
-@pytest.mark.slow
-def test_no_worker_log_is_left_in_the_temp_folder(tmp_path):
-  temp = tmp_path / 'tmp'
-  temp.mkdir()
-  out = tmp_path / 'run'
-  run = _start(
-    *LONG, f'--output_dir={out}', env=dict(USER_ENV, TMPDIR=str(temp))
-  )
-  _wait_for_rows(run, out / 'metrics.csv')
-  run.kill()
-  run.communicate(timeout=60)
-  assert not list(temp.glob('tff_worker*'))  # (TF's autograph files are.)
-  assert (out / 'worker.log').exists()  # Kept with the run.
 
 
 # ------------------------------------------------ bad input: one line, 2

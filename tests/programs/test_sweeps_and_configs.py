@@ -53,7 +53,8 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
   # The whole sweep again trains no run and starts none (one process finds
   # every finished run, of the same settings and code) and rewrites the
   # same summary; a run whose folder holds other settings stops the sweep
-  # with a hint; --overwrite replaces just those runs.
+  # with a hint; --overwrite replaces just the runs it trains (here the one
+  # --only names).
   again = cli(f'--flagfile={flagfile}', '--sweep=seed=3', f'--output_dir={out}')
   assert again.returncode == 0, again.stderr
   assert [
@@ -79,13 +80,15 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
     '--sweep=seed=3',
     '--rounds=1',
     '--overwrite',
+    '--only=FedAvg',
     f'--output_dir={out}',
   )
   assert replaced.returncode == 0, replaced.stderr
-  assert (
-    json.loads((out / 'FedAvg__seed-3' / 'config.json').read_text())['rounds']
-    == 1
-  )
+  rounds = {
+    name: json.loads((out / name / 'config.json').read_text())['rounds']
+    for name in ('FedAvg__seed-3', 'FedProx__seed-3')
+  }
+  assert rounds == {'FedAvg__seed-3': 1, 'FedProx__seed-3': 2}
 
 
 def test_sweep_with_a_bad_variant_runs_nothing(tmp_path):

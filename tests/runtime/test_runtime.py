@@ -11,12 +11,14 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from conftest import cli
 from conftest import listening_ips
 from conftest import REPO
 from conftest import USER_ENV
 import helpers
 from tff_algos import runtime
 from tff_algos.runtime import local
+from tff_algos.simulation import run_dir
 
 
 def _workers_of(process):
@@ -91,19 +93,35 @@ def test_without_a_c_compiler_no_exposed_runtime_worker_starts(
     worker.stop()
 
 
+def _files_but_metrics(folder):
+  """The run's files but the rows it is writing (metrics.csv, and the
+  temporary file that replaces it)."""
+  return {
+    p.name: p.stat().st_mtime_ns
+    for p in folder.iterdir()
+    if p.is_file() and not p.name.startswith('metrics.csv')
+  }
+
+
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 @pytest.mark.slow
 def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
-  metrics = tmp_path / 'run' / 'metrics.csv'
+  """And while the run holds its folder, a second process on it is refused
+  naming the holder and changes nothing; the worker's log lives in the run
+  folder, never in the temp folder (which a SIGKILL would leave it in)."""
+  out, temp = tmp_path / 'run', tmp_path / 'tmp'
+  temp.mkdir()
+  metrics = out / 'metrics.csv'
   process = subprocess.Popen(
     [
       sys.executable,
       'run_experiment.py',
       '--rounds=100000',
       '--epochs=1',
-      f'--output_dir={tmp_path / "run"}',
+      f'--output_dir={out}',
     ],
     cwd=REPO,
+    env=dict(USER_ENV, TMPDIR=str(temp)),
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
   )
@@ -114,6 +132,12 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
   workers = _workers_of(psutil.Process(process.pid))
   assert workers, 'the run should be using a TFF worker'
   _assert_listens_on_loopback_only(workers)
+  before = _files_but_metrics(out)
+  second = cli('--rounds=100000', '--epochs=1', f'--output_dir={out}')
+  assert second.returncode == 2, second.stderr
+  assert f'in use by process {process.pid}' in second.stderr
+  assert second.stderr.strip().count('\n') == 0
+  assert _files_but_metrics(out) == before
   process.send_signal(sig)
   # A worker holding our stdout/stderr would make this wait forever.
   _, stderr = process.communicate(timeout=60)
@@ -131,6 +155,11 @@ def test_no_runtime_process_outlives_an_interrupted_run(tmp_path, sig):
     time.sleep(0.1)
   assert all(_gone(w) for w in workers)
   assert metrics.read_text().startswith('round,')  # Rows so far are kept.
+  assert not list(temp.glob('tff_worker*'))  # (TF's autograph files are.)
+  assert (out / 'worker.log').exists()
+  # The lock died with its holder: the folder can be held (resumed) again.
+  with run_dir.RunDir(str(out)).hold():
+    pass
 
 
 _PREPARE_THEN_WAIT = """

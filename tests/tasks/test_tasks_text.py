@@ -108,6 +108,19 @@ def run_one_round(tmp_path, task, clients=2):
   return rows
 
 
+def assert_next_character_examples(task):
+  """Every client of `task` holds examples of the char-LSTM's input spec
+  (build_task's, which test_tff_shakespeare_tiny_sqlite trains): int32
+  windows of 80 in the vocabulary, y being x one character on."""
+  for client_data in (task.train, task.test):
+    for arrays in tasks.client_arrays(client_data):
+      assert len(arrays['x']) >= 1
+      assert arrays['x'].shape[1:] == (80,) and arrays['y'].shape[1:] == (80,)
+      assert arrays['x'].dtype == arrays['y'].dtype == np.int32
+      assert arrays['x'].min() >= 0 and arrays['x'].max() < 90
+      np.testing.assert_array_equal(arrays['x'][:, 1:], arrays['y'][:, :-1])
+
+
 # ------------------------------------------------------------ tokenization
 def test_tokenization_matches_tff_baseline_preprocessing():
   baselines = tff.simulation.baselines
@@ -139,14 +152,10 @@ def test_tokenization_matches_tff_baseline_preprocessing():
 def test_tff_shakespeare_tiny_sqlite(tiny_tff, tmp_path):
   task = shakespeare.TASKS['shakespeare'](str(tiny_tff), 0)
   assert sorted(task.train.client_ids) == sorted(TINY_CLIENTS)
+  assert_next_character_examples(task)
   train = dict(zip(task.train.client_ids, tasks.client_arrays(task.train)))
   # 'x'*100 → 102 tokens → 2 windows; '' → 1; 35 chars → 1.
   assert len(train['PLAY_A_KING']['x']) == 4
-  for arrays in train.values():
-    assert arrays['x'].shape[1:] == (80,) and arrays['y'].shape[1:] == (80,)
-    assert arrays['x'].dtype == np.int32
-    assert arrays['x'].min() >= 0 and arrays['x'].max() < 90
-    np.testing.assert_array_equal(arrays['x'][:, 1:], arrays['y'][:, :-1])
   assert 'Nuncle!' in shakespeare.detokenize(train['PLAY_A_FOOL']['x'][0])
   # TFF's own reader sees the same snippets.
   tff_train, _ = shakespeare.tff_client_data(str(tiny_tff))
@@ -296,7 +305,7 @@ def tiny_pg100(tmp_path):
   return tmp_path
 
 
-def test_roles_parser_and_tasks(tiny_pg100, tmp_path):
+def test_roles_parser_and_tasks(tiny_pg100):
   roles = shakespeare.read_roles(str(tiny_pg100))
   assert dict(roles) == {
     'THE_TRAGEDY_OF_TESTING_HAMLET': [
@@ -326,7 +335,9 @@ def test_roles_parser_and_tasks(tiny_pg100, tmp_path):
     line for s in iid_train.values() for line in s[0].split('\n')
   ) == (sorted(line for r in roles.values() for line in r[:-1]))
   assert all(len(s[0].split('\n')) == 1 for s in iid_test.values())
-  run_one_round(tmp_path, task)
+  # Both are build_task's, whose output trains (the sqlite test's round).
+  for built in (task, iid):
+    assert_next_character_examples(built)
 
 
 def test_roles_missing_and_truncated(tmp_path, tiny_pg100):

@@ -2,7 +2,8 @@
 after the other, and each one's time as a multiple of the first's, taken
 in one run on one machine.
 
-  python3 benchmarks/suite_time.py 0feded5 HEAD [--cold] [--json=PATH]
+  python3 benchmarks/suite_time.py 0feded5 HEAD [--cold] [--repeat=N]
+                                   [--json=PATH]
 
 A version is anything `git rev-parse` takes; its committed tree is what
 runs (uncommitted changes are not). Each clone goes beside this repository,
@@ -10,6 +11,11 @@ so its tests find ../shared as CI's do, and is removed afterwards. --cold
 gives each `make test` empty pip and uv caches of its own (new temporary
 folders; yours are left alone): everything is downloaded, as on a new
 machine. Set-up is the whole time minus the time pytest reports.
+
+--repeat=N runs the versions in turn N times (A B A B ...), so that what
+else the machine does over an hour weighs on each alike: each run is a
+multiple of the first version's run of the same turn, and a last table
+gives each version's median over the turns and its multiple of the first's.
 """
 
 import argparse
@@ -19,6 +25,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -135,6 +142,27 @@ def _make_test(repo, commit, cold):
   )
 
 
+def _turn(repo, commits, cold):
+  """`make test` of each commit, one after the other, with progress."""
+  runs = []
+  for commit in commits:
+    print(
+      f'make test of {commit[:7]} on a fresh clone ...',
+      file=sys.stderr,
+      flush=True,
+    )
+    run = _make_test(repo, commit, cold)
+    runs.append(run)
+    print(
+      f'{commit[:7]}: {run["passed"]:,} passed, {run["skipped"]:,} '
+      f'skipped; pytest {run["pytest_seconds"]:,.1f} s, in all '
+      f'{_minutes(run["whole_seconds"])}',
+      file=sys.stderr,
+      flush=True,
+    )
+  return runs
+
+
 def _times(value, reference):
   return f'{value / reference:.2f}×' if reference else '—'
 
@@ -143,21 +171,55 @@ def _minutes(seconds):
   return f'{int(seconds // 60)} min {seconds % 60:.0f} s'
 
 
-def _table(runs):
-  first = runs[0]
-  rows = [
-    '| version | passed | skipped | set-up | pytest | whole `make test` '
-    '| CPU-s | × first (whole, pytest) |',
+_MEASURES = ('whole_seconds', 'pytest_seconds', 'cpu_seconds')
+
+
+def _row(label, run, reference):
+  multiples = ', '.join(_times(run[k], reference[k]) for k in _MEASURES)
+  return (
+    f'| {label} | {run["passed"]:,} | {run["skipped"]:,} '
+    f'| {run["setup_seconds"]:,.1f} s | {run["pytest_seconds"]:,.1f} s '
+    f'| {_minutes(run["whole_seconds"])} | {run["cpu_seconds"]:,.0f} '
+    f'| {multiples} |'
+  )
+
+
+def _header(first):
+  return [
+    f'| {first} | passed | skipped | set-up | pytest | whole `make test` '
+    '| CPU-s | × first (whole, pytest, CPU-s) |',
     '|---|' + '---:|' * 7,
   ]
-  for run in runs:
-    rows.append(
-      f'| {run["commit"][:7]} | {run["passed"]:,} | {run["skipped"]:,} '
-      f'| {run["setup_seconds"]:,.1f} s | {run["pytest_seconds"]:,.1f} s '
-      f'| {_minutes(run["whole_seconds"])} | {run["cpu_seconds"]:,.0f} '
-      f'| {_times(run["whole_seconds"], first["whole_seconds"])}, '
-      f'{_times(run["pytest_seconds"], first["pytest_seconds"])} |'
+
+
+def _table(turns):
+  """One row per run; each a multiple of the first run of its turn."""
+  rows = _header('version' if len(turns) == 1 else 'turn: version')
+  for number, turn in enumerate(turns, 1):
+    for run in turn:
+      label = run['commit'][:7]
+      rows.append(
+        _row(label if len(turns) == 1 else f'{number}: {label}', run, turn[0])
+      )
+  return '\n'.join(rows)
+
+
+def _medians(turns):
+  """Each version's median over the turns, a multiple of the first's."""
+  medians = [
+    dict(
+      commit=runs[0]['commit'],
+      passed=runs[0]['passed'],
+      skipped=runs[0]['skipped'],
+      **{
+        k: statistics.median(r[k] for r in runs)
+        for k in (*_MEASURES, 'setup_seconds')
+      },
     )
+    for runs in zip(*turns)
+  ]
+  rows = _header(f'median of {len(turns)}')
+  rows += [_row(m['commit'][:7], m, medians[0]) for m in medians]
   return '\n'.join(rows)
 
 
@@ -171,38 +233,37 @@ def main():
     action='store_true',
     help='empty pip and uv caches for each make test',
   )
+  parser.add_argument(
+    '--repeat',
+    type=int,
+    default=1,
+    help='run the versions in turn this many times',
+  )
   parser.add_argument('--repo', default=_ROOT)
   parser.add_argument('--json', help='also write the figures here')
   args = parser.parse_args()
   if args.json and not os.path.isdir(os.path.dirname(args.json) or '.'):
     fail(f'--json: no folder {os.path.dirname(args.json)}', 2)
+  if args.repeat < 1:
+    fail(f'--repeat must be at least 1, not {args.repeat}', 2)
   args.repo = os.path.abspath(args.repo)  # git clone runs in the clone.
   commits = [commit_of(args.repo, v) for v in args.versions]
-  runs = []
-  for commit in commits:
-    print(
-      f'make test of {commit[:7]} on a fresh clone ...',
-      file=sys.stderr,
-      flush=True,
-    )
-    run = _make_test(args.repo, commit, args.cold)
-    runs.append(run)
-    print(
-      f'{commit[:7]}: {run["passed"]:,} passed, {run["skipped"]:,} '
-      f'skipped; pytest {run["pytest_seconds"]:,.1f} s, in all '
-      f'{_minutes(run["whole_seconds"])}',
-      file=sys.stderr,
-      flush=True,
-    )
+  turns = [_turn(args.repo, commits, args.cold) for _ in range(args.repeat)]
   load = os.getloadavg()[0]
-  print(_table(runs))
+  print(_table(turns))
+  if args.repeat > 1:
+    print()
+    print(_medians(turns))
   print(
     f'(nproc {os.cpu_count()}, 1-minute load at the end {load:.2f}, '
     f'caches {"empty" if args.cold else "as they were"})'
   )
   if args.json:
+    runs = [run for turn in turns for run in turn]
     with open(args.json, 'w') as f:
-      json.dump(dict(runs=runs, cold=args.cold), f, indent=1)
+      json.dump(
+        dict(runs=runs, repeat=args.repeat, cold=args.cold), f, indent=1
+      )
 
 
 if __name__ == '__main__':

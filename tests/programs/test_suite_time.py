@@ -75,7 +75,9 @@ def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
     for line in result.stdout.splitlines()
     if line.startswith(f'| {b[:7]} ')
   ]
-  assert row_b.endswith(', 2.00× |')  # pytest: 0.2 s against 0.1 s.
+  whole, pytest_multiple, _ = row_b.split('| ')[-1].rstrip(' |').split(', ')
+  assert pytest_multiple == '2.00×'  # pytest: 0.2 s against 0.1 s.
+  assert float(whole.rstrip('×')) > 0
   # Each ran in its own clone beside the repository, with caches of its
   # own, all removed afterwards.
   seen = [line.split() for line in (tmp_path / 'seen').read_text().splitlines()]
@@ -89,6 +91,33 @@ def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
     'seen',
     't.json',
   ]
+
+
+def test_repeated_versions_run_in_turn_and_end_with_their_medians(tmp_path):
+  repo, (a, b) = _repo(
+    tmp_path, ['2 passed in 0.10s', '3 passed in 0.30s (0:00:00)']
+  )
+  result = _suite_time(
+    tmp_path, repo, a, b, '--repeat=2', f'--json={tmp_path}/t.json'
+  )
+  assert result.returncode == 0, result.stderr
+  report = json.loads((tmp_path / 't.json').read_text())
+  assert [r['commit'] for r in report['runs']] == [a, b, a, b]
+  assert report['repeat'] == 2
+  seen = (tmp_path / 'seen').read_text().splitlines()
+  assert len({line.split()[-1] for line in seen}) == 4  # A clone each.
+  per_run, medians = result.stdout.split('\n\n')
+  for turn in (1, 2):
+    (row,) = [
+      r for r in per_run.splitlines() if r.startswith(f'| {turn}: {b[:7]} ')
+    ]
+    assert row.split('| ')[-1].split(', ')[1] == '3.00×'
+  (header, _, row_a, row_b) = medians.splitlines()[:4]
+  assert header.startswith('| median of 2 |')
+  assert row_a.startswith(f'| {a[:7]} | 2 |') and row_b.startswith(
+    f'| {b[:7]} | 3 |'
+  )
+  assert row_b.split('| ')[-1].split(', ')[1] == '3.00×'
 
 
 def test_a_failing_suite_is_an_error_naming_the_version(tmp_path):
@@ -120,6 +149,7 @@ def test_an_unknown_version_or_json_folder_is_one_line_exit_2(tmp_path):
   for args, message in (
     (['nosuchrev'], f"'nosuchrev' is not a commit of {repo}"),
     ([a, f'--json={tmp_path}/no/t.json'], f'--json: no folder {tmp_path}/no'),
+    ([a, '--repeat=0'], '--repeat must be at least 1, not 0'),
   ):
     result = _suite_time(tmp_path, repo, *args)
     assert result.returncode == 2

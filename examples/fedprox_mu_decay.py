@@ -69,6 +69,10 @@ registry.register(
       'server_lr',
       'client_weighting',
       'straggler_policy',
+      # FedProx's builder takes the run's optimizers (`core.arguments`):
+      # --client_optimizer, --server_optimizer and their parameters.
+      'client_optimizer',
+      'server_optimizer',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
     hparams=(core.MU, MU_DECAY),

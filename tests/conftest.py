@@ -40,15 +40,16 @@ if SHARED_DATA.is_dir():  # Dataset tasks read ../shared/data when present.
 USER_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
 
 
-def cli(*args, fresh_interpreter=False):
-  """run_experiment.py ARGS as a user runs it: (CompletedProcess, text).
-  In a fork of an interpreter that has imported TensorFlow (warm.py), or
-  with `fresh_interpreter`, in a new one (for what the start itself does)."""
+def cli(*args, fresh_interpreter=False, env=None):
+  """run_experiment.py ARGS as a user runs it (in `env`, default USER_ENV):
+  its CompletedProcess. In a fork of an interpreter that has imported
+  TensorFlow (warm.py), or with `fresh_interpreter`, in a new one (for
+  what the start itself does)."""
   python = [sys.executable] if fresh_interpreter else warm.command()
   return subprocess.run(
     [*python, 'run_experiment.py', *args],
     cwd=REPO,
-    env=USER_ENV,
+    env=USER_ENV if env is None else env,
     capture_output=True,
     text=True,
     timeout=600,

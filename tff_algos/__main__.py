@@ -1,8 +1,18 @@
 """`python -m tff_algos`: the experiment command (`tff_algos.run`)."""
 
+import signal
 import sys
 
-from tff_algos import run
+PROGRAM = 'python -m tff_algos'
 
 if __name__ == '__main__':
-  sys.exit(run.main(program='python -m tff_algos'))
+  # Ctrl-C while TensorFlow is imported: one line and exit code 130, as
+  # run_experiment.py (which says why). Python imported this package first.
+  signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    from tff_algos import run
+
+    sys.exit(run.main(program=PROGRAM))
+  except KeyboardInterrupt:
+    print(f'{PROGRAM}: interrupted', file=sys.stderr)
+    sys.exit(130)

@@ -44,6 +44,15 @@ def fail(program: str, message, code: int = 2) -> NoReturn:
   sys.exit(code)
 
 
+def exit_on_ctrl_c(program: str, main, *args):
+  """`main(*args)`'s exit, Ctrl-C being one line and exit code 130 (a
+  command's import of TensorFlow, before any run of its own)."""
+  try:
+    return main(*args)
+  except KeyboardInterrupt:
+    fail(program, 'interrupted', code=130)
+
+
 # ----------------------------------------------------------------- flags
 @dataclasses.dataclass(frozen=True)
 class Flag:
@@ -199,7 +208,11 @@ def _run_groups():
   return {
     'run': [
       Flag(
-        'DEFINE_integer', 'rounds', _DEFAULTS.rounds, 'Communication rounds T.'
+        'DEFINE_integer',
+        'rounds',
+        _DEFAULTS.rounds,
+        f'Communication rounds T, 1 to {config_lib.MAX_ROUNDS:,} (2^31 - 1: '
+        "the server optimizer's round counter is int32).",
       ),
       Flag(
         'DEFINE_integer',

@@ -417,4 +417,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(main(sys.argv))
+  sys.exit(cli.exit_on_ctrl_c(PROGRAM, main, sys.argv))

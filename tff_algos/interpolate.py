@@ -294,4 +294,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(cli.exit_on_ctrl_c(PROGRAM, main))

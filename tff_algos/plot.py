@@ -151,6 +151,8 @@ def main(argv=None):
     for run_dir in run_dirs:
       if not os.path.isdir(run_dir):
         raise ValueError(f'no such run folder: {run_dir}')
+      if not os.path.exists(os.path.join(run_dir, results.METRICS_FILE)):
+        raise ValueError(_not_a_run_folder(run_dir))
       if not results.has_rows(run_dir):
         raise ValueError(f'no rounds in {run_dir}/{results.METRICS_FILE}')
       results.read_json(run_dir, results.CONFIG_FILE)  # Checked here.
@@ -193,6 +195,36 @@ def main(argv=None):
   return 0
 
 
+def _not_a_run_folder(folder):
+  """What to pass instead of `folder`, which holds no metrics.csv: the run
+  folders in it (a sweep's), and the plots a sweep drew there."""
+  names = sorted(os.listdir(folder))
+  runs = [
+    os.path.join(folder, name)
+    for name in names
+    if os.path.isfile(os.path.join(folder, name, results.METRICS_FILE))
+  ]
+  if not runs:
+    return (
+      f'{folder} is not a run folder (it holds no {results.METRICS_FILE}): '
+      'pass the --output_dir of a run'
+    )
+  shown = ' '.join(runs[:2]) + (' ...' if len(runs) > 2 else '')
+  kind = "a sweep's" if 'summary.csv' in names else 'a folder of runs'
+  message = (
+    f'{folder} is {kind} folder, not a run folder: pass the run folders '
+    f'in it ({shown}; all of them: {os.path.join(folder, "*", "")})'
+  )
+  plots = [name for name in names if name.endswith('.png')]
+  if plots:
+    message += (
+      f", or open the sweep's own plots there ({', '.join(plots[:3])}"
+      + (', ...' if len(plots) > 3 else '')
+      + ')'
+    )
+  return message
+
+
 def _recorded_metrics(run_dirs):
   """The algorithms' own columns and their descriptions, as the runs'
   summaries recorded them."""
@@ -217,4 +249,4 @@ def _description(metric, recorded):
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(cli.exit_on_ctrl_c(PROGRAM, main))

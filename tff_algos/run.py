@@ -26,10 +26,12 @@ import difflib
 import errno
 import functools
 import json
+import math
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 from tff_algos import cli
@@ -323,6 +325,33 @@ def _inside(path, folder):
 
 
 @contextlib.contextmanager
+def _swallowed_ctrl_c_sent_again(delay_s=0.05):
+  """Ctrl-C under Python's own handler (before a run installs its own)
+  still stops the command when Python swallows its KeyboardInterrupt,
+  raised inside a garbage-collector callback (JAX registers one; seen
+  while TensorFlow is imported): no 'Exception ignored' lines, and SIGINT
+  is sent again after `delay_s`, once the collection is over. Not sent at
+  once: it would raise inside this hook, to be swallowed too."""
+  previous = sys.unraisablehook
+
+  def hook(unraisable):
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and (
+      signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+      again = threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGINT))
+      again.daemon = True
+      again.start()
+    else:
+      previous(unraisable)
+
+  sys.unraisablehook = hook
+  try:
+    yield
+  finally:
+    sys.unraisablehook = previous
+
+
+@contextlib.contextmanager
 def _terminate_as_interrupt():
   """SIGTERM unwinds like Ctrl-C (a KeyboardInterrupt carrying the signal);
   both also stop the training loop at the end of the round, should Python
@@ -358,6 +387,7 @@ def _one_line(error, stage: _Stage):
   """(exit code, line) for an error a run reports in one line, or None for
   one that is a bug (its traceback is shown)."""
   from tff_algos import runtime
+  from tff_algos.simulation import client_store
   from tff_algos.simulation import experiment
 
   resume = '; run the same command to resume'
@@ -374,7 +404,10 @@ def _one_line(error, stage: _Stage):
     return 2, str(error)
   if isinstance(error, runtime.WorkerError):
     return 1, f'stopped: {error}' + (resume if stage.training else '')
-  if isinstance(error, (experiment.Diverged, experiment.MetricsLost)):
+  if isinstance(
+    error,
+    (experiment.Diverged, experiment.MetricsLost, client_store.StoreError),
+  ):
     return 1, f'stopped: {error}'
   written = stage.output_dir and _written_to(error, stage.output_dir)
   if not written:
@@ -489,6 +522,42 @@ def _aggregation(settings, mechanism):
   )
 
 
+def _sampling_note(settings, mechanism, num_clients):
+  """The line under a DP run's header when its clients are sampled
+  uniformly (None otherwise): its ε holds for replace-one neighbours,
+  while the usual DP analyses give the add-or-remove-one ε, which Poisson
+  sampling certifies; both for `mechanism`, the noise the process was
+  built with, after the run's rounds. The one-round RDP computed here is
+  the run's own (remembered), so the line costs the run nothing more."""
+  from tff_algos.privacy import accounting
+
+  uniform, poisson = accounting.UNIFORM, accounting.POISSON
+  dp = settings.privacy
+  if dp is None or settings.sampling.scheme != uniform:
+    return None
+  rounds = settings.run.rounds
+  spent = {
+    sampling: accounting.epsilon_of(
+      mechanism,
+      rounds,
+      dp.delta,
+      num_clients=num_clients,
+      clients_per_round=settings.sampling.clients_per_round,
+      sampling=sampling,
+    )
+    for sampling in (uniform, poisson)
+  }
+  if math.isinf(spent[poisson]):  # No noise: no ε either way.
+    return None
+  return (
+    f'note: uniform sampling gives the {accounting.adjacency(uniform)} ε '
+    f'({spent[uniform]:.4g} after {rounds} rounds at δ={dp.delta:.2g}); '
+    '--client_sampling=poisson gives the '
+    f'{accounting.adjacency(poisson)} ε of the usual DP analyses '
+    f'({spent[poisson]:.4g} with this noise)'
+  )
+
+
 def _open_folder(folder, options, status_of):
   """The folder's status (`status_of(folder)`, checked once), after
   --overwrite or --replace_other_run cleared it; UsageError for --resume
@@ -600,6 +669,11 @@ def run_single(plan: RunPlan, program: str):
           ),
           file=sys.stderr,
         )
+        note = _sampling_note(
+          prepared.settings, prepared.mechanism, len(prepared.data.train)
+        )
+        if note:
+          print(note, file=sys.stderr)
         stage.training = True
         experiment.train(
           prepared,
@@ -773,16 +847,20 @@ def run_sweep(command: Command, program: str):
 
 
 def main(argv=None, program=None):
-  """The command line `argv` (sys.argv by default; argv[0] the program)."""
+  """The command line `argv` (sys.argv by default; argv[0] the program).
+  Ctrl-C before a run's own handler is on (the imports, the start) is a
+  KeyboardInterrupt, which the callers (run_experiment.py, __main__.py)
+  report in one line, exit code 130."""
   argv = list(sys.argv if argv is None else argv)
   program = program or os.path.basename(argv[0])
   if cli.wants_help(argv):
     print(cli.usage(program, DESCRIPTION, GROUPS))
     return
-  try:
-    command = parse_command(argv[1:])
-  except cli.UsageError as e:
-    cli.fail(program, e)
-  if command.runs:
-    return run_sweep(command, program)
-  return run_single(command.plan, program)
+  with _swallowed_ctrl_c_sent_again():
+    try:
+      command = parse_command(argv[1:])
+    except cli.UsageError as e:
+      cli.fail(program, e)
+    if command.runs:
+      return run_sweep(command, program)
+    return run_single(command.plan, program)

@@ -12,7 +12,9 @@ another machine reaches it through an SSH tunnel:
 TFF's executor protocol has no authentication and no encryption: whoever
 reaches the port can run any TensorFlow computation, i.e. code, as this
 user. `--listen_all` exposes it to every network this machine is on.
-Imports no TensorFlow: starts in well under a second.
+A port another process listens on is refused (one line, exit code 2); a
+killed worker's port is free again at once. Imports no TensorFlow: starts
+in well under a second.
 """
 
 import os
@@ -70,6 +72,11 @@ def _port(holder):
   except OSError:  # No IPv6 here.
     probe, wildcard = socket.socket(), ''
   with probe:
+    # As worker_binary binds (gRPC sets SO_REUSEADDR, strace shows): a
+    # port with only a killed worker's TIME-WAIT connections is free, one
+    # a live process listens on is not. Not SO_REUSEPORT, which gRPC also
+    # sets: with it a second worker would share a live one's port.
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
       probe.bind((wildcard, port))
     except OSError as e:
@@ -118,4 +125,8 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-  main()
+  # Ctrl-C before worker_binary takes over (building the loopback shim can
+  # take seconds): one line and exit code 130, as the run's. SIGINT is not
+  # taken when it came ignored: a worker started in the background of a
+  # script lives on when the script is interrupted.
+  cli.exit_on_ctrl_c(PROGRAM, main)

@@ -10,6 +10,8 @@ import json
 import pytest
 import tensorflow_federated as tff
 
+import conftest
+from conftest import REPO
 from tff_algos import cli
 from tff_algos import learning
 from tff_algos import run
@@ -123,9 +125,10 @@ def test_unknown_or_foreign_settings_are_usage_errors(
     (['--mu=1'], '--mu is not a fedavgm_test hyper-parameter'),
     (['--algo=fedavg', '--mu=1'], '--mu=1: fedavg has mu=0'),
     (['--adaptive_mu'], '--adaptive_mu is not a fedavgm_test hyper-parameter'),
-    (
+    (  # Its builder makes its own server optimizer (`uses` lacks it).
       ['--server_lr_decay=0.5'],
-      '--server_lr_decay needs --server_lr_schedule=step or inverse_time',
+      '--server_lr_decay is not a fedavgm_test hyper-parameter: its server '
+      'optimizer is its own',
     ),
     # Its builder makes its own mean: no noise would
     # be added, so no ε may be reported.
@@ -139,6 +142,56 @@ def test_unknown_or_foreign_settings_are_usage_errors(
       _main('--algo=fedavgm_test', *flags, f'--output_dir={tmp_path}/x')
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+  assert not (tmp_path / 'x').exists()
+
+
+_FEDAVGM = REPO / 'tests' / 'programs' / 'user_modules' / 'fedavgm_algorithm.py'
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+  'flags, named',
+  [
+    (['--client_optimizer=sgdm', '--client_momentum=0.9'], 'client_optimizer'),
+    (['--server_optimizer=fedadam'], 'server_optimizer'),
+  ],
+)
+def test_a_user_algorithm_refuses_optimizer_flags_it_does_not_declare(
+  flags, named, tmp_path, capsys
+):
+  """FedAvgM (its own file, --import) builds its own optimizers: the flags
+  of the run's optimizers are one line and exit 2, nothing written."""
+  with pytest.raises(SystemExit) as exit_:
+    _main(
+      f'--import={_FEDAVGM}',
+      '--algo=fedavgm',
+      *flags,
+      f'--output_dir={tmp_path / "x"}',
+    )
+  assert exit_.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1
+  assert f'--{named} is not a fedavgm hyper-parameter' in err
+  assert not (tmp_path / 'x').exists()
+
+
+@pytest.mark.slow
+def test_the_command_refuses_a_client_optimizer_the_algorithm_lacks(tmp_path):
+  """The same through a real command line (the warm interpreter)."""
+  done = conftest.cli(
+    f'--import={_FEDAVGM}',
+    '--algo=fedavgm',
+    '--client_optimizer=sgdm',
+    '--client_momentum=0.9',
+    f'--output_dir={tmp_path / "x"}',
+  )
+  assert done.returncode == 2, done.stderr
+  assert done.stderr.count('\n') == 1
+  assert (
+    '--client_optimizer is not a fedavgm hyper-parameter: its client '
+    'optimizer is its own (it has epochs, batch_size, client_lr, '
+    in done.stderr
+  )
   assert not (tmp_path / 'x').exists()
 
 

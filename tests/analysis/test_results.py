@@ -8,6 +8,8 @@ import pytest
 
 from tff_algos.analysis import sweep
 from tff_algos.simulation import results
+from tff_algos.simulation.config import Config
+from tff_algos.simulation.config import resolve
 
 pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
 
@@ -130,3 +132,97 @@ def test_a_damaged_run_is_left_out_of_the_sweep_plots_as_of_its_table(tmp_path):
   assert 'rounds' in rows[0] and 'rounds' not in rows[1]
   written = sweep.plot_runs(runs, rows, str(tmp_path))
   assert written and all(os.path.getsize(p) > 0 for p in written)
+
+
+def _settings_json(**values):
+  """A config.json's settings, as a run of `values` records them."""
+  config = Config.create(rounds=3, clients_per_round=5, epochs=1, **values)
+  return resolve(config).to_json()
+
+
+def test_the_sweep_summary_gives_each_runs_seconds_per_round(tmp_path):
+  """From each run's summary.json (wall time: never in metrics.csv); a run
+  without a summary (unfinished) has none."""
+  runs = sweep.expand(['a: --epochs=1', 'b: --epochs=5', 'c: --epochs=2'], [])
+  for run, seconds in zip(runs, (0.25, 1.5, None)):
+    _fake_run(tmp_path / run.name, [0.1, 0.5, 0.8])
+    summary = tmp_path / run.name / 'summary.json'
+    if seconds is None:
+      summary.unlink()
+    else:
+      summary.write_text(json.dumps(dict(median_seconds_per_round=seconds)))
+  sweep.write_summary(sweep.table(runs, str(tmp_path)), str(tmp_path))
+  with open(tmp_path / 'summary.csv', newline='') as f:
+    seconds = [row['seconds_per_round'] for row in csv.DictReader(f)]
+  assert seconds == ['0.25', '1.5', '']
+  markdown = (tmp_path / 'summary.md').read_text()
+  assert '- seconds_per_round: the median seconds a round took' in markdown
+
+
+def test_the_plot_command_on_a_sweep_folder_says_what_to_pass(tmp_path, capsys):
+  """One line, exit 2: the run folders in it and the sweep's own plots
+  (not that its metrics.csv, which it does not have, has no rounds)."""
+  from tff_algos import plot as plot_command
+
+  runs = sweep.expand(['a: --epochs=1', 'b: --epochs=5'], [])
+  for run in runs:
+    _fake_run(tmp_path / run.name, [0.1, 0.5, 0.8])
+  rows = sweep.table(runs, str(tmp_path))
+  sweep.write_summary(rows, str(tmp_path))
+  sweep.plot_runs(runs, rows, str(tmp_path))
+  (tmp_path / 'empty').mkdir()
+  out = tmp_path / 'out.png'
+  for folder, says in (
+    (tmp_path, [f'{tmp_path / "a"} {tmp_path / "b"}', 'train_loss.png']),
+    (tmp_path / 'empty', ['not a run folder', 'the --output_dir of a run']),
+  ):
+    with pytest.raises(SystemExit) as stopped:
+      plot_command.main([str(folder), f'--out={out}'])
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert all(s in line for s in says), line
+    assert 'no rounds' not in line
+  assert not out.exists()
+
+
+def test_a_sweep_plot_names_each_variants_hyper_parameters_under_its_title(
+  tmp_path, monkeypatch
+):
+  """A line is named as a single-run plot names it (FedProx with its μ),
+  after the variant's name where that differs; the wrapped title stands
+  clear of the column's description over the axes (their rendered boxes
+  do not overlap: a formula's height once pushed the description into
+  the title)."""
+  from tff_algos.analysis import plot
+
+  runs = sweep.expand(
+    ['FedAvg: --algo=fedavg', 'small_mu: --algo=fedprox --mu=0.01'],
+    ['dissimilarity_every=5', 'eval_every=1'],
+  )
+  for run, algorithm in zip(runs, (dict(algo='fedavg'), dict(algo='fedprox'))):
+    _fake_run(tmp_path / run.name, [0.1, 0.5, 0.8])
+    settings = _settings_json(
+      **algorithm, **({'mu': 0.01} if run.variant == 'small_mu' else {})
+    )
+    (tmp_path / run.name / 'config.json').write_text(json.dumps(settings))
+  figures = {}
+  monkeypatch.setattr(
+    plot, '_write', lambda figure, out: figures.update({out: figure})
+  )
+  try:
+    sweep.plot_runs(runs, sweep.table(runs, str(tmp_path)), str(tmp_path))
+    figure = figures[
+      str(tmp_path / 'train_loss__dissimilarity_every-5__eval_every-1.png')
+    ]
+    axes = figure.axes[0]
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ['FedAvg', 'small_mu: FedProx μ=0.01']
+    figure.draw_without_rendering()
+    renderer = figure.canvas.get_renderer()
+    (note,) = axes.texts
+    assert note.get_text().startswith('train_loss: ')
+    assert '\n' in axes.get_title()  # Wrapped: two lines at least.
+    title_bottom = axes.title.get_window_extent(renderer).y0
+    assert title_bottom > note.get_window_extent(renderer).y1
+  finally:
+    plot._pyplot().close('all')

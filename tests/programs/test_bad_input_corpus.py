@@ -287,12 +287,23 @@ def other_cases():
     yield Case(entry, 'other', args)
 
 
+def rounds_cases():
+  """--rounds past its maximum (absl reads any integer, past int64 too: it
+  must not run until killed), and the maximum itself, accepted."""
+  from tff_algos.simulation.config import MAX_ROUNDS
+
+  for rounds in ('99999999999999999999', MAX_ROUNDS + 1):
+    yield Case('experiment', 'rounds', (f'--rounds={rounds}',))
+  yield Case('experiment', 'rounds', (f'--rounds={MAX_ROUNDS}',), bad=False)
+
+
 CORPUS = [
   *numeric_cases(),
   *path_cases(),
   *output_errno_cases(),
   *flagfile_cases(),
   *other_cases(),
+  *rounds_cases(),
 ]
 # The first bad case of every class: in the fast set (`make check`); the
 # others are marked slow.
@@ -511,6 +522,7 @@ def test_the_corpus_covers_every_class_and_entry_point():
   'args',
   [
     (PROGRAMS['experiment'], '--rounds=nan'),
+    (PROGRAMS['experiment'], '--rounds=99999999999999999999'),
     (PROGRAMS['experiment'], '--flagfile=/nonexistent/flags'),
     (PROGRAMS['export'], '--algo=fedavg'),
     (PROGRAMS['plot'], '/nonexistent'),

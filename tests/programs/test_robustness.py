@@ -6,6 +6,7 @@ parent and summaries that never shrink."""
 import csv
 import errno
 import fcntl
+import gc
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import pytest
 from conftest import cli
 from conftest import REPO
 from conftest import USER_ENV
+import helpers
 from tff_algos import run
 from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
@@ -112,6 +114,87 @@ def test_a_killed_sweep_takes_its_run_and_worker_with_it(tmp_path):
     sweep.kill()
     sweep.communicate(timeout=60)
   assert all(_gone(p) for p in children + workers)
+
+
+# Starts argv[2:] as a terminal does (SIGINT not ignored, which pytest-xdist's
+# workers pass on), sends it SIGINT once argv[1] says so, and exits with its
+# exit code: after argv[1] seconds, or ('tensorflow') once TensorFlow's
+# library is loaded, i.e. in the middle of its import.
+_INTERRUPT = r"""
+import signal, subprocess, sys, time
+when, command = sys.argv[1], sys.argv[2:]
+process = subprocess.Popen(
+  command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+)
+if when == 'tensorflow':
+  deadline = time.monotonic() + 60
+  while 'libtensorflow_framework' not in open(f'/proc/{process.pid}/maps').read():
+    assert process.poll() is None and time.monotonic() < deadline
+    time.sleep(0.01)
+else:
+  time.sleep(float(when))
+process.send_signal(signal.SIGINT)
+sys.exit(process.wait())
+"""
+
+
+@pytest.mark.parametrize(
+  'program, when',
+  [
+    ('run_experiment.py', '0.3'),
+    ('run_experiment.py', 'tensorflow'),
+    ('python -m tff_algos', 'tensorflow'),
+  ],
+)
+@pytest.mark.slow
+def test_ctrl_c_while_importing_is_one_line_and_leaves_nothing(
+  tmp_path, program, when
+):
+  """Before the run's own handler is installed: the same exit code, one
+  line, no folder (the default one, runs/, in the working folder) and no
+  process left (the worker started before TensorFlow's import)."""
+  cwd = tmp_path / 'cwd'
+  cwd.mkdir()
+  entry = program.split()[1:] if ' ' in program else [str(REPO / program)]
+  result, left = helpers.run_and_reap(
+    [sys.executable, '-c', _INTERRUPT, when, sys.executable, *entry, *QUICK],
+    tmp_path,
+    cwd=cwd,
+    env=dict(USER_ENV, PYTHONPATH=str(REPO)),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert result.returncode == 130, result.stderr
+  assert result.stderr.splitlines() == [f'{program}: interrupted']
+  assert left == [] and list(cwd.iterdir()) == []
+
+
+def test_a_ctrl_c_swallowed_by_a_gc_callback_still_interrupts():
+  """As JAX's callback swallowed one while TensorFlow was imported: the
+  command is interrupted all the same, without 'Exception ignored' lines."""
+  # Python's own handler, which pytest-xdist's workers replace by SIG_IGN.
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  sent = []
+
+  def callback(phase, info):
+    del phase, info
+    if not sent:
+      sent.append(True)
+      os.kill(os.getpid(), signal.SIGINT)  # Raises here, to be swallowed.
+
+  gc.callbacks.append(callback)
+  start = time.monotonic()
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      with run._swallowed_ctrl_c_sent_again():
+        gc.collect()
+        assert sent, 'the callback did not run'
+        time.sleep(10)  # What the command went on with.
+  finally:
+    gc.callbacks.remove(callback)
+    signal.signal(signal.SIGINT, previous)
+  assert time.monotonic() - start < 5
 
 
 @pytest.mark.slow

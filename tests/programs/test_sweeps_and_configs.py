@@ -45,7 +45,10 @@ def test_sweep_command_runs_each_variant_and_writes_the_summary(tmp_path):
     == 'fedprox'
   )
   with open(out / 'summary.csv', newline='') as f:
-    assert [r['variant'] for r in csv.DictReader(f)] == ['FedAvg', 'FedProx']
+    rows = list(csv.DictReader(f))
+  assert [r['variant'] for r in rows] == ['FedAvg', 'FedProx']
+  # Each run's median seconds a round, from its summary.json.
+  assert all(float(r['seconds_per_round']) > 0 for r in rows)
   summary = (out / 'summary.csv').read_text()
   assert (out / 'summary.md').exists()
   assert (out / 'train_loss.png').stat().st_size > 0  # Seeds share a plot.

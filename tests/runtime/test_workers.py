@@ -23,6 +23,7 @@ from tff_algos import runtime
 from tff_algos import worker as worker_main
 from tff_algos.runtime import processes as process_lib
 from tff_algos.runtime import remote
+from tff_algos.simulation import client_store
 from tff_algos.simulation.client_store import ClientStore
 
 
@@ -35,6 +36,19 @@ def _wait_listening(port, process, timeout=30):
         return
     time.sleep(0.05)
   raise AssertionError(f'worker on port {port} did not start')
+
+
+def _start_worker(port, log_path):
+  """`python -m tff_algos.worker --port=PORT`, its output in `log_path`."""
+  with open(log_path, 'a') as log:
+    return subprocess.Popen(
+      [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
+      cwd=REPO,
+      stdin=subprocess.DEVNULL,
+      stdout=log,
+      stderr=log,
+      preexec_fn=process_lib.die_with_parent(),
+    )
 
 
 def _cpu_seconds(process):
@@ -54,18 +68,7 @@ def workers(tmp_path):
   try:
     for i in range(2):
       port = portpicker.pick_unused_port()
-      log = open(tmp_path / f'worker{i}.log', 'w')
-      processes.append(
-        subprocess.Popen(
-          [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
-          cwd=REPO,
-          stdin=subprocess.DEVNULL,
-          stdout=log,
-          stderr=log,
-          preexec_fn=process_lib.die_with_parent(),
-        )
-      )
-      log.close()
+      processes.append(_start_worker(port, tmp_path / f'worker{i}.log'))
       addresses.append(f'127.0.0.1:{port}')
       _wait_listening(port, processes[-1])
     yield processes, addresses
@@ -119,21 +122,35 @@ def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
 
 
 def test_a_worker_without_the_client_data_is_a_clear_error(tmp_path, workers):
-  """Each worker lists the store's folder on its own machine. A loopback
-  worker shares this one, so a file deleted here is one its machine
-  lacks."""
+  """Each worker lists the store's folder on its own machine, then reads
+  each file and returns its size and keyed hash. A loopback worker shares
+  this one, so a file changed here after the store was checked is one its
+  machine holds changed."""
   _, addresses = workers
   runtime.start(workers=addresses)
   rng = np.random.default_rng(0)
-  store = ClientStore.of(
-    [dict(x=rng.normal(size=(n, 2)).astype(np.float32)) for n in (3, 1)],
-    root=str(tmp_path),
-  )
+  arrays = [dict(x=rng.normal(size=(n, 2)).astype(np.float32)) for n in (3, 1)]
+  store = ClientStore.of(arrays, root=str(tmp_path))
   assert store.files == {'0.0', '1.0'}
-  store.check_remote_workers()  # Both workers read every file.
-  os.remove(store.path(1) + '.0')
-  with pytest.raises(runtime.WorkerError) as error:
-    store.check_remote_workers()
+  store.check_remote_workers(arrays)  # Both workers read every file.
+  path = store.path(1) + '.0'
+  intact = open(path, 'rb').read()
+  for damaged, differs in (
+    (intact[:-1] + bytes([intact[-1] ^ 1]), "differs from this machine's"),
+    (intact[:-3], f'has {len(intact) - 3} of its {len(intact)} bytes'),
+  ):
+    with open(path, 'wb') as f:
+      f.write(damaged)
+    with pytest.raises(client_store.StoreError) as error:
+      store.check_remote_workers(arrays)
+    assert str(error.value) == (
+      f'the TFF worker at {addresses[0]}: its copy of the client data file '
+      f'{path} {differs}: copy the folder to its machine again (README, '
+      '"Remote workers") or run with --client_execution=per_client'
+    )
+  os.remove(path)
+  with pytest.raises(client_store.StoreError) as error:
+    store.check_remote_workers(arrays)
   assert str(error.value).startswith(
     f'the TFF worker at {addresses[0]} has 1 of the 2 files of the client '
     f'data folder {store.folder} (missing 1.0)'
@@ -292,11 +309,79 @@ def test_the_worker_script_binds_loopback_unless_listen_all(
 def test_the_worker_script_refuses_a_busy_port(monkeypatch, capsys):
   monkeypatch.setattr(os, 'execve', lambda *args: pytest.fail('started'))
   with socket.socket() as busy:
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # As gRPC.
     busy.bind(('127.0.0.1', 0))
     busy.listen()
     with pytest.raises(SystemExit) as e:
       worker_main.main([f'--port={busy.getsockname()[1]}'])
-  assert e.value.code == 2 and 'not free' in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+  assert 'is not free: Address already in use' in err
+
+
+def _kill_leaving_time_wait(process, port):
+  """SIGKILLs the worker `process` while a connection to it is open, and
+  closes that connection after the worker's end did: the worker's end is
+  left in TIME-WAIT, as a run's connections may leave it (or not: a
+  connection with unread data ends with a reset, leaving nothing)."""
+  with socket.create_connection(('127.0.0.1', port)) as held:
+    accepted = held.getsockname()[1]
+    deadline = time.monotonic() + 30
+    while not any(  # Accepted: not in the backlog, which a kill resets.
+      c.raddr and c.raddr.port == accepted
+      for c in psutil.Process(process.pid).connections(kind='tcp')
+    ):
+      assert time.monotonic() < deadline, 'the worker never accepted'
+      time.sleep(0.05)
+    process.kill()
+    process.wait(timeout=10)
+    held.settimeout(10)
+    while held.recv(4096):  # Read to the killed worker's FIN, so that
+      pass  # closing sends ours (unread data would send a reset).
+  deadline = time.monotonic() + 10
+  while psutil.CONN_TIME_WAIT not in {
+    c.status
+    for c in psutil.net_connections(kind='tcp')
+    if c.laddr and c.laddr.port == port
+  }:
+    assert time.monotonic() < deadline, 'no TIME-WAIT connection on the port'
+    time.sleep(0.05)
+
+
+def test_a_killed_worker_restarts_on_its_port_at_once(tmp_path):
+  """What its old process leaves on the port (a connection in TIME-WAIT)
+  does not keep a new worker from it, as it does not keep worker_binary;
+  a worker listening on it does."""
+  port = portpicker.pick_unused_port()
+  address, log = f'127.0.0.1:{port}', tmp_path / 'worker.log'
+  processes = [_start_worker(port, log)]
+  try:
+    _wait_listening(port, processes[0])
+    runtime.start(workers=[address])
+    assert runtime.remote_workers()[0].files_in(str(tmp_path)) == {log.name}
+    _kill_leaving_time_wait(processes[0], port)  # Mid-run.
+    runtime.start()  # The coordinator lets go of it.
+    processes.append(_start_worker(port, log))
+    _wait_listening(port, processes[1])
+    runtime.start(workers=[address])  # It serves.
+    assert runtime.remote_workers()[0].files_in(str(tmp_path)) == {log.name}
+    second = subprocess.run(
+      [sys.executable, '-m', 'tff_algos.worker', f'--port={port}'],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=60,
+    )
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.strip().splitlines() == [
+      'python -m tff_algos.worker: error: port '
+      f'{port} is not free: Address already in use'
+    ]
+  finally:
+    runtime.start()
+    for process in processes:
+      process.kill()
+      process.wait(timeout=10)
 
 
 def test_without_a_c_compiler_the_worker_script_refuses_to_listen_on_all(

@@ -3,6 +3,7 @@
 
 import collections
 import os
+import subprocess
 import time
 
 import numpy as np
@@ -90,9 +91,105 @@ def test_a_store_is_named_by_its_content(tmp_path):
   assert ClientStore.of(arrays[:-1], root=str(tmp_path)) != first
   folders = os.listdir(tmp_path / 'client_data')
   assert len(folders) == 3 and not [f for f in folders if 'partial' in f]
-  os.remove(first.path(2) + '.1')  # A damaged store is written again.
-  assert ClientStore.of(arrays, root=str(tmp_path)) == first
-  assert os.path.exists(first.path(2) + '.1')
+
+
+def _damage(path, how):
+  """Changes the file at `path` as a disk or a hand might."""
+  content = bytearray(open(path, 'rb').read())
+  if how == 'deleted':
+    os.remove(path)
+    return
+  if how == 'truncated':
+    del content[-5:]
+  else:  # A flipped bit in the TensorProto's header, or in a value.
+    content[2 if how == 'header' else -1] ^= 1
+  with open(path, 'wb') as f:
+    f.write(content)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize('how', ['value', 'header', 'truncated', 'deleted'])
+def test_a_damaged_store_is_written_again_and_says_so(tmp_path, capsys, how):
+  arrays = _arrays()
+  store = ClientStore.of(arrays, root=str(tmp_path))
+  intact = {
+    f: open(os.path.join(store.folder, f), 'rb').read() for f in store.files
+  }
+  _damage(store.path(1) + '.1', how)
+  assert ClientStore.of(arrays, root=str(tmp_path)) == store
+  lines = capsys.readouterr().err.splitlines()
+  assert lines == [
+    f'the client data store {store.folder} had damaged or missing files '
+    "(1.1): written again from the task's data"
+  ]
+  for name, content in intact.items():
+    assert open(os.path.join(store.folder, name), 'rb').read() == content
+  assert sorted(os.listdir(store.folder)) == sorted(store.files)
+  ClientStore.of(arrays, root=str(tmp_path))  # Intact now: nothing said.
+  assert capsys.readouterr().err == ''
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+  """A 1 MB file system of its own (tmpfs) at tmp_path/'cache'; call the
+  fixture's value with 'ro' to make it read-only."""
+  folder = tmp_path / 'cache'
+  folder.mkdir()
+  mounted = subprocess.run(
+    ['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(folder)],
+    capture_output=True,
+  )
+  if mounted.returncode:
+    pytest.skip(f'needs to mount a tmpfs (root): {mounted.stderr.strip()}')
+
+  def remount(options):
+    subprocess.run(
+      ['mount', '-o', f'remount,{options}', str(folder)], check=True
+    )
+    return str(folder)
+
+  try:
+    yield remount
+  finally:
+    subprocess.run(['umount', '-l', str(folder)], check=True)
+
+
+_USE_ANOTHER = (
+  ': set TFF_ALGOS_CACHE to a folder with room that can be written, or run '
+  "with --client_execution=per_client (which sends each client's data "
+  'instead)'
+)
+
+
+def test_a_cache_that_cannot_hold_the_store_is_one_line(tmp_path, tmpfs):
+  """Each: StoreError, the run's one line, naming the cache and what to
+  do, and no partial folder left."""
+  cache = tmpfs('rw')
+  rng = np.random.default_rng(0)
+  big = [dict(x=rng.normal(size=(20_000, 10)).astype(np.float32))] * 2
+  with pytest.raises(client_store.StoreError) as full:
+    ClientStore.of(big, root=cache)
+  assert str(full.value) == f'no space left on the device holding {cache}' + (
+    _USE_ANOTHER
+  )
+  assert os.listdir(os.path.join(cache, client_store.FOLDER)) == []
+  store = ClientStore.of(_arrays(), root=cache)  # Fits.
+  tmpfs('ro')
+  assert ClientStore.of(_arrays(), root=cache) == store  # Read, not written.
+  with pytest.raises(client_store.StoreError) as read_only:
+    ClientStore.of(big[:1], root=cache)
+  assert str(read_only.value).startswith(
+    f'cannot use the client data store under {cache} (Read-only file '
+    f'system: {cache}/{client_store.FOLDER}'
+  )
+  assert str(read_only.value).endswith(_USE_ANOTHER)
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('')
+  with pytest.raises(client_store.StoreError) as not_a_folder:
+    ClientStore.of(_arrays(), root=str(a_file))
+  assert str(not_a_folder.value).startswith(
+    f'cannot use the client data store under {a_file} (Not a directory'
+  )
 
 
 @pytest.mark.fast
@@ -196,3 +293,53 @@ def test_a_per_client_run_reads_its_data_unless_it_is_the_reference():
   )
   process, _ = trainer.build_for_run(reference, task.model_fn)
   assert not learning.takes_stored_input(process)
+
+
+@pytest.mark.slow
+def test_a_run_on_a_damaged_or_unusable_store(tmp_path, shared_data):
+  """As a user meets it: a value changed in every client's stored pixels
+  between two runs is written again before the second trains, which gives
+  the first's metrics; a cache that is a file stops the run in one line,
+  leaving no run folder."""
+  from conftest import cli
+  from conftest import USER_ENV
+
+  flags = [
+    '--task=mnist_iid_cnn',  # Its clients read their data where they train.
+    '--algo=fedavg',
+    '--rounds=1',
+    '--clients_per_round=2',
+    '--epochs=1',
+    '--batch_size=50',
+    '--eval_clients=5',
+  ]
+  cache = tmp_path / 'cache'
+  env = dict(USER_ENV, TFF_ALGOS_CACHE=str(cache))
+  clean = cli(*flags, f'--output_dir={tmp_path / "clean"}', env=env)
+  assert clean.returncode == 0, clean.stderr
+  [folder] = (cache / client_store.FOLDER).iterdir()
+  for client in range(100):
+    pixels = folder / f'{client}.0'
+    content = bytearray(pixels.read_bytes())
+    content[-1] ^= 1
+    pixels.write_bytes(content)
+  again = cli(*flags, f'--output_dir={tmp_path / "again"}', env=env)
+  assert again.returncode == 0, again.stderr
+  assert (
+    f'the client data store {folder} had damaged or missing files (0.0 '
+    "and 99 more): written again from the task's data"
+  ) in again.stderr.splitlines()
+  assert (tmp_path / 'again' / 'metrics.csv').read_bytes() == (
+    tmp_path / 'clean' / 'metrics.csv'
+  ).read_bytes()
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('')
+  env['TFF_ALGOS_CACHE'] = str(a_file)
+  refused = cli(*flags, f'--output_dir={tmp_path / "refused"}', env=env)
+  assert refused.returncode == 1
+  assert 'Traceback' not in refused.stderr
+  assert refused.stderr.splitlines()[-1].startswith(
+    f'run_experiment.py: stopped: cannot use the client data store under '
+    f'{a_file} (Not a directory'
+  )
+  assert not (tmp_path / 'refused').exists()

@@ -16,6 +16,7 @@ from conftest import REPO
 from conftest import USER_ENV
 import helpers
 from tff_algos import learning
+from tff_algos import run as run_command
 from tff_algos.privacy import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import evaluation
@@ -80,6 +81,54 @@ def test_a_dp_run_reports_the_epsilon_of_its_sampling_each_round(
   )
   _, uniform, _ = shared_run(**DP)  # Replace-one: larger ε.
   assert float(uniform[-1]['epsilon']) > expected[-1]
+
+
+def test_under_uniform_sampling_the_header_gives_poissons_epsilon_too(
+  tmp_path,
+):
+  """A DP run of uniform sampling says, in the line under its header, that
+  its ε is replace-one's and that --client_sampling=poisson gives the
+  add-or-remove-one ε, both as the accountant computes them for its noise;
+  a run of Poisson sampling says nothing of it."""
+  result = cli(
+    '--rounds=2',
+    '--clients_per_round=5',
+    '--epochs=1',
+    '--progress=false',
+    '--aggregator=dp',
+    '--dp_noise_multiplier=0.8',
+    '--dp_clip=0.5',
+    f'--output_dir={tmp_path / "dp"}',
+  )
+  assert result.returncode == 0, result.stderr
+  lines = result.stderr.splitlines()
+  (at,) = [i for i, line in enumerate(lines) if line.startswith('fedprox on')]
+  note = lines[at + 1]
+  mechanism = accounting.mechanism(0.8, clients_per_round=5)
+  spent = {
+    sampling: accounting.epsilon_of(
+      mechanism,
+      2,
+      0.1 / 30,
+      num_clients=30,
+      clients_per_round=5,
+      sampling=sampling,
+    )
+    for sampling in ('uniform', 'poisson')
+  }
+  assert note == (
+    'note: uniform sampling gives the replace-one ε '
+    f'({spent["uniform"]:.4g} after 2 rounds at δ=0.0033); '
+    '--client_sampling=poisson gives the add-or-remove-one ε of the usual '
+    f'DP analyses ({spent["poisson"]:.4g} with this noise)'
+  )
+  rows = results.read_rows(tmp_path / 'dp')
+  assert float(rows[-1]['epsilon']) == float(np.float32(spent['uniform']))
+  assert spent['poisson'] < spent['uniform']
+  poisson = resolve(
+    helpers.quick_config(**DP, client_sampling='poisson'), num_clients=30
+  )
+  assert run_command._sampling_note(poisson, mechanism, 30) is None
 
 
 def test_dp_noise_is_seeded_the_same_seed_the_same_run(tmp_path, shared_run):
@@ -274,7 +323,10 @@ def test_a_killed_dp_run_resumes_to_the_uninterrupted_metrics(tmp_path):
   """The noise is seeded from (seed, round) and kept in the process state:
   a DP run SIGKILLed and resumed ends byte for byte as one that was not."""
   whole = tmp_path / 'whole'
-  assert cli(*RUN, f'--output_dir={whole}').returncode == 0
+  result = cli(*RUN, f'--output_dir={whole}')
+  assert result.returncode == 0
+  # Poisson sampling: its ε is add-or-remove-one's, no note on sampling.
+  assert 'note: uniform sampling' not in result.stderr
   killed = tmp_path / 'killed'
   process = subprocess.Popen(
     [sys.executable, 'run_experiment.py', *RUN, f'--output_dir={killed}'],

@@ -61,7 +61,9 @@ ALGORITHM = registry.register(
     'a block of --updates_per_round updates: the baseline',
     paper='McMahan et al., AISTATS 2017, §3 (Table 3, Figure 9)',
     build=fedavg.ALGORITHM.build,  # FedAvg's process on the pooled client.
-    uses=('batch_size', 'client_lr'),
+    # Its server step of 1 takes the block's update as it is: no server
+    # optimizer of the run's.
+    uses=('batch_size', 'client_lr', 'client_optimizer'),
     defaults=dict(
       batch_size=100, client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr']
     ),

@@ -99,6 +99,8 @@ ALGORITHM = registry.register(
       'server_lr',
       'client_weighting',
       'straggler_policy',
+      'client_optimizer',
+      'server_optimizer',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='drop'),
     hparams=(core.MU.fixed_at(0.0),),

@@ -212,6 +212,8 @@ ALGORITHM = registry.register(
       'server_lr',
       'client_weighting',
       'straggler_policy',
+      'client_optimizer',
+      'server_optimizer',  # η_g's step schedule.
     ),
     defaults=dict(
       registry.LOCAL_SGD_DEFAULTS,

@@ -215,6 +215,8 @@ ALGORITHM = registry.register(
       'server_lr',
       'client_weighting',
       'straggler_policy',
+      'client_optimizer',
+      'server_optimizer',
     ),
     defaults=dict(registry.LOCAL_SGD_DEFAULTS, straggler_policy='partial'),
     hparams=(core.MU, ADAPTIVE_MU),

@@ -83,7 +83,7 @@ ALGORITHM = registry.register(
     'step with η',
     paper='McMahan et al., AISTATS 2017, §2',
     build=_build,
-    uses=('client_lr', 'server_lr', 'client_weighting'),
+    uses=('client_lr', 'server_lr', 'client_weighting', 'server_optimizer'),
     # η: --server_lr, else --client_lr (the paper calls both η).
     defaults=dict(
       client_lr=registry.LOCAL_SGD_DEFAULTS['client_lr'],
@@ -92,6 +92,6 @@ ALGORITHM = registry.register(
     ),
     fixed=dict(epochs=1, batch_size=-1, straggler_policy='drop'),
     hparams=(core.MU.fixed_at(0.0),),
-    client_optimizer=False,
+    client_optimizer=False,  # A client computes one gradient.
   )
 )

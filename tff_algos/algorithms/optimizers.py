@@ -7,7 +7,9 @@ the papers' plain SGD. Reddi et al. 2021's FedOpt family are server presets
 (their Algorithm 2): `fedadam`, `fedyogi`, `fedadagrad` with β1 = 0.9,
 β2 = 0.99, τ = ε = 10⁻³ and v₋₁ = τ² (Flower's FedOpt defaults; the paper
 tunes τ and η per task, so tune them too), and a server learning rate of
-10⁻² unless one is given (ours).
+10⁻² unless one is given (ours). A run's optimizer flags reach an algorithm
+whose registry entry lists 'client_optimizer' / 'server_optimizer' in
+`uses`; another refuses them (`registry.OPTIMIZER_FIELDS`).
 
 Schedules (`--client_lr_schedule`, `--server_lr_schedule`) give the
 learning rate of round t (t = 0 for the first step) from the initial η:
@@ -136,14 +138,15 @@ class SettingsError(ValueError):
 def resolve(
   values: Mapping[str, Any],
   role: str,
-  learning_rate,
+  default_rate,
   default_schedule: str = 'constant',
 ) -> OptimizerSettings:
-  """`role`'s optimizer from flat flag values (`flag_names(role)`; None:
-  not given) at `learning_rate` (None: the optimizer's preset rate, which
-  only the Fed* presets have): the kind's parameters with their defaults
-  filled in. SettingsError for a parameter the kind does not take, a bad
-  value, or no learning rate."""
+  """`role`'s optimizer from flat flag values (`flag_names(role)` and
+  `{role}_lr`; None: not given), the kind's parameters with their defaults
+  filled in, at the run's `{role}_lr`, else the kind's own documented rate
+  (only the Fed* presets have one), else `default_rate` (the algorithm's).
+  SettingsError for a parameter the kind does not take, a bad value, or no
+  learning rate."""
   kind = values.get(f'{role}_optimizer') or 'sgd'
   choices = CLIENT_OPTIMIZERS if role == 'client' else SERVER_OPTIMIZERS
   if kind not in choices:
@@ -186,8 +189,14 @@ def resolve(
       1.0 if decay is None else decay,
       1 if every is None else every,
     )
-  if learning_rate is None:
-    learning_rate = spec.learning_rate
+  learning_rate = next(
+    (
+      rate
+      for rate in (values.get(f'{role}_lr'), spec.learning_rate, default_rate)
+      if rate is not None
+    ),
+    None,
+  )
   try:
     return OptimizerSettings(
       kind, learning_rate, schedule=schedule, **parameters

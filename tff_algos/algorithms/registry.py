@@ -33,6 +33,15 @@ ALGORITHM_FIELDS = (
   'client_weighting',
 )
 
+# The optimizers an algorithm may declare in `uses`: their flags
+# (`optimizers.flag_names`: --client_optimizer, --client_momentum, ...,
+# the learning-rate schedule) reach its builder, at the rate of
+# --client_lr / --server_lr, which it then uses too. An optimizer it does
+# not declare is plain SGD at that rate and a constant schedule (a builder
+# that makes its own reads the rate there), and a flag giving it another
+# value is an error: a flag is applied or refused.
+OPTIMIZER_FIELDS = ('client_optimizer', 'server_optimizer')
+
 # Run settings an algorithm may also fix (`Algorithm.fixed`): a run that
 # gives another value than the flag's default is refused (the centralized
 # baseline trains one client, with no sampling scheme, stragglers or
@@ -149,9 +158,13 @@ class AlgorithmSettings:
     name: the algorithm (its `--algo`).
     epochs: local epochs E.
     batch_size: local minibatch size B (-1: the whole local dataset).
-    client_optimizer: the clients' optimizer, or None (FedSGD's clients
-      compute one gradient).
-    server_optimizer: the server's optimizer on the mean update.
+    client_optimizer: the clients' optimizer: the run's flags' where the
+      algorithm uses 'client_optimizer', else plain SGD at --client_lr (a
+      builder that makes its own reads its rate here); None where its
+      clients run none (FedSGD's compute one gradient) or it has no
+      client_lr.
+    server_optimizer: the server's optimizer on the mean update, alike
+      ('server_optimizer', --server_lr).
     client_weighting: 'num_examples' (n_k) or 'uniform' (1/K).
     straggler_policy: 'drop' or 'partial'.
     hparams: its own hyper-parameters by name (FedProx's mu and
@@ -166,7 +179,7 @@ class AlgorithmSettings:
   epochs: int
   batch_size: int
   client_optimizer: optimizers.OptimizerSettings | None
-  server_optimizer: optimizers.OptimizerSettings
+  server_optimizer: optimizers.OptimizerSettings | None
   client_weighting: str
   straggler_policy: str
   hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -217,9 +230,13 @@ class Algorithm:
       `tff.learning.templates.LearningProcess`, given its
       `AlgorithmSettings` and a `tff_algos.learning` client input
       (simulation or production).
-    uses: the ALGORITHM_FIELDS it reads; giving it another one is an error.
-    defaults: its values for those when a run does not give them (a value,
-      or a function of the other resolved settings, by name).
+    uses: the ALGORITHM_FIELDS it reads, and the OPTIMIZER_FIELDS whose
+      flags its builder applies (`core.arguments` builds the run's
+      optimizers); giving it another one is an error. An optimizer it does
+      not list is plain SGD at a constant rate (`AlgorithmSettings`).
+    defaults: its values for its ALGORITHM_FIELDS when a run does not give
+      them (a value, or a function of the other resolved settings, by
+      name); an optimizer's default is plain SGD.
     hparams: its own hyper-parameters (`HyperParameter`s; a mapping of
       name → default declares numbers with no check or column).
     fixed: ALGORITHM_FIELDS and RUN_FIELDS the algorithm implies (FedSGD:
@@ -233,10 +250,13 @@ class Algorithm:
       by name in a round's metrics, e.g. metrics['client_work'][name]);
       its callbacks declare theirs. They reach metrics.csv, TensorBoard,
       summary.json (their final values) and plots.
-    client_optimizer: whether its clients run an optimizer (a
-      `--client_optimizer`); FedSGD's compute a gradient.
+    client_optimizer: whether its clients run an optimizer at all; False
+      (FedSGD's compute a gradient, its --client_lr is the server's η):
+      `AlgorithmSettings.client_optimizer` is None and every client
+      optimizer flag is an error.
     server_lr_schedule: the server learning rate's default schedule
-      (`algorithms.optimizers`; FedISGD's η_g decays in steps).
+      (`algorithms.optimizers`; FedISGD's η_g decays in steps); another
+      than 'constant' needs 'server_optimizer' in `uses`.
     clients: which clients its runs train and how long a round is
       (`ClientPlan`; default: the task's, E epochs a round).
   """
@@ -267,18 +287,20 @@ class Algorithm:
     )
     object.__setattr__(self, 'hparams', tuple(declared))
     names = [h.name for h in self.hparams]
-    if len(set(names)) < len(names) or set(names) & set(ALGORITHM_FIELDS):
+    usable = ALGORITHM_FIELDS + OPTIMIZER_FIELDS
+    if len(set(names)) < len(names) or set(names) & set(usable):
       raise ValueError(
         f'{self.name}: hyper-parameter names must be distinct and not '
-        f'settings ({", ".join(ALGORITHM_FIELDS)}), got {names}'
+        f'settings ({", ".join(usable)}), got {names}'
       )
-    unknown = set(self.uses) - set(ALGORITHM_FIELDS)
+    unknown = set(self.uses) - set(usable)
     if unknown:
       raise ValueError(
         f'{self.name}: {sorted(unknown)} are not settings an '
-        f'algorithm can use ({", ".join(ALGORITHM_FIELDS)}); '
+        f'algorithm can use ({", ".join(usable)}); '
         'declare its own in hparams'
       )
+    self._check_optimizers()
     if set(self.uses) & set(self.fixed) or set(self.fixed) - set(
       ALGORITHM_FIELDS + RUN_FIELDS
     ):
@@ -287,7 +309,7 @@ class Algorithm:
         f'({", ".join(ALGORITHM_FIELDS + RUN_FIELDS)}); a hyper-parameter '
         'is fixed by HyperParameter.fixed_at'
       )
-    missing = set(self.uses) - set(self.defaults)
+    missing = set(self.uses) - set(self.defaults) - set(OPTIMIZER_FIELDS)
     if missing:
       raise ValueError(f'{self.name}: no default for {sorted(missing)}')
     bad = [m for m in (*self.metrics, *names) if not m.isidentifier()]
@@ -296,6 +318,32 @@ class Algorithm:
         f'{self.name}: metric and hyper-parameter names must '
         f'be identifiers (letters, digits, _), got {bad}'
       )
+
+  def _check_optimizers(self):
+    """ValueError for optimizer declarations that contradict each other."""
+    for role in ('client', 'server'):
+      if self.takes_optimizer(role) and f'{role}_lr' not in self.uses:
+        raise ValueError(
+          f'{self.name}: uses {role}_optimizer but not {role}_lr, its '
+          'learning rate'
+        )
+    if self.takes_optimizer('client') and not self.client_optimizer:
+      raise ValueError(
+        f'{self.name}: uses client_optimizer but its clients run none '
+        '(client_optimizer=False)'
+      )
+    if self.server_lr_schedule != 'constant' and not self.takes_optimizer(
+      'server'
+    ):
+      raise ValueError(
+        f'{self.name}: a server_lr_schedule of its own needs '
+        'server_optimizer in uses'
+      )
+
+  def takes_optimizer(self, role: str) -> bool:
+    """Whether its builder applies the run's `role` ('client' or 'server')
+    optimizer flags (it lists `{role}_optimizer` in `uses`)."""
+    return f'{role}_optimizer' in self.uses
 
   def hyperparameter(self, name: str) -> HyperParameter | None:
     """Its hyper-parameter `name`, or None."""

@@ -202,9 +202,14 @@ FIGSIZE = (5.5, 4)
 
 
 def _save(figure, axes, out, footnote=None):
-  """Writes `figure` to `out`: the legend below the axes (long labels
-  never cover the curves or the axis) and the whole figure kept (nothing
-  clipped at the edges)."""
+  """Writes `figure` to `out` (`_lay_out`)."""
+  _lay_out(figure, axes, footnote)
+  _write(figure, out)
+
+
+def _lay_out(figure, axes, footnote=None):
+  """The legend below the axes (long labels never cover the curves or the
+  axis), and `footnote` over the axes, under the title."""
   axes.legend(
     fontsize=7,
     loc='upper center',
@@ -213,7 +218,7 @@ def _save(figure, axes, out, footnote=None):
     frameon=False,
   )
   if footnote:
-    axes.annotate(
+    note = axes.annotate(
       footnote,
       xy=(0, 1),
       xycoords='axes fraction',
@@ -223,6 +228,33 @@ def _save(figure, axes, out, footnote=None):
       color='dimgray',
       va='bottom',
     )
+    _title_above(figure, axes, note)
+
+
+# Points between the footnote over the axes and the title's lowest line.
+_TITLE_GAP = 4
+
+
+def _title_above(figure, axes, note):
+  """Puts the title's lowest line (bottom-aligned: descenders included)
+  `_TITLE_GAP` points above `note`, as tall as its text makes it: a
+  formula's sums and subscripts stand taller than text, and a fixed pad
+  let them reach into the title."""
+  renderer = figure.canvas.get_renderer()
+  above_axes = (
+    note.get_window_extent(renderer).y1 - axes.get_window_extent(renderer).y1
+  )
+  title = axes.title
+  axes.set_title(
+    title.get_text(),
+    fontsize=title.get_fontsize(),
+    va='bottom',
+    pad=above_axes * 72 / figure.dpi + _TITLE_GAP,
+  )
+
+
+def _write(figure, out):
+  """`figure` into the file `out`, whole (nothing clipped at the edges)."""
   figure.savefig(out, dpi=120, bbox_inches='tight')
   _pyplot().close(figure)
 

@@ -10,7 +10,8 @@ Each run is `run_experiment.py` in its own process with the common flags,
 then the variant's, then the swept values, writing OUTPUT_DIR/RUN_NAME/.
 Re-running the same command skips finished runs and resumes unfinished
 ones. At the end OUTPUT_DIR holds summary.md and summary.csv (FedAvg-style
-rounds to target and speedup, FedISGD-style last-half accuracy; over
+rounds to target and speedup, FedISGD-style last-half accuracy, the
+seconds a round took, from each run's summary.json; over
 several --seed values also mean ± std per setting, summary_seeds.csv; over
 several client_lr values the best η of each row marked) and one figure per
 metric and swept setting (several seeds: mean and min-max band).
@@ -68,6 +69,10 @@ SUMMARY_COLUMNS = {
   "the clients' own test accuracy",
   'speedup': 'rounds to target of the first variant with the same swept '
   'values / this one',
+  'seconds_per_round': "the median seconds a round took (summary.json's "
+  'median_seconds_per_round: from its training to its checkpoint, '
+  'evaluation included, over the rounds of the process that finished '
+  'the run; — for an unfinished run)',
   'code': "the run's code, computation and data (config.json's "
   'provenance), by a short id: runs of other ids are never '
   'averaged',
@@ -87,6 +92,7 @@ SEED_METRICS = (
   'final_client_test_accuracy_p50',
   'final_client_test_accuracy_min',
   'final_client_test_accuracy_std',
+  'seconds_per_round',
 )
 # Plotted per swept combination: the training loss (train_loss, or
 # train_loss_sampled for runs with --eval_clients) and this.
@@ -251,6 +257,7 @@ def table(runs, output_dir, target_accuracy=None):
     try:
       if results.has_rows(run_dir):
         row.update(results.summarize(run_dir, target_accuracy))
+        row['seconds_per_round'] = results.seconds_per_round(run_dir)
         row['code'] = results.code_id(run_dir)
     except (ValueError, KeyError, TypeError) as e:  # results.DamagedFile...
       print(f'summary: {run.name} left out: {e}', file=sys.stderr)
@@ -449,9 +456,21 @@ def write_summary(rows, output_dir, target_accuracy=None, runs=None):
   return lines, [os.path.join(output_dir, name) for name in files]
 
 
+def _legend_label(variant, described):
+  """A sweep plot's line: what a single-run plot calls it (`described`:
+  the algorithm with its hyper-parameters, e.g. "FedProx μ=0.01", and the
+  settings that set it apart), after the variant's name, which the
+  summary's rows go by, unless it already begins with that name."""
+  if re.match(re.escape(variant) + r'(?!\w)', described):
+    return described
+  return f'{variant}: {described}'
+
+
 def plot_runs(runs, rows, output_dir, target_accuracy=None):
   """One figure per metric and swept setting: a line per variant (over
-  several seeds, their mean with a band from min to max), titled with the
+  several seeds, their mean with a band from min to max), named by the
+  variant and, as in a single-run plot, its algorithm's hyper-parameters
+  and the settings that set it apart (`_legend_label`), titled with the
   settings they share and the swept values, of the runs whose `table` row
   (`rows`, aligned with `runs`) has results (runs of other code: another
   line). Returns the files written."""
@@ -466,14 +485,11 @@ def plot_runs(runs, rows, output_dir, target_accuracy=None):
   for swept, lines in by_swept.items():
     suffix = ''.join(f'__{flag}-{value}' for flag, value in swept)
     groups = list(lines.values())
-    names = [variant for variant, _ in lines]
+    shared, described = plot.describe(groups)
     labels = [
-      variant
-      if names.count(variant) == 1
-      else f'{variant} [code {code or "unrecorded"}]'
-      for variant, code in lines
+      _legend_label(variant, text)
+      for (variant, _), text in zip(lines, described)
     ]
-    shared, _ = plot.describe(groups)
     title = '; '.join(
       filter(
         None, [shared, ', '.join(f'{flag}={value}' for flag, value in swept)]

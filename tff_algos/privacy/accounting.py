@@ -448,14 +448,47 @@ def epsilon(
   event, relation, accountant, options = _setup(
     noise_multiplier, delta, **kwargs
   )
+  return _final_epsilon(event, rounds, delta, relation, accountant, options)
+
+
+def epsilon_of(
+  released: Mechanism,
+  rounds: int,
+  delta: float,
+  *,
+  num_clients: int,
+  clients_per_round: int,
+  sampling: str = UNIFORM,
+  accountant: str = RDP,
+) -> float:
+  """ε after `rounds` rounds only (`epsilons_of`' arguments), without the
+  per-round values: `epsilons_of(...)[-1]` (RDP: exactly; PLD: composed
+  at once, to its discretization), at a cost that does not grow with the
+  rounds (one round's RDP is remembered)."""
+  rounds = _rounds(rounds)
+  delta, relation, options = _options(
+    delta, sampling, accountant, None, PLD_VALUE_DISCRETIZATION_INTERVAL
+  )
+  _cohort_and_population(sampling, num_clients, clients_per_round, None, None)
+  event = sampled_event(
+    released,
+    num_clients=num_clients,
+    clients_per_round=clients_per_round,
+    sampling=sampling,
+  )
+  return _final_epsilon(event, rounds, delta, relation, accountant, options)
+
+
+def _final_epsilon(event, rounds, delta, relation, accountant, options):
+  """ε after `rounds` rounds of `event`, composed at once (RDP: from one
+  round's RDP, remembered; PLD: to its discretization)."""
   if rounds == 0:
     return 0.0
   if isinstance(event, dp_accounting.NonPrivateDpEvent):
     return math.inf
   if accountant == RDP:
-    ledger = rdp.RdpAccountant(options['orders'], relation)
-    ledger.compose(event, rounds)
-    return float(ledger.get_epsilon(delta))
+    orders, per_round = _one_round_rdp(event, options['orders'], relation)
+    return float(rdp.compute_epsilon(orders, rounds * per_round, delta)[0])
   one = _one_round_pld(event, options['value_discretization_interval'])
   return float(one.self_compose(rounds).get_epsilon_for_delta(delta))
 

@@ -48,6 +48,7 @@ import time
 
 from absl import logging
 import grpc
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import computation_pb2
@@ -177,6 +178,12 @@ class RemoteWorker:
     paths = self.context.invoke(_matching_files(), os.path.join(folder, '*'))
     return {os.path.basename(p.decode()) for p in paths}
 
+  def file_digests(self, paths, key):
+    """(size, `keyed_digest`) of each file of `paths` (absolute) as this
+    worker's machine holds it."""
+    sizes, digests = self.context.invoke(_file_digests(tuple(key)), paths)
+    return list(zip(sizes.tolist(), digests.tolist()))
+
   def lost(self, error):
     """Why a failed call means the worker is lost (for `CheckedStub`)."""
     return f'lost the TFF worker at {self.address} ({error}): did it die?'
@@ -209,6 +216,40 @@ def _matching_files():
     return tf.io.matching_files(pattern)
 
   return matching_files
+
+
+# The keyed hash's range: all of int64's non-negative values.
+_DIGEST_BUCKETS = 2**63 - 1
+
+
+def keyed_digest(content, key) -> int:
+  """The SipHash-2-4 of the bytes `content` under `key` (two ints below
+  2**63), as `RemoteWorker.file_digests` computes it on a worker: with a
+  key of the run's own, no copy made before the run can collide."""
+  return int(
+    tf.strings.to_hash_bucket_strong([content], _DIGEST_BUCKETS, key)[0]
+  )
+
+
+@functools.cache
+def _file_digests(key):
+  """paths → (their files' sizes, `keyed_digest`s), on the worker that
+  runs it: the files are read there, one at a time."""
+
+  @tff.tensorflow.computation(tff.TensorType(np.str_, [None]))
+  def file_digests(paths):
+    def size_and_digest(path):
+      content = tf.io.read_file(path)
+      digest = tf.strings.to_hash_bucket_strong(
+        content[tf.newaxis], _DIGEST_BUCKETS, list(key)
+      )[0]
+      return tf.strings.length(content), digest
+
+    return tf.map_fn(
+      size_and_digest, paths, fn_output_signature=(tf.int32, tf.int64)
+    )
+
+  return file_digests
 
 
 class _SplitForm:

@@ -35,6 +35,13 @@ from tff_algos.simulation.sampling import SamplingScheme
 from tff_algos.simulation.sampling import StragglerPolicy
 
 MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
+# The last round a process state can count: the server optimizer's round
+# counters are int32 (TFF's schedule_learning_rate and our schedules cast
+# the round to int32; TFF's Adam, Yogi and AdamW count steps from a Python
+# 0, i.e. int32) and would wrap silently past it. The rest holds more:
+# sampling seeds are numpy's (any int), TensorBoard steps and the DP noise
+# counter int64, checkpoint names and metrics.csv text.
+MAX_ROUNDS = 2**31 - 1
 CLIENT_EXECUTIONS = ('auto', 'compiled', 'lockstep', 'per_client')
 _OPTIMIZER_FLAGS = optimizers.flag_names('client') + optimizers.flag_names(
   'server'
@@ -361,37 +368,50 @@ def _hyperparameters(config: Config, algorithm: registry.Algorithm) -> dict:
 
 
 def _optimizers(config, algorithm, values):
-  """(client, server) `OptimizerSettings` of `config` (client None for an
-  algorithm without a client optimizer); ConfigError for settings that do
-  not fit together."""
+  """(client, server) `OptimizerSettings` of `config` for `algorithm`
+  (`_optimizer`); ConfigError for a flag of an optimizer it does not take,
+  or settings that do not fit together."""
   given = dataclasses.asdict(config)
   try:
-    client = None
-    if algorithm.client_optimizer:
-      client = optimizers.resolve(given, 'client', values['client_lr'])
-    else:
-      named = [
-        n for n in optimizers.flag_names('client') if given[n] is not None
-      ]
-      if named:
-        raise optimizers.SettingsError(
-          f'--{named[0]}: the algorithm has no client optimizer'
-        )
-    server_lr = values['server_lr']
-    preset = optimizers.OPTIMIZERS.get(given['server_optimizer'] or 'sgd')
-    if (
-      config.server_lr is None
-      and preset is not None
-      and preset.learning_rate is not None
-      and 'server_lr' in algorithm.uses
-    ):
-      server_lr = preset.learning_rate
-    server = optimizers.resolve(
-      given, 'server', server_lr, algorithm.server_lr_schedule
+    return tuple(
+      _optimizer(given, algorithm, role, values[f'{role}_lr'])
+      for role in ('client', 'server')
     )
   except optimizers.SettingsError as e:
     raise ConfigError(str(e)) from None
-  return client, server
+
+
+def _optimizer(given, algorithm, role, rate):
+  """`role`'s optimizer: the run's flags' where `algorithm` declares it
+  (`registry.OPTIMIZER_FIELDS`), at the given rate, else its preset's,
+  else `rate` (the algorithm's); else plain SGD at `rate` and a constant
+  schedule, which its flags may only repeat (config.json written before
+  records it), or None where the algorithm has no such optimizer."""
+  if algorithm.takes_optimizer(role):
+    schedule = algorithm.server_lr_schedule if role == 'server' else 'constant'
+    return optimizers.resolve(given, role, rate, schedule)
+  absent = rate is None or (role == 'client' and not algorithm.client_optimizer)
+  plain = None if absent else optimizers.OptimizerSettings('sgd', rate)
+  runs = optimizers.flags_of(plain, role)
+  for name in optimizers.flag_names(role):
+    if given[name] is not None and given[name] != runs[name]:
+      raise optimizers.SettingsError(_not_taken(algorithm, name, role))
+  return plain
+
+
+def _not_taken(algorithm, flag, role) -> str:
+  """The error for `--flag` of a `role` optimizer `algorithm` does not
+  declare: what it has instead."""
+  why = (
+    'its clients run no optimizer'
+    if role == 'client' and not algorithm.client_optimizer
+    else f'its {role} optimizer is its own'
+  )
+  owned = ', '.join((*algorithm.uses, *(h.name for h in algorithm.hparams)))
+  return (
+    f'--{flag} is not a {algorithm.name} hyper-parameter: {why} (it has '
+    f'{owned or "none"})'
+  )
 
 
 def resolve(config: Config, num_clients: int | None = None) -> Settings:
@@ -552,7 +572,10 @@ def _check(c: Config, num_clients):
         else ''
       ),
     ),
-    (c.rounds >= 1, f'--rounds must be >= 1, got {c.rounds}'),
+    (
+      1 <= c.rounds <= MAX_ROUNDS,
+      f'--rounds must be in 1..{MAX_ROUNDS}, got {c.rounds}',
+    ),
     (k is None or k >= 1, f'--clients_per_round must be >= 1, got {k}'),
     (
       c.epochs is None or c.epochs >= 1,

@@ -219,6 +219,16 @@ def code_id(run_dir) -> str:
   ).hexdigest()[:8]
 
 
+def seconds_per_round(run_dir):
+  """The median seconds a round of the run took, as its summary.json
+  records them (`median_seconds_per_round`; wall time, so never in
+  metrics.csv, whose bytes a rerun reproduces); None without a summary,
+  or for a run whose last process ran no round."""
+  summary = read_json(run_dir, SUMMARY_FILE) or {}
+  seconds = summary.get('median_seconds_per_round')
+  return float(seconds) if isinstance(seconds, (int, float)) else None
+
+
 def series(rows, metric):
   """(rounds, values) of the rows where `metric` was measured."""
   kept = [r for r in rows if r.get(metric)]

@@ -482,7 +482,7 @@ def _checked_store(train) -> ClientStore:
   """The store of the clients' arrays `train`, which every remote worker
   can read."""
   store = ClientStore.of(train)
-  store.check_remote_workers()
+  store.check_remote_workers(train)
   return store
 
 

@@ -89,6 +89,9 @@ registry.register(
     'and a warm-up of the server learning rate',
     paper='Hsu et al. 2019',
     build=build_fed_avg_m,
+    # Its builder makes its own optimizers (the rates are --client_lr and
+    # --server_lr): `uses` lists neither client_optimizer nor
+    # server_optimizer, so their flags are refused.
     uses=(
       'epochs',
       'batch_size',

@@ -25,6 +25,9 @@ held, so that the scoreboard regenerates the same on a clone without them:
 With --write it also updates the ledger. Only finished runs count: a run
 without summary.json is never recorded, and shows only as "not finished".
 
+The quotes of FedProx and FedISGD here, and in the rows, are from their
+Chinese texts, glossed in our English (QUOTES, under the rows).
+
 Statuses, with the tolerances we use:
 - matches: an accuracy within 2 percentage points of the paper's, or
   within 2 standard deviations of our seeds; rounds to a target within
@@ -78,6 +81,16 @@ FIG1_CSV = os.path.join(
 # key, OLD_UNKEPT).
 UNKEPT = 'results without run folders'
 OLD_UNKEPT = 'earlier session'
+# Where the rows' quotes come from: FedProx's only through our translation
+# (a back-translation must not pass for the authors' English).
+QUOTES = (
+  'Quotes: FedProx (Li et al. 2020) from our Chinese translation of it '
+  "(../shared/papers/fedprox_li2020_zh.txt), not its authors' English; "
+  'FedISGD (Dou & Yuan 2022) from its Chinese text '
+  '(fedisgd_dou2022_zh.txt); the English glosses of both are our '
+  'translation of the Chinese text. FedAvg (McMahan et al. 2017) in its '
+  "authors' English."
+)
 
 # id → the command (its output folder is runs/<id>).
 COMMANDS = {
@@ -3042,6 +3055,8 @@ def render(runs, crosscheck=()):
     'of commits fde88f1, 83f512b and 239ead1, whose run folders were not '
     'kept; the value, status and CPU hours are those their scoreboard '
     f'stated, kept in docs/scoreboard_ledger.json ("{UNKEPT}").',
+    '',
+    QUOTES,
   ]
   lines += [
     '',

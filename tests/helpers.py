@@ -47,6 +47,8 @@ EXECUTION_CASES = {
   ),
   'compression': dict(algo='fedavg', aggregator='compression'),
   'robust': dict(algo='fedavg', aggregator='robust'),
+  # FedAvg's B = ∞ (Table 1): each step on the client's whole dataset.
+  'full_batch': dict(algo='fedavg', batch_size=-1, epochs=3),
   'stragglers_drop': dict(algo='fedavg', straggler_fraction=0.5, epochs=3),
   'stragglers_partial': dict(algo='fedprox', straggler_fraction=0.5, epochs=3),
   'proportional': dict(algo='fedprox', client_sampling='proportional'),

@@ -281,6 +281,8 @@ class Engine:
     self._gradient = self._training.gradient
     if self._gradient:  # One pass in chunks, as the per-client path.
       batch_size = int(min(self._sizes.max(), CHUNK_SIZE))
+    elif batch_size < 1:  # B = ∞: a client's minibatch is all its data,
+      batch_size = int(max(self._sizes.max(), 1))  # masked to its n_k.
     self._batch_size = batch_size
     self._weighting = process.local_training.weighting
     # (Lanes, whether μ ≠ 0) → the round's computation, traced for them.

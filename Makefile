@@ -38,7 +38,7 @@ run: install
 test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 
-# The fast set while developing (README.md, "Tests"): lint, then the tests
+# The fast set while developing (docs/guide/testing.md): lint, then the tests
 # marked fast, failing unless they ran code of every module of the package
 # (--reach-every-module, tests/conftest.py).
 check: lint

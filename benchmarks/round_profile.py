@@ -19,6 +19,7 @@ every client's data to the worker; split the same way) and once in this process
 import collections
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -28,7 +29,16 @@ from absl import flags
 from absl import logging
 
 import common
-import federated_evaluation
+
+# The tests' reference evaluation, a TFF computation (tests/simulation).
+sys.path.insert(
+  0,
+  os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'simulation'
+  ),
+)
+import federated_evaluation  # noqa: E402
+
 import tasks
 from tff_algos import learning
 from tff_algos import runtime

@@ -20,7 +20,7 @@ In ONE process, the same rounds (same clients, minibatches and μ) are run
   3. fused: the same (proximal) SGD steps as one plain tf.function per client,
      no federated runtime (the practical limit of this machine);
   4. ours_production: our production build (`learning.DatasetInput(E)`, as
-     docs/PORTING.md ports it) on each client's first pass, E passes: as
+     docs/guide/porting.md ports it) on each client's first pass, E passes: as
      many steps, the first pass's order repeated.
 The four run round by round in turn (so that load from other processes hits
 all four alike). Each reports local SGD steps per second and seconds per

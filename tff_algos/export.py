@@ -18,7 +18,7 @@ export there):
                                            file and type signature
 Each .pb is a serialized `computation_pb2.Computation`; read one back with
 `tff.framework.deserialize_computation(Computation.FromString(bytes))`
-(docs/PORTING.md, "Loading an export"). The production build (the default)
+(docs/guide/porting.md, "Loading an export"). The production build (the default)
 takes per client a tf.data.Dataset of the model's batches. The task gives
 the model (its data are loaded for that). Bad flags: one line on stderr,
 exit code 2.

@@ -1,4 +1,5 @@
-"""Starts a TFF worker for `run_experiment.py --workers=...` (README: Remote workers).
+"""Starts a TFF worker for `run_experiment.py --workers=...`
+(docs/guide/remote-workers.md).
 
   python -m tff_algos.worker --port=8000              # loopback only
   python -m tff_algos.worker --port=8000 --listen_all # every interface (unsafe)

@@ -7,7 +7,7 @@ the bad input ("ran") and is killed. Against ff5dc54 (the commit
 the corpus's input checks branched from), 21 of a seeded 82-case sample
 broke the promise (README, "Running experiments").
 
-  .venv/bin/python benchmarks/bad_input_before.py THIS_CHECKOUT OTHER_CHECKOUT PER_CLASS OUT.json
+  .venv/bin/python tools/bad_input_before.py THIS_CHECKOUT OTHER_CHECKOUT PER_CLASS OUT.json
 """
 
 import collections

@@ -4,7 +4,7 @@ cache folder, whether the run after the edit gives the metrics.csv of a
 run with the cache off ("same"), another one ("WRONG": a stale result), or
 fails (its last line).
 
-  .venv/bin/python benchmarks/edit_corpus_before.py --checkout=/path/to/old --checkout=.
+  .venv/bin/python tools/edit_corpus_before.py --checkout=/path/to/old --checkout=.
 
 Each checkout runs as `python -m tff_algos` with PYTHONPATH at it, from a
 folder of the user's own (a task whose model comes from two modules of

@@ -2,7 +2,7 @@
 (`tff_algos.privacy.accounting`) against the independent computations
 of tests/privacy/test_accounting.py, on a grid of (q, z, T), δ = 1e-5.
 
-  .venv/bin/python docs/privacy_crosscheck.py
+  .venv/bin/python tools/privacy_crosscheck.py
 """
 
 import itertools

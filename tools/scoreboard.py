@@ -1,7 +1,7 @@
 """The scoreboard at the top of docs/REPRODUCTION.md, from run folders and
 the committed ledger of results.
 
-  .venv/bin/python docs/scoreboard.py [--runs=runs] [--runs=OTHER] [--write]
+  .venv/bin/python tools/scoreboard.py [--runs=runs] [--runs=OTHER] [--write]
 
 One row per table cell or figure panel of the three papers: the paper's
 value, ours (mean ± std over seeds where run with seeds), a status, for a
@@ -64,17 +64,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from tff_algos.simulation import columns
 from tff_algos.simulation import results
 
-DOC = os.path.join(os.path.dirname(__file__), 'REPRODUCTION.md')
-LEDGER = os.path.join(os.path.dirname(__file__), 'scoreboard_ledger.json')
+DOC = os.path.join(os.path.dirname(__file__), '..', 'docs', 'REPRODUCTION.md')
+LEDGER = os.path.join(
+  os.path.dirname(__file__), '..', 'docs', 'scoreboard_ledger.json'
+)
 CROSSCHECK = os.path.join(
-  os.path.dirname(__file__), 'crosscheck', 'results.json'
+  os.path.dirname(__file__), '..', 'docs', 'crosscheck', 'results.json'
 )
 BEGIN, END = '<!-- scoreboard begin -->', '<!-- scoreboard end -->'
 DATA = '--data_dir=../shared/data'
 PY = '.venv/bin/python run_experiment.py'
 INTERPOLATE = '.venv/bin/python -m tff_algos.interpolate'
 FIG1_CSV = os.path.join(
-  os.path.dirname(__file__), 'figures', 'fedavg_fig1_interpolation.csv'
+  os.path.dirname(__file__),
+  '..',
+  'docs',
+  'figures',
+  'fedavg_fig1_interpolation.csv',
 )
 # The ledger's key for the results of commits fde88f1, 83f512b and 239ead1,
 # whose run folders were not kept (a ledger may still name it by its old
@@ -306,7 +312,7 @@ class Ledger:
 
   def save(self):
     data = {
-      'about': "The scoreboard's record of results (docs/scoreboard.py "
+      'about': "The scoreboard's record of results (tools/scoreboard.py "
       'writes it with --write; see its docstring).',
       UNKEPT: self.unkept,
       'data_rows': dict(sorted(self.data_rows.items())),
@@ -2980,7 +2986,7 @@ def cells_table(runs, served):
   """The cells table (markdown lines): `served` maps each Cell to its
   rows' numbers and whether one of them is not run."""
   lines = [
-    'Cells priced on their own (docs/scoreboard.py, "prices": the '
+    'Cells priced on their own (tools/scoreboard.py, "prices": the '
     "paper's or plotted rounds × 1.5 × the measured seconds per "
     'round × the runs needed; `--cell=ID` prints its command, whose '
     '/usr/bin/time file is logs/COMMAND.time.NAME), cheapest first:',
@@ -3110,7 +3116,7 @@ def headline(counts):
     f'{total} table cells and figure panels: **{counts["matches"]} '
     f'match, {differs} differ ({counts["explained"]} explained, '
     f'{counts["unexplained"]} unexplained), {counts["not_run"]} not '
-    'run** (tolerances in docs/scoreboard.py and below; the reasons '
+    'run** (tolerances in tools/scoreboard.py and below; the reasons '
     'in its REASONS).'
   )
 

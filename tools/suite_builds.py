@@ -2,7 +2,7 @@
 it a cache of built processes shared by every test and command could save
 at most.
 
-  python3 benchmarks/suite_builds.py [VERSION] [--top=15] [--json=PATH]
+  python3 tools/suite_builds.py [VERSION] [--top=15] [--json=PATH]
 
 Clones VERSION (default HEAD; its committed tree) beside this repository
 (`suite_time.clone_beside`, so that its tests find ../shared); it uses

@@ -2,7 +2,7 @@
 it starts (commands, warm-python children, TFF workers), by file and by
 test.
 
-  .venv/bin/python benchmarks/suite_cpu.py [--top=30] [--json=PATH] \
+  .venv/bin/python tools/suite_cpu.py [--top=30] [--json=PATH] \
       [-- PYTEST_ARGS ...]
 
 Runs pytest (by default `make test`'s `-q -n auto --dist loadfile tests`)

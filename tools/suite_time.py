@@ -2,7 +2,7 @@
 after the other, and each one's time as a multiple of the first's, taken
 in one run on one machine.
 
-  python3 benchmarks/suite_time.py 0feded5 HEAD [--cold] [--repeat=N]
+  python3 tools/suite_time.py 0feded5 HEAD [--cold] [--repeat=N]
                                    [--json=PATH]
 
 A version is anything `git rev-parse` takes; its committed tree is what

@@ -3,7 +3,7 @@
 # (numpy_fedavg.py) on scoreboard cells, 3 seeds of its own each, at the η
 # our grid chose for the cell (and FedAvg Table 1 IID B=10 C=0.1 at
 # η = 0.0464 too), with our runs' evaluation schedule and round caps. Results
-# are merged into docs/crosscheck/results.json, which docs/scoreboard.py
+# are merged into docs/crosscheck/results.json, which tools/scoreboard.py
 # reads. From the repository root:  sh docs/crosscheck/cells.sh
 set -e
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -29,7 +29,7 @@ our code uses (below), and TFF's builders become ours through
 and unweighted means: an unweighted `model_aggregator` makes the mean
 uniform. The builds are production builds (`learning.DatasetInput`), TFF's
 client data. Every assertion that differs on purpose says why in an
-`# Ours:` comment; docs/PORTING.md lists the differences.
+`# Ours:` comment; docs/guide/porting.md lists the differences.
 """
 
 import collections
@@ -421,9 +421,11 @@ class FedProxConstructionTest(parameterized.TestCase):
         loop_implementation=True,
       )
 
+  # Ours: TFF's original swaps the labels ('weighted' names the unweighted
+  # builder); each label names its builder here.
   @parameterized.named_parameters(
-    ('weighted', fed_prox.build_unweighted_fed_prox),
-    ('unweighted', fed_prox.build_weighted_fed_prox),
+    ('weighted', fed_prox.build_weighted_fed_prox),
+    ('unweighted', fed_prox.build_unweighted_fed_prox),
   )
   def test_build_functional_model_fed_prox(self, build_fed_prox):
     model = test_models.build_functional_linear_regression(feature_dim=2)

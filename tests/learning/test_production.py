@@ -200,7 +200,7 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
 @pytest.mark.fast
 def test_a_production_client_takes_a_new_order_each_pass():
   """A pipeline built with `shuffle(..., reshuffle_each_iteration=True)`
-  (docs/PORTING.md) gives each of the client's passes an order of its own,
+  (docs/guide/porting.md) gives each of the client's passes an order of its own,
   and each pass sees every example once."""
   n, epochs = 12, 3
   data = (

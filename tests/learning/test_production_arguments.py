@@ -132,7 +132,7 @@ def test_every_algorithm_runs_and_compiles_with_tffs_aggregators(
     )
     return
   # TFF 0.87 cannot put compression into a DistributeAggregateForm, its
-  # own FedAvg neither (docs/PORTING.md): the same error for both.
+  # own FedAvg neither (docs/guide/porting.md): the same error for both.
   with pytest.raises(ValueError, match=_NO_DISTRIBUTE_AGGREGATE):
     to_distribute_aggregate(process.next)
   _builtin_refuses_distribute_aggregate_with_compression()

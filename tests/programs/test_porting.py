@@ -1,4 +1,4 @@
-"""docs/PORTING.md runs as written: every code block in page
+"""docs/guide/porting.md runs as written: every code block in page
 order, each Python block in a fresh namespace of one process (so each
 imports what it uses), each shell block in a shell, from the repository's
 root; and nothing is left running afterwards."""
@@ -12,7 +12,7 @@ from conftest import REPO
 from conftest import USER_ENV
 import helpers
 
-PAGE = REPO / 'docs' / 'PORTING.md'
+PAGE = REPO / 'docs' / 'guide' / 'porting.md'
 _RUN_PAGE = r"""
 import re, subprocess, sys
 page = open(sys.argv[1]).read()

@@ -1,4 +1,4 @@
-"""docs/scoreboard.py: every command it lists is a valid run_experiment.py
+"""tools/scoreboard.py: every command it lists is a valid run_experiment.py
 command line (flags parsed and every run of a sweep validated, as a dry run
 does before it loads data), and every row names one of those commands."""
 
@@ -16,7 +16,7 @@ from conftest import REPO
 
 def _scoreboard():
   spec = importlib.util.spec_from_file_location(
-    'scoreboard', REPO / 'docs' / 'scoreboard.py'
+    'scoreboard', REPO / 'tools' / 'scoreboard.py'
   )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""benchmarks/suite_builds.py: its recorder gives two builds of the same
+"""tools/suite_builds.py: its recorder gives two builds of the same
 process one fingerprint (TensorFlow names each build's functions anew) and
 another process another, and a build counts as one a shared cache could
 have served only when an earlier build had its fingerprint."""
@@ -13,7 +13,7 @@ import helpers
 from tff_algos import learning
 from tff_algos.algorithms import fedavg
 
-SCRIPT = REPO / 'benchmarks' / 'suite_builds.py'
+SCRIPT = REPO / 'tools' / 'suite_builds.py'
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""benchmarks/suite_cpu.py: a process tree's CPU counts the time of
+"""tools/suite_cpu.py: a process tree's CPU counts the time of
 children that have not ended yet and of grandchildren their parents
 reaped, and each test of a small suite gets the CPU of what it started."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO
 
-SCRIPT = REPO / 'benchmarks' / 'suite_cpu.py'
+SCRIPT = REPO / 'tools' / 'suite_cpu.py'
 # Burns about 0.5 CPU-seconds.
 BURN = (
   'import time\n'

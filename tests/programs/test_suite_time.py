@@ -1,6 +1,6 @@
-"""benchmarks/suite_time.py on a small repository whose `make test` prints
-what pytest prints: the figures it reports, the fresh clones, the empty
-caches, and its errors."""
+"""tools/suite_time.py on a small repository whose `make test` prints
+what pytest prints: the figures it records, the fresh clones, the empty
+caches, and its errors (not the layout of its tables)."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO
 
-SCRIPT = REPO / 'benchmarks' / 'suite_time.py'
+SCRIPT = REPO / 'tools' / 'suite_time.py'
 
 
 def _repo(tmp_path, summaries):
@@ -70,14 +70,6 @@ def test_each_version_runs_on_a_fresh_clone_and_is_a_multiple_of_the_first(
   for run in runs:  # make test slept 0.3 s before pytest's 0.1 or 0.2 s.
     assert run['whole_seconds'] >= 0.3
     assert run['setup_seconds'] == run['whole_seconds'] - run['pytest_seconds']
-  (row_b,) = [
-    line
-    for line in result.stdout.splitlines()
-    if line.startswith(f'| {b[:7]} ')
-  ]
-  whole, pytest_multiple, _ = row_b.split('| ')[-1].rstrip(' |').split(', ')
-  assert pytest_multiple == '2.00×'  # pytest: 0.2 s against 0.1 s.
-  assert float(whole.rstrip('×')) > 0
   # Each ran in its own clone beside the repository, with caches of its
   # own, all removed afterwards.
   seen = [line.split() for line in (tmp_path / 'seen').read_text().splitlines()]
@@ -106,18 +98,9 @@ def test_repeated_versions_run_in_turn_and_end_with_their_medians(tmp_path):
   assert report['repeat'] == 2
   seen = (tmp_path / 'seen').read_text().splitlines()
   assert len({line.split()[-1] for line in seen}) == 4  # A clone each.
-  per_run, medians = result.stdout.split('\n\n')
-  for turn in (1, 2):
-    (row,) = [
-      r for r in per_run.splitlines() if r.startswith(f'| {turn}: {b[:7]} ')
-    ]
-    assert row.split('| ')[-1].split(', ')[1] == '3.00×'
-  (header, _, row_a, row_b) = medians.splitlines()[:4]
-  assert header.startswith('| median of 2 |')
-  assert row_a.startswith(f'| {a[:7]} | 2 |') and row_b.startswith(
-    f'| {b[:7]} | 3 |'
-  )
-  assert row_b.split('| ')[-1].split(', ')[1] == '3.00×'
+  # Each version's median comes after the turns, in the versions' order.
+  medians = result.stdout.split('\n\n')[-1]
+  assert medians.index(a[:7]) < medians.index(b[:7])
 
 
 def test_a_failing_suite_is_an_error_naming_the_version(tmp_path):

@@ -1,5 +1,5 @@
 """In-process evaluation and dissimilarity = their TFF computations
-(benchmarks/federated_evaluation.py)."""
+(tests/simulation/federated_evaluation.py)."""
 
 import collections
 import sys
@@ -15,7 +15,7 @@ from tff_algos import learning
 from tff_algos.learning import model_ops
 from tff_algos.simulation import evaluation
 
-sys.path.insert(0, str(REPO / 'benchmarks'))
+sys.path.insert(0, str(REPO / 'tests' / 'simulation'))
 import federated_evaluation
 
 

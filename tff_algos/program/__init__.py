@@ -8,6 +8,6 @@
 
 With `runtime.program_context()` (an async context on our worker) and any
 algorithm's process, a program trains with `train_model`, checkpoints and
-resumes: docs/PORTING.md, section 3. Importing this package loads no
+resumes: docs/guide/porting.md, section 3. Importing this package loads no
 TensorFlow; `data_source` loads TensorFlow and TFF.
 """

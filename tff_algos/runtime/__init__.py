@@ -73,7 +73,7 @@ def start(workers=(), log_path=None, wait=True) -> None:
   """Starts the local TFF worker now, from the calling (normally the main)
   thread; idempotent. `workers`: addresses ('host:port' strings, or one
   comma-separated string) of remote TFF workers to spread the client work
-  over (README "Remote workers"). `log_path`: where the local worker's
+  over (docs/guide/remote-workers.md). `log_path`: where the local worker's
   output goes (a run's worker.log; default: an anonymous file). With
   `wait=False`, the first computation waits for the local worker to listen
   (so that it starts while the caller loads data). Raises ValueError for a

@@ -1,7 +1,7 @@
 """Worker addresses for `--workers` (no TensorFlow: checked before loading).
 
 A malformed address is a usage error (exit 2) before TensorFlow is imported
-and data are loaded (README, "Remote workers"). Argument checking: no time,
+and data are loaded (docs/guide/remote-workers.md). Argument checking: no time,
 memory or security figure concerns it.
 """
 

@@ -18,13 +18,13 @@ with one whose worker
     retry.
 Every entry point (CLI, tests, notebooks, benchmarks) calls
 `tff_algos.runtime.start()`. `start(workers=[...])` also spreads the client
-work over remote workers (`remote.py`; README, "Remote workers"); the local
+work over remote workers (`remote.py`; docs/guide/remote-workers.md); the local
 worker then does the aggregation and the server update. Public `tff.*` API
 and TFF's protos only: the internals live in `remote.py`, imported only for
 workers.
 
-Its reasons are the worker's lifetime and exposure (README, "The TFF
-runtime process"; tests/runtime/test_runtime.py), not speed or memory;
+Its reasons are the worker's lifetime and exposure (docs/guide/runtime.md;
+tests/runtime/test_runtime.py), not speed or memory;
 the parts that save time or memory are `prestart`, `computation_cache`,
 `tracing` and the disposal settings in `stubs`, each with its figures.
 """
@@ -313,8 +313,9 @@ def start(workers=(), log_path=None, wait=True) -> None:
   thread, unless the program has its own handler).
 
   `workers`: addresses ('host:port' strings, or one comma-separated string)
-  of remote TFF workers (`python -m tff_algos.worker`, README "Remote
-  workers") to spread the client work over; the aggregation and the server
+  of remote TFF workers (`python -m tff_algos.worker`,
+  docs/guide/remote-workers.md) to spread the client work over; the
+  aggregation and the server
   update stay on the local worker (see `remote`). Empty: everything runs on
   the local worker. `log_path`: a file the worker appends its output to
   (a run's worker.log); by default an anonymous file nothing outlives. The

@@ -4,8 +4,8 @@ It exists for security, not speed or memory. TFF's `worker_binary` binds
 to all interfaces and has no flag to change that, and it serves TFF's
 executor protocol, which has no authentication: anyone who can reach its
 port can run TensorFlow computations in it, which read and write files as
-the worker's user (README, "The TFF runtime process" and "Remote
-workers"). Preloading `loopback_bind.c` into it (LD_PRELOAD) turns the
+the worker's user (docs/guide/runtime.md and remote-workers.md). Preloading
+`loopback_bind.c` into it (LD_PRELOAD) turns the
 wildcard address into loopback, so only this machine can connect;
 tests/runtime/test_runtime.py checks the listening sockets of running
 experiments and of a worker started before TensorFlow. Without a C

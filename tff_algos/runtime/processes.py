@@ -1,8 +1,8 @@
 """Child processes that die with their parent (Linux; no TensorFlow).
 
 TFF 0.87 does not stop its worker when Python exits, and a worker holding
-our stdout/stderr keeps a pipeline reading them from ever ending (README,
-"The TFF runtime process"); `PR_SET_PDEATHSIG` kills it even when we are
+our stdout/stderr keeps a pipeline reading them from ever ending
+(docs/guide/runtime.md); `PR_SET_PDEATHSIG` kills it even when we are
 SIGKILLed (tests/runtime/test_runtime.py). A sweep's runs die with it the
 same way (`analysis.sweep`). A reason of lifetime, not time, memory or
 security: nothing was measured.

@@ -21,12 +21,12 @@ Computations without CLIENTS-placed data, with dependent aggregations
 run on the local runtime unchanged.
 
 The workers speak TFF's executor protocol over gRPC, which has no
-authentication and no encryption (see README, "Remote workers"). Failures
+authentication and no encryption (see docs/guide/remote-workers.md). Failures
 are never retried: a worker that cannot be reached at start, dies, or stops
 answering (a liveness probe with a deadline, every few seconds) raises
 `WorkerError` naming it, and every in-flight call is cancelled.
 
-Measured (README, "Remote workers"): no speed-up where it could be
+Measured (docs/guide/remote-workers.md): no speed-up where it could be
 measured. On one 2-core machine two loopback workers only matched the
 local runtime (FedProx on Synthetic(1,1), K=10, E=20, B=10: 0.36–0.43 s
 per round against 0.34–0.41 s local); workers on other machines, where
@@ -34,7 +34,8 @@ client work would dominate the traffic, were not measured. What the fold
 in client order buys is measured: TFF's MergeableCompExecutionContext's
 FedProx train loss differed from the local runtime's in the 7th
 significant digit by round 3, while with this one `metrics.csv` is
-byte-identical (tests/runtime/test_workers.py). Security is the README's: the protocol
+byte-identical (tests/runtime/test_workers.py). Security is
+docs/guide/remote-workers.md's: the protocol
 has no authentication or encryption, so workers listen on loopback and
 are reached through SSH tunnels ("What TFF's executor protocol does not
 protect").

@@ -5,8 +5,9 @@
 Why, and what was measured:
   * `CheckedStub`: TFF's own stub marks UNAVAILABLE as retryable and its
     context retries forever, with no deadlines, so a dead or hung worker
-    would hang the run; here it is one error naming the worker (README,
-    "Remote workers": "Nothing is retried"; tests/runtime/test_runtime.py
+    would hang the run; here it is one error naming the worker
+    (docs/guide/remote-workers.md: "Nothing is retried";
+    tests/runtime/test_runtime.py
     and test_workers.py). A reliability reason: no time, memory or
     security figure concerns it.
   * `dispose_batch_size=1`: memory. With TFF's default of 20 batched

@@ -12,8 +12,8 @@ gradient dissimilarity (Li et al. 2020, §4.1 Def. 3 and §5.3.3):
 
 Both are measurements, not part of any algorithm, so they run in this
 process as plain TensorFlow: one `tf.function` (traced once) runs the same
-TF code as their TFF computations (benchmarks/federated_evaluation.py, the
-tests' reference) and combines the results with the same sums and weighted
+TF code as their TFF computations (tests/simulation/federated_evaluation.py,
+the tests' reference) and combines the results with the same sums and weighted
 means, in float32: the same numbers to rounding (the tests compare them at
 rtol 1e-6). They run here rather than in TFF's worker because through the
 TFF runtime every evaluation ships every client's data over gRPC, most of a

@@ -5,6 +5,12 @@ report and the composition into a `tff.learning.templates.LearningProcess`.
 Public `tff.*` API only (tests/programs/test_layers.py checks it).
 """
 
+from tff_algos.learning.client_definition import Batch
+from tff_algos.learning.client_definition import ClientDefinition
+from tff_algos.learning.client_definition import ClientInfo
+from tff_algos.learning.client_definition import ClientOutput
+from tff_algos.learning.client_definition import DefinedTraining
+from tff_algos.learning.client_definition import Shared
 from tff_algos.learning.client_work import build_gradient_client_work
 from tff_algos.learning.client_work import build_proximal_sgd_client_work
 from tff_algos.learning.client_work import client_weighting

@@ -21,6 +21,7 @@ import tensorflow_federated as tff
 
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
+from tff_algos.learning.client_definition import UPDATE_SCALE
 from tff_algos.learning.client_work import client_weighting as as_weighting
 from tff_algos.learning.client_work import ClientInput
 from tff_algos.learning.client_work import LockstepInput
@@ -60,7 +61,7 @@ def compose(
   aggregator = aggregator or tff.aggregators.MeanFactory()
   compose_process = (
     _compose_struct_client_work
-    if isinstance(client_work, StructClientWork)
+    if isinstance(client_work, StructClientWork) or _scales(client_work)
     else tff.learning.templates.compose_learning_process
   )
   return compose_process(
@@ -75,14 +76,36 @@ def compose(
   )
 
 
+def _scales(client_work) -> bool:
+  """Whether `client_work` measures `UPDATE_SCALE`, the factor of the
+  aggregated update (a `learning.ClientDefinition` whose clients give a
+  `ClientOutput.scale`: FedNova's τ_eff). TFF's composer has no step
+  between the aggregator and the finalizer for it."""
+  measured = client_work.next.type_signature.result.measurements.member
+  return isinstance(measured, tff.StructType) and UPDATE_SCALE in (
+    tff.structure.name_list(measured)
+  )
+
+
+def _scaled_update(update_type):
+  @tff.tensorflow.computation(update_type, tff.TensorType(np.float32))
+  def scaled_update(update, scale):
+    return tf.nest.map_structure(lambda u: u * scale, update)
+
+  return scaled_update
+
+
 def _compose_struct_client_work(
   initial_model_weights_fn, distributor, client_work, aggregator, finalizer
 ):
   """TFF's `compose_learning_process`, computation for computation, for a
   `StructClientWork`, whose client data are not sequences (TFF's composer
   requires them): the same state, hyper-parameters and metrics, so that a
-  lockstep or stored-input run's checkpoints are the per-client run's."""
+  lockstep or stored-input run's checkpoints are the per-client run's.
+  Also for a client work that measures an update scale (`_scales`): the
+  aggregated update is multiplied by it before the finalizer steps."""
   state_of = tff.learning.templates.LearningAlgorithmState
+  scaled = _scales(client_work)
 
   @tff.federated_computation()
   def init_fn():
@@ -109,8 +132,14 @@ def _compose_struct_client_work(
     aggregated = aggregator.next(
       state.aggregator, trained.result.update, trained.result.update_weight
     )
+    update = aggregated.result
+    if scaled:
+      update = tff.federated_map(
+        _scaled_update(update.type_signature.member),
+        (update, getattr(trained.measurements, UPDATE_SCALE)),
+      )
     finalized = finalizer.next(
-      state.finalizer, state.global_model_weights, aggregated.result
+      state.finalizer, state.global_model_weights, update
     )
     return tff.learning.templates.LearningProcessOutput(
       tff.federated_zip(

@@ -34,6 +34,7 @@ from tff_algos.privacy import mechanisms
 from tff_algos.runtime import tracing
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import columns as columns_lib
+from tff_algos.simulation import compiled
 from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import lockstep
@@ -101,8 +102,17 @@ def build_for_run(
       learning.LockstepInput(),
       lambda p: isinstance(p, learning.LockstepProcess),
     )
-    if why is None:
+    if why is None and not _defined(process):
       return process, lockstep.EXECUTIONS[in_process[0]]
+    if why is None:
+      why = compiled.defined_refusal(
+        process.model_fn,
+        process.local_training,
+        settings.algorithm.batch_size,
+        ('compiled',) if execution == 'lockstep' else in_process,
+      )
+      if why is None:
+        return process, _defined_execution(settings)
   process, refused = _built_with(
     settings, model_fn, learning.StoredInput(), learning.takes_stored_input
   )
@@ -111,6 +121,22 @@ def build_for_run(
   # A builder that ignores the input built the process it builds for any.
   process = process or build_process(settings, model_fn)
   return process, f'per client ({why}; {refused})'
+
+
+def _defined(process) -> bool:
+  """Whether a lockstep process's client work is a definition
+  (`learning.ClientDefinition`): its clients train compiled or per client,
+  never in lanes."""
+  return isinstance(process.local_training, learning.DefinedTraining)
+
+
+def _defined_execution(settings: config_lib.Settings) -> str:
+  """How a definition's clients train here: compiled (asked for lanes,
+  too: lanes run only the built-in client works)."""
+  words = lockstep.EXECUTIONS['compiled']
+  if settings.run.client_execution == 'lockstep':
+    return f'{words} (lanes run only the built-in client works)'
+  return words
 
 
 def _built_with(settings, model_fn, client_input, takes_it):
@@ -429,11 +455,20 @@ def algorithm_columns(settings) -> dict[str, str]:
 
 def lockstep_engine(
   settings: config_lib.Settings, process, data: ClientData
-) -> lockstep.Engine | None:
+) -> lockstep.Engine | compiled.DefinitionEngine | None:
   """The engine of a `learning.LockstepProcess` on `data` (None for
-  another process): compiled where `build_for_run` chose so, else lanes."""
+  another process): compiled where `build_for_run` chose so, else lanes;
+  a definition's (`learning.ClientDefinition`) compiled."""
   if not isinstance(process, learning.LockstepProcess):
     return None
+  if _defined(process):
+    return compiled.DefinitionEngine(
+      process,
+      data.train,
+      settings.algorithm.batch_size,
+      data.tensors,
+      _defined_execution(settings),
+    )
   preferred, _ = lockstep.executions(
     process.model_fn, settings.run.client_execution
   )

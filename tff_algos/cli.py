@@ -82,47 +82,18 @@ def _flag(setting: config_lib.Setting) -> Flag:
   )
 
 
-def _hyperparameter_flags():
-  """A flag for each hyper-parameter the registered algorithms declare
-  (one per name, shared by the algorithms that declare it): its help is
-  the first free declaration's, then which algorithms take it and their
-  defaults, and which hold it fixed."""
-  found = []
-  for name, declared in registry.hyperparameters().items():
-    by_value = {}
-    for algo, h in declared:
-      text = f'{h.default:g}' if h.kind is float else str(h.default)
-      by_value.setdefault((h.fixed, text), []).append(algo)
-    notes = '; '.join(
-      f'{", ".join(algos)}: {"fixed at" if fixed else "default"} {text}'
-      for (fixed, text), algos in sorted(by_value.items())
-    )
-    first = next((h for _, h in declared if not h.fixed), declared[0][1])
-    text = f'{first.help.rstrip(".")} ({notes}).'
-    found.append(Flag(_DEFINE[first.kind], name, None, text))
-  return found
-
-
 def _groups():
-  """The flags of every --help section, in order (built on first use: the
-  algorithms' defaults and hyper-parameters come from the registry; the
-  hyper-parameters come before the optimizers' flags). UsageError for a
-  hyper-parameter named as another flag."""
+  """The flags of every --help section, in order (`config.flags()`, built
+  on first use: the algorithms' defaults and hyper-parameters come from
+  the registry). UsageError for a hyper-parameter named as another
+  flag."""
+  try:
+    settings = config_lib.flags()
+  except config_lib.ConfigError as e:
+    raise UsageError(str(e)) from None
   groups = {}
-  for setting in config_lib.SETTINGS:
-    if setting.flag:
-      groups.setdefault(setting.section, []).append(_flag(setting))
-  own = _hyperparameter_flags()
-  for flag in own:
-    if flag.name in config_lib.BY_NAME:
-      owners = [a for a, _ in registry.hyperparameters()[flag.name]]
-      raise UsageError(
-        f'{", ".join(owners)}: the hyper-parameter {flag.name} is named as '
-        f'the flag --{flag.name}; rename it'
-      )
-  algorithm = groups['algorithm']
-  at = [f.name for f in algorithm].index('client_optimizer')
-  algorithm[at:at] = own
+  for setting in settings:
+    groups.setdefault(setting.section, []).append(_flag(setting))
   return groups
 
 

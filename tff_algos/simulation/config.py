@@ -56,11 +56,18 @@ class ConfigError(ValueError):
   """An invalid combination of settings (reported as a usage error)."""
 
 
-def _positive(v):
-  return 0 < v < FLOAT32_MAX
-
-
-POSITIVE = "a positive number (below 3.4e38, float32's largest)"
+# The checks of numbers: (what a value must satisfy, what the error says
+# it must be).
+ROUNDS = (lambda v: 1 <= v <= MAX_ROUNDS, f'in 1..{MAX_ROUNDS}')
+SEED = (lambda v: 0 <= v <= MAX_SEED, f'in 0..{MAX_SEED}')
+AT_LEAST_1 = (lambda v: v >= 1, '>= 1')
+BATCH = (lambda v: v == -1 or v >= 1, '>= 1 or -1 (B = ∞)')
+FRACTION = (lambda v: 0 < v <= 1, 'in (0, 1]')
+SHARE = (lambda v: 0 <= v <= 1, 'in [0, 1]')
+OPEN_UNIT = (lambda v: 0 < v < 1, 'in (0, 1)')
+POSITIVE = (lambda v: 0 < v < FLOAT32_MAX, 'a positive number')
+RATE = (POSITIVE[0], "a positive number (below 3.4e38, float32's largest)")
+NON_NEGATIVE = (lambda v: 0 <= v < FLOAT32_MAX, 'a number >= 0')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +85,9 @@ class Setting:
     group: the `Settings` group it resolves into (None: not part of a
       run's settings: outputs, sweeps, task options).
     choices: the values it may take (an enum flag).
-    valid: what a value (not None) must satisfy, and `must` says
-      ('--NAME must be MUST, got VALUE'); `error` a message of its own.
+    check: (what a value, not None, must satisfy, what it must be:
+      '--NAME must be MUST, got VALUE'); `error_text`, a message of its
+      own.
     needs: (setting, value) it needs, e.g. ('aggregator', 'dp').
     flag: whether it is a flag (else only a record of the run).
     optional: None is a value config.json may hold (besides a None
@@ -87,6 +95,7 @@ class Setting:
     key: its config.json key where other than the flag's name.
     checked: whether `resolve` checks its choices here (the optimizers'
       are checked by `optimizers.resolve`).
+    users: the algorithms that declare it (a hyper-parameter's flag).
   """
 
   name: str
@@ -96,8 +105,7 @@ class Setting:
   section: str = 'run'
   group: str | None = 'run'
   choices: tuple = ()
-  valid: Callable[[Any], bool] | None = None
-  must: str = ''
+  check: tuple[Callable[[Any], bool], str] | None = None
   error_text: str = ''
   needs: tuple[str, str] | None = None
   flag: bool = True
@@ -105,6 +113,7 @@ class Setting:
   key: str = ''
   multi: bool = True
   checked: bool = True
+  users: str = ''
 
   @property
   def record_key(self) -> str | None:
@@ -142,10 +151,10 @@ class Setting:
         else 'one of ' + ', '.join(self.choices)
       )
       return f'--{self.name} must be {listed}, got {value!r}'
-    if self.valid is None or self.valid(value):
+    if self.check is None or self.check[0](value):
       return None
     return self.error_text.format(value) or (
-      f'--{self.name} must be {self.must}, got {value}'
+      f'--{self.name} must be {self.check[1]}, got {value}'
     )
 
 
@@ -227,7 +236,7 @@ def _dp(name, kind, text, **more):
 
 def _declare_settings() -> tuple[Setting, ...]:
   """Every run setting, in --help's order."""
-  S, in01 = Setting, 'in (0, 1)'
+  S = Setting
   return (
     # --- run
     S(
@@ -236,8 +245,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       200,
       f'Communication rounds T, 1 to {MAX_ROUNDS:,} (2^31 - 1: '
       "the server optimizer's round counter is int32).",
-      valid=lambda v: 1 <= v <= MAX_ROUNDS,
-      must=f'in 1..{MAX_ROUNDS}',
+      check=ROUNDS,
     ),
     S(
       'clients_per_round',
@@ -246,8 +254,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'Clients K selected per round (default {default}).',
       group='sampling',
       unset=True,
-      valid=lambda v: v >= 1,
-      must='>= 1',
+      check=AT_LEAST_1,
     ),
     S(
       'client_fraction',
@@ -256,8 +263,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       "FedAvg's C: select max(⌊C·N⌋, 1) of the N clients per "
       'round (instead of --clients_per_round).',
       group=None,
-      valid=lambda v: 0 < v <= 1,
-      must='in (0, 1]',
+      check=FRACTION,
     ),
     S(
       'straggler_fraction',
@@ -266,8 +272,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'Fraction of the selected clients that straggle each round: '
       'they run x ~ U{1..E-1} epochs, fewer than E.',
       group='sampling',
-      valid=lambda v: 0 <= v <= 1,
-      must='in [0, 1]',
+      check=SHARE,
     ),
     S(
       'seed',
@@ -275,8 +280,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       0,
       'Seed of the initial model, client selection, stragglers '
       'and minibatch order (0..2^32-1).',
-      valid=lambda v: 0 <= v <= MAX_SEED,
-      must=f'in 0..{MAX_SEED}',
+      check=SEED,
     ),
     S(
       'workers',
@@ -331,8 +335,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       f'Local epochs E{ALGORITHM_DEFAULT}.',
       'algorithm',
       'algorithm',
-      valid=lambda v: v >= 1,
-      must='>= 1',
+      check=AT_LEAST_1,
     ),
     S(
       'batch_size',
@@ -342,8 +345,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       f'(B = ∞){ALGORITHM_DEFAULT}.',
       'algorithm',
       'algorithm',
-      valid=lambda v: v == -1 or v >= 1,
-      must='>= 1 or -1 (B = ∞)',
+      check=BATCH,
     ),
     S(
       'client_lr',
@@ -353,8 +355,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       "; FedSGD's η unless --server_lr is given.",
       'algorithm',
       'algorithm',
-      valid=_positive,
-      must=POSITIVE,
+      check=RATE,
     ),
     S(
       'server_lr',
@@ -365,8 +366,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'η_gi; 0.01 for the Fed* optimizer presets.',
       'algorithm',
       'algorithm',
-      valid=_positive,
-      must=POSITIVE,
+      check=RATE,
     ),
     S(
       'straggler_policy',
@@ -430,24 +430,21 @@ def _declare_settings() -> tuple[Setting, ...]:
       'noise_multiplier',
       float,
       ': z, the noise stddev on the clipped sum over the clip norm.',
-      valid=lambda v: 0 <= v < FLOAT32_MAX,
-      must='a number >= 0',
+      check=NON_NEGATIVE,
     ),
     _dp(
       'clip',
       float,
       ': clip every update to this L2 norm C (fixed '
       'clipping); without it, adaptive clipping.',
-      valid=_positive,
-      must='a positive number',
+      check=POSITIVE,
     ),
     _dp(
       'target_quantile',
       float,
       ', adaptive clipping: the quantile of the '
       "update norms the clip follows (default 0.5, TFF's).",
-      valid=lambda v: 0 < v < 1,
-      must=in01,
+      check=OPEN_UNIT,
     ),
     _dp(
       'noise_cohort',
@@ -457,8 +454,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       "The trained model's noise multiplier is then z·K/M, and "
       "its ε is the epsilon column; the M-client deployment's is "
       'deployment_epsilon.',
-      valid=lambda v: v >= 1,
-      must='>= 1',
+      check=AT_LEAST_1,
     ),
     _dp(
       'initial_clip',
@@ -466,8 +462,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       ', adaptive clipping: the clip norm before the '
       "first round (default 0.1, TFF's). The clip moves by at most "
       'a factor e^0.1 a round, so start it near the update norms.',
-      valid=_positive,
-      must='a positive number',
+      check=POSITIVE,
     ),
     _dp(
       'noise_seed',
@@ -476,15 +471,13 @@ def _declare_settings() -> tuple[Setting, ...]:
       '--seed): the sampling and the initial model stay those of '
       "--seed, so runs that differ only in it show the noise's "
       'own variance.',
-      valid=lambda v: 0 <= v <= MAX_SEED,
-      must=f'in 0..{MAX_SEED}',
+      check=SEED,
     ),
     _dp(
       'delta',
       float,
       ": δ of the ε reported (default 0.1/N, N the task's clients).",
-      valid=lambda v: 0 < v < 1,
-      must=in01,
+      check=OPEN_UNIT,
     ),
     _dp(
       'accountant',
@@ -518,8 +511,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'Seed of generated data and random splits (fixed by default, '
       'so runs of every --seed share the data).',
       'data',
-      valid=lambda v: 0 <= v <= MAX_SEED,
-      must=f'in 0..{MAX_SEED}',
+      check=SEED,
     ),
     S(
       'train_fraction',
@@ -528,8 +520,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       "Each device's share of training examples, for tasks that "
       'split devices themselves (default 0.9; FedISGD used 0.8).',
       'data',
-      valid=lambda v: 0 < v < 1,
-      must=in01,
+      check=OPEN_UNIT,
     ),
     S(
       'partition',
@@ -617,7 +608,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'Save the program state every N rounds (and after the last).',
       'output',
       None,
-      valid=lambda v: v >= 1,
+      check=AT_LEAST_1,
       error_text='--checkpoint_every must be >= 1',
     ),
     S(
@@ -628,7 +619,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       '(and after the last).',
       'output',
       'measurement',
-      valid=lambda v: v >= 1,
+      check=AT_LEAST_1,
       error_text='--eval_every must be >= 1',
     ),
     S(
@@ -641,8 +632,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'always evaluated in full (default: all clients).',
       'output',
       'measurement',
-      valid=lambda v: v >= 1,
-      must='>= 1',
+      check=AT_LEAST_1,
     ),
     S(
       'dissimilarity_every',
@@ -652,7 +642,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'rounds (0: never).',
       'output',
       'measurement',
-      valid=lambda v: v >= 0,
+      check=(lambda v: v >= 0, '>= 0'),
       error_text='--dissimilarity_every must be >= 0',
     ),
     S(
@@ -671,8 +661,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'Report the rounds to reach this test accuracy (FedAvg §3), e.g. 0.99.',
       'output',
       None,
-      valid=lambda v: 0 < v <= 1,
-      must='in (0, 1]',
+      check=FRACTION,
     ),
     S(
       'stop_at_target',
@@ -692,7 +681,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'output',
       'measurement',
       flag=False,
-      valid=lambda v: 0 < v <= 1,
+      check=FRACTION,
       error_text='--stop_at_target needs a --target_accuracy in (0, 1], got {}',
     ),
     S('progress', bool, True, 'Show a progress bar on stderr.', 'output', None),
@@ -940,22 +929,68 @@ def check_options(values: Mapping[str, Any]):
       _check(BY_NAME[name], value)
 
 
+def _hyperparameter_settings() -> list[Setting]:
+  """A flag for each hyper-parameter the registered algorithms declare
+  (one per name, shared by the algorithms that declare it): its help is
+  the first free declaration's, then which algorithms take it and their
+  defaults, and which hold it fixed."""
+  found = []
+  for name, declared in registry.hyperparameters().items():
+    by_value = {}
+    for algo, h in declared:
+      text = f'{h.default:g}' if h.kind is float else str(h.default)
+      by_value.setdefault((h.fixed, text), []).append(algo)
+    notes = '; '.join(
+      f'{", ".join(algos)}: {"fixed at" if fixed else "default"} {text}'
+      for (fixed, text), algos in sorted(by_value.items())
+    )
+    first = next((h for _, h in declared if not h.fixed), declared[0][1])
+    minimum = '' if first.minimum is None else f'>= {first.minimum:g}'
+    found.append(
+      Setting(
+        name,
+        first.kind,
+        None,
+        f'{first.help.rstrip(".")} ({notes}).',
+        'algorithm',
+        None,
+        check=(lambda v, h=first: h.error(v) is None, minimum),
+        users=', '.join(algo for algo, _ in declared),
+      )
+    )
+  return found
+
+
+def flags() -> list[Setting]:
+  """Every setting that is a flag, in --help's order, the registered
+  algorithms' hyper-parameters before the optimizers' flags. ConfigError
+  for a hyper-parameter named as another flag."""
+  own = _hyperparameter_settings()
+  for setting in own:
+    if setting.name in BY_NAME:
+      raise ConfigError(
+        f'{setting.users}: the hyper-parameter {setting.name} is named as '
+        f'the flag --{setting.name}; rename it'
+      )
+  ordered = [s for s in SETTINGS if s.flag]
+  at = [s.name for s in ordered].index('client_optimizer')
+  return ordered[:at] + own + ordered[at:]
+
+
 def reference() -> Iterator[dict[str, Any]]:
-  """Every run setting with a flag, as --help and the flag reference show
-  it: its section, group, flag, type, default, help, range or choices,
-  and which algorithms or aggregator use it (the algorithms' own
-  hyper-parameters: `registry.hyperparameters`)."""
-  for s in SETTINGS:
-    if not s.flag:
-      continue
+  """Every flag of a run (`flags()`), as --help and the flag reference
+  show it: its --help section, `Settings` group (None: not a setting of
+  config.json), flag, type, default, help, range or choices, and which
+  algorithms (or aggregator) use it ('': every run)."""
+  for s in flags():
     yield dict(
       section=s.section,
       group=s.group,
       flag=s.name,
       type=s.kind.__name__,
-      default=s.default,
+      default=None if s.unset else s.default,
       help=help_text(s),
-      range=s.must or (s.error_text and s.error_text.split(' must be ')[-1]),
+      range=s.check and s.check[1],
       choices=s.choices,
       used_by=_users(s),
     )
@@ -963,8 +998,8 @@ def reference() -> Iterator[dict[str, Any]]:
 
 def _users(s: Setting) -> str:
   """Which algorithms (or aggregator) read `s` ('' for every run)."""
-  if s.needs:
-    return f'--{s.needs[0]}={s.needs[1]}'
+  if s.users or s.needs:
+    return s.users or f'--{s.needs[0]}={s.needs[1]}'
   field = next(
     (f'{r}_optimizer' for r in ('client', 'server') if s.name in _OPTIMIZER[r]),
     s.name,

@@ -95,7 +95,8 @@ class Setting:
     key: its config.json key where other than the flag's name.
     checked: whether `resolve` checks its choices here (the optimizers'
       are checked by `optimizers.resolve`).
-    users: the algorithms that declare it (a hyper-parameter's flag).
+    users: the algorithms that take it (a hyper-parameter's flag; not
+      those that hold it fixed).
   """
 
   name: str
@@ -955,7 +956,7 @@ def _hyperparameter_settings() -> list[Setting]:
         'algorithm',
         None,
         check=(lambda v, h=first: h.error(v) is None, minimum),
-        users=', '.join(algo for algo, _ in declared),
+        users=', '.join(algo for algo, h in declared if not h.fixed),
       )
     )
   return found
@@ -968,8 +969,9 @@ def flags() -> list[Setting]:
   own = _hyperparameter_settings()
   for setting in own:
     if setting.name in BY_NAME:
+      owners = [a for a, _ in registry.hyperparameters()[setting.name]]
       raise ConfigError(
-        f'{setting.users}: the hyper-parameter {setting.name} is named as '
+        f'{", ".join(owners)}: the hyper-parameter {setting.name} is named as '
         f'the flag --{setting.name}; rename it'
       )
   ordered = [s for s in SETTINGS if s.flag]

@@ -1,11 +1,13 @@
 """What the command lines share: absl flags, one error style, --help, flag
 files and users' modules. Imports no TensorFlow.
 
-Flags are specified once (`_groups`, and each program's own) and defined
-into a fresh `absl.flags.FlagValues` per parse (`flag_values`), so a sweep
-parses each run's flags without global state. `config_from_flags` turns
-parsed flags into a `Config`; a flag that was not given stays None there
-("the algorithm's default"). Every entry point reports bad input as one
+A run's flags are its settings' declarations (`simulation.config.SETTINGS`)
+and the algorithms' hyper-parameters (`registry.HyperParameter`); each
+program adds its own `Flag`s. They are defined into a fresh
+`absl.flags.FlagValues` per parse (`flag_values`), so a sweep parses each
+run's flags without global state. `config_from_flags` turns parsed flags
+into a `Config`; a flag that was not given stays None there ("the
+algorithm's default"). Every entry point reports bad input as one
 line, `PROGRAM: error: …`, and exit code 2 (`fail`): the help is a flag
 away.
 """
@@ -22,13 +24,9 @@ from absl import flags
 
 import tasks
 from tff_algos import user_modules
-from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
-from tff_algos.privacy import flags as privacy_flags
 from tff_algos.simulation import config as config_lib
-
-_DEFAULTS = config_lib.Config()
 
 
 class UsageError(Exception):
@@ -63,549 +61,40 @@ class Flag:
   args: tuple = ()  # e.g. an enum's values
 
 
-def _algorithm_default(name):
-  """' (default 20; fedsgd: 1)' for --epochs: the registered algorithms'."""
-  values = {}
-  for algo in registry.names():
-    entry = registry.get(algo)
-    value = entry.fixed.get(name, entry.defaults.get(name))
-    if value is not None and not callable(value):
-      values.setdefault(value, []).append(algo)
-  if not values:
-    return ''
-  common = max(values, key=lambda v: len(values[v]))
-  others = '; '.join(
-    f'{", ".join(algos)}: {v}' for v, algos in values.items() if v != common
+_DEFINE = {
+  bool: 'DEFINE_bool',
+  int: 'DEFINE_integer',
+  float: 'DEFINE_float',
+  str: 'DEFINE_string',
+  list: 'DEFINE_multi_string',
+}
+
+
+def _flag(setting: config_lib.Setting) -> Flag:
+  """The flag of a run setting's declaration."""
+  define = _DEFINE[setting.kind] if setting.multi else 'DEFINE_list'
+  return Flag(
+    'DEFINE_enum' if setting.choices else define,
+    setting.name,
+    None if setting.unset else setting.default,
+    config_lib.help_text(setting),
+    (list(setting.choices),) if setting.choices else (),
   )
-  return f' (default {common}' + (f'; {others}' if others else '') + ')'
-
-
-_DEFINE = {bool: 'DEFINE_bool', int: 'DEFINE_integer', float: 'DEFINE_float'}
-
-
-def _hyperparameter_flags():
-  """A flag for each hyper-parameter the registered algorithms declare
-  (one per name, shared by the algorithms that declare it): its help is
-  the first free declaration's, then which algorithms take it and their
-  defaults, and which hold it fixed."""
-  found = []
-  for name, declared in registry.hyperparameters().items():
-    by_value = {}
-    for algo, h in declared:
-      text = f'{h.default:g}' if h.kind is float else str(h.default)
-      by_value.setdefault((h.fixed, text), []).append(algo)
-    notes = '; '.join(
-      f'{", ".join(algos)}: {"fixed at" if fixed else "default"} {text}'
-      for (fixed, text), algos in sorted(by_value.items())
-    )
-    first = next((h for _, h in declared if not h.fixed), declared[0][1])
-    found.append(
-      Flag(
-        _DEFINE[first.kind],
-        name,
-        None,
-        f'{first.help.rstrip(".")} ({notes}).',
-      )
-    )
-  return found
-
-
-def _optimizer_flags(role):
-  names = (
-    optimizers.CLIENT_OPTIMIZERS
-    if role == 'client'
-    else optimizers.SERVER_OPTIMIZERS
-  )
-  return [
-    Flag(
-      'DEFINE_enum',
-      f'{role}_optimizer',
-      None,
-      f'The {role} optimizer (default sgd: plain SGD'
-      + (
-        "; fedadam, fedyogi, fedadagrad: Reddi et al. 2021's presets"
-        if role == 'server'
-        else ''
-      )
-      + ').',
-      (list(names),),
-    ),
-    Flag(
-      'DEFINE_float',
-      f'{role}_momentum',
-      None,
-      f'--{role}_optimizer=sgdm: momentum (default 0.9).',
-    ),
-    Flag(
-      'DEFINE_float',
-      f'{role}_beta1',
-      None,
-      f'Adam/Yogi ({role}): β1 (default 0.9).',
-    ),
-    Flag(
-      'DEFINE_float',
-      f'{role}_beta2',
-      None,
-      f'Adam/Yogi ({role}): β2 (default 0.999; the Fed presets 0.99).',
-    ),
-    Flag(
-      'DEFINE_float',
-      f'{role}_epsilon',
-      None,
-      f"Adam/Adagrad/Yogi ({role}): ε (Reddi et al.'s τ).",
-    ),
-    Flag(
-      'DEFINE_enum',
-      f'{role}_lr_schedule',
-      None,
-      f'The {role} learning rate per round t: constant, step '
-      '(η·decay^⌊t/every⌋) or inverse_time (η/(1 + decay·⌊t/every⌋))'
-      + (
-        ' (default constant; FedISGD: step)'
-        if role == 'server'
-        else ' (default constant)'
-      )
-      + '.',
-      (list(optimizers.SCHEDULES),),
-    ),
-    Flag(
-      'DEFINE_float',
-      f'{role}_lr_decay',
-      None,
-      f"The {role} schedule's decay (default 1).",
-    ),
-    Flag(
-      'DEFINE_integer',
-      f'{role}_lr_decay_every',
-      None,
-      f"Rounds between the {role} schedule's decays (default 1).",
-    ),
-  ]
 
 
 def _groups():
-  """The flags of every group, in help order (built on first use: the
-  algorithms' defaults and hyper-parameters come from the registry).
-  UsageError for a hyper-parameter named as another flag."""
-  groups = _run_groups()
-  names = {f.name for group in groups.values() for f in group}
-  own = _hyperparameter_flags()
-  for flag in own:
-    if flag.name in names:
-      owners = [a for a, _ in registry.hyperparameters()[flag.name]]
-      raise UsageError(
-        f'{", ".join(owners)}: the hyper-parameter {flag.name} is named as '
-        f'the flag --{flag.name}; rename it'
-      )
-  algorithm = groups['algorithm']
-  at = [f.name for f in algorithm].index('client_optimizer')
-  algorithm[at:at] = own  # Before the optimizers' flags.
+  """The flags of every --help section, in order (`config.flags()`, built
+  on first use: the algorithms' defaults and hyper-parameters come from
+  the registry). UsageError for a hyper-parameter named as another
+  flag."""
+  try:
+    settings = config_lib.flags()
+  except config_lib.ConfigError as e:
+    raise UsageError(str(e)) from None
+  groups = {}
+  for setting in settings:
+    groups.setdefault(setting.section, []).append(_flag(setting))
   return groups
-
-
-def _run_groups():
-  """The flags of every group but the algorithms' hyper-parameters."""
-  return {
-    'run': [
-      Flag(
-        'DEFINE_integer',
-        'rounds',
-        _DEFAULTS.rounds,
-        f'Communication rounds T, 1 to {config_lib.MAX_ROUNDS:,} (2^31 - 1: '
-        "the server optimizer's round counter is int32).",
-      ),
-      Flag(
-        'DEFINE_integer',
-        'clients_per_round',
-        None,
-        f'Clients K selected per round (default '
-        f'{_DEFAULTS.clients_per_round}).',
-      ),
-      Flag(
-        'DEFINE_float',
-        'client_fraction',
-        None,
-        "FedAvg's C: select max(⌊C·N⌋, 1) of the N clients per "
-        'round (instead of --clients_per_round).',
-      ),
-      Flag(
-        'DEFINE_float',
-        'straggler_fraction',
-        _DEFAULTS.straggler_fraction,
-        'Fraction of the selected clients that straggle each round: '
-        'they run x ~ U{1..E-1} epochs, fewer than E.',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'seed',
-        _DEFAULTS.seed,
-        'Seed of the initial model, client selection, stragglers '
-        'and minibatch order (0..2^32-1).',
-      ),
-      Flag(
-        'DEFINE_string',
-        'workers',
-        '',
-        'Spread the client work over remote TFF workers, '
-        'host:port,... (python -m tff_algos.worker; README "Remote '
-        'workers": their protocol is unauthenticated; the clients '
-        'then train per client). Empty: the local runtime only.',
-      ),
-      Flag(
-        'DEFINE_enum',
-        'client_execution',
-        _DEFAULTS.client_execution,
-        "How the clients' local training runs: compiled (the "
-        "round's clients one after another in one XLA-compiled loop "
-        'in this process), lockstep (many clients at once in this '
-        'process), both the same computation summed in another '
-        'order; per_client (a TFF call per client, its data sent: '
-        'the reference) or auto (compiled or lockstep where it is '
-        'the faster: models without convolutions). The header says '
-        'which ran, and why not in this process. Unless '
-        'per_client, clients trained per client read their data '
-        'in the TFF worker (the same models), and a model evaluated '
-        'client by client (the char-LSTM) has its predictions made '
-        'across clients.',
-        (list(config_lib.CLIENT_EXECUTIONS),),
-      ),
-      Flag(
-        'DEFINE_multi_string',
-        'import',
-        [],
-        'A module (my_pkg.my_module) or file (path/to/my_task.py) '
-        'that registers tasks or algorithms of your own; '
-        'repeatable, recorded in config.json (docs/TASKS.md).',
-      ),
-    ],
-    'algorithm': [
-      Flag(
-        'DEFINE_string',
-        'algo',
-        _DEFAULTS.algo,
-        'The federated algorithm (listed above).',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'epochs',
-        None,
-        'Local epochs E' + _algorithm_default('epochs') + '.',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'batch_size',
-        None,
-        'Local minibatch size B; -1 = the whole local dataset '
-        '(B = ∞)' + _algorithm_default('batch_size') + '.',
-      ),
-      Flag(
-        'DEFINE_float',
-        'client_lr',
-        None,
-        'Client learning rate η'
-        + _algorithm_default('client_lr')
-        + "; FedSGD's η unless --server_lr is given.",
-      ),
-      Flag(
-        'DEFINE_float',
-        'server_lr',
-        None,
-        'Server learning rate on the mean update: 1 = model '
-        "averaging (FedAvg/FedProx); FedSGD's η; FedISGD's initial "
-        'η_gi; 0.01 for the Fed* optimizer presets.',
-      ),
-      Flag(
-        'DEFINE_enum',
-        'straggler_policy',
-        None,
-        "drop: discard stragglers' updates (FedAvg, FedSGD); "
-        'partial: aggregate their partial work (FedProx, FedISGD).',
-        (['drop', 'partial'],),
-      ),
-      Flag(
-        'DEFINE_enum',
-        'client_weighting',
-        None,
-        'Weights of the mean of the client models: n_k (default) or '
-        "1/K (FedISGD's default).",
-        (['num_examples', 'uniform'],),
-      ),
-      Flag(
-        'DEFINE_multi_string',
-        'hparam',
-        [],
-        "NAME=VALUE: a hyper-parameter of the algorithm's own, as its "
-        'flag --NAME=VALUE gives it; repeatable.',
-      ),
-      *_optimizer_flags('client'),
-      *_optimizer_flags('server'),
-    ],
-    'aggregation': [
-      Flag(
-        'DEFINE_enum',
-        'client_sampling',
-        _DEFAULTS.client_sampling,
-        "How each round's clients are drawn: uniform (K of N "
-        'without replacement), poisson (each client with q = K/N: '
-        'the cohort size varies, what DP analyses assume) or '
-        'proportional (K clients with probability ∝ n_k and a '
-        'uniform mean, FedProx App. C.3.4). Every draw a function of '
-        '(seed, round, client).',
-        (list(config_lib.SAMPLING),),
-      ),
-      Flag(
-        'DEFINE_enum',
-        'aggregator',
-        _DEFAULTS.aggregator,
-        'The model aggregator: mean (n_k-weighted), dp (clipping and '
-        'Gaussian noise, seeded; the mean becomes uniform), '
-        "compression (TFF's quantization) or robust (TFF's zeroing "
-        'and clipping).',
-        (list(aggregators.KINDS),),
-      ),
-      Flag(
-        'DEFINE_float',
-        'dp_noise_multiplier',
-        None,
-        '--aggregator=dp: z, the noise stddev on the clipped sum over '
-        'the clip norm.',
-      ),
-      Flag(
-        'DEFINE_float',
-        'dp_clip',
-        None,
-        '--aggregator=dp: clip every update to this L2 norm C (fixed '
-        'clipping); without it, adaptive clipping.',
-      ),
-      Flag(
-        'DEFINE_float',
-        'dp_target_quantile',
-        None,
-        '--aggregator=dp, adaptive clipping: the quantile of the '
-        "update norms the clip follows (default 0.5, TFF's).",
-      ),
-      Flag(
-        'DEFINE_integer',
-        'dp_noise_cohort',
-        None,
-        '--aggregator=dp: calibrate the noise as if M clients (K <= '
-        "M <= N) took part each round (pfl-research's noise cohort). "
-        "The trained model's noise multiplier is then z·K/M, and "
-        "its ε is the epsilon column; the M-client deployment's is "
-        'deployment_epsilon.',
-      ),
-      Flag(
-        'DEFINE_float',
-        'dp_initial_clip',
-        None,
-        '--aggregator=dp, adaptive clipping: the clip norm before the '
-        "first round (default 0.1, TFF's). The clip moves by at most "
-        'a factor e^0.1 a round, so start it near the update norms.',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'dp_noise_seed',
-        None,
-        '--aggregator=dp: the seed of the DP noise alone (default '
-        '--seed): the sampling and the initial model stay those of '
-        "--seed, so runs that differ only in it show the noise's "
-        'own variance.',
-      ),
-      Flag(
-        'DEFINE_float',
-        'dp_delta',
-        None,
-        '--aggregator=dp: δ of the ε reported (default 0.1/N, N the '
-        "task's clients).",
-      ),
-      Flag(
-        'DEFINE_enum',
-        'dp_accountant',
-        None,
-        '--aggregator=dp: rdp (default) or pld (--client_sampling='
-        'poisson only) for ε.',
-        (['rdp', 'pld'],),
-      ),
-    ],
-    'data': [
-      Flag(
-        'DEFINE_string',
-        'task',
-        _DEFAULTS.task,
-        'The task: data and model (listed above).',
-      ),
-      Flag(
-        'DEFINE_string',
-        'data_dir',
-        None,
-        'Dataset tasks: the folder holding their files (default '
-        '$TFF_DATA_DIR, else ~/.tff). Synthetic tasks generate their '
-        'data: give it only for a LEAF folder with train/ and test/ '
-        'JSON to read instead.',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'data_seed',
-        _DEFAULTS.data_seed,
-        'Seed of generated data and random splits (fixed by default, '
-        'so runs of every --seed share the data).',
-      ),
-      Flag(
-        'DEFINE_float',
-        'train_fraction',
-        None,
-        "Each device's share of training examples, for tasks that "
-        'split devices themselves (default 0.9; FedISGD used 0.8).',
-      ),
-      Flag(
-        'DEFINE_string',
-        'partition',
-        None,
-        'dirichlet:α: repartition the training examples over the '
-        "task's clients with Dirichlet(α) label proportions (small α: "
-        'few labels per client), seeded by --data_seed; the per-'
-        'client label counts go to label_histogram.csv.',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'num_clients',
-        None,
-        'Dataset tasks that support it: a seeded random subset of '
-        'this many clients (quick runs on a CPU).',
-      ),
-      Flag(
-        'DEFINE_string',
-        'embeddings',
-        None,
-        'Sent140: a GloVe-format text file of word embeddings (else '
-        'embeddings are trained).',
-      ),
-    ],
-    'output': [
-      Flag(
-        'DEFINE_string',
-        'output_dir',
-        None,
-        'The run folder: metrics.csv, config.json, summary.json, '
-        'checkpoints/, tensorboard/ (default runs/ALGO_TASK_seedSEED, '
-        'found again by the same command).',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'overwrite',
-        False,
-        'Replace the results in an existing --output_dir (a sweep: '
-        'only the runs whose folders hold other settings).',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'replace_other_run',
-        False,
-        'Replace the run in --output_dir only if it was run with '
-        "other settings (what a sweep's --overwrite passes to its "
-        'runs).',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'accept_package_change',
-        False,
-        "Let a run in --output_dir that this package's code of "
-        'another version started go on (resume) or stand (finished) '
-        'under this one; config.json records both versions. Your own '
-        'code, the data and the settings must be the same.',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'resume',
-        False,
-        'Continue the unfinished run in --output_dir (an error if '
-        'there is none; the same command without --resume also '
-        'continues it).',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'checkpoint_every',
-        10,
-        'Save the program state every N rounds (and after the last).',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'eval_every',
-        _DEFAULTS.eval_every,
-        'Evaluate f(w) and accuracy on all clients every N rounds '
-        '(and after the last).',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'eval_clients',
-        None,
-        'Estimate the training loss and accuracy on a fixed random '
-        'subset of this many clients (seeded by --seed; the output '
-        'says so), for tasks with many clients; the test split is '
-        'always evaluated in full (default: all clients).',
-      ),
-      Flag(
-        'DEFINE_integer',
-        'dissimilarity_every',
-        0,
-        'Write the gradient variance and dissimilarity B(w) every N '
-        'rounds (0: never).',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'update_spread',
-        False,
-        'Write the spread of the client updates (1/K)Σ‖u_k − ū‖² '
-        'every round (FedISGD always does: its VLG).',
-      ),
-      Flag(
-        'DEFINE_float',
-        'target_accuracy',
-        None,
-        'Report the rounds to reach this test accuracy (FedAvg §3), e.g. 0.99.',
-      ),
-      Flag(
-        'DEFINE_bool',
-        'stop_at_target',
-        False,
-        'End the run at the first evaluated round whose test '
-        'accuracy reaches --target_accuracy (all that rounds-to-'
-        'target tables need).',
-      ),
-      Flag('DEFINE_bool', 'progress', True, 'Show a progress bar on stderr.'),
-      Flag(
-        'DEFINE_bool',
-        'dry_run',
-        False,
-        "Validate the flags and print the run's settings (a sweep: "
-        "every run's); run nothing.",
-      ),
-    ],
-    'sweep': [
-      Flag(
-        'DEFINE_multi_string',
-        'variant',
-        [],
-        'One run per variant, "NAME: --flag=value ..." (a table row '
-        'or curve; the first is the baseline of the speedup '
-        'column).',
-      ),
-      Flag(
-        'DEFINE_multi_string',
-        'sweep',
-        [],
-        'Every variant for each value, "FLAG=V1,V2,..."; repeatable '
-        '(cartesian product).',
-      ),
-      Flag(
-        'DEFINE_list',
-        'only',
-        [],
-        'Run only these variants (names); the summary still covers '
-        'every run of the plan that has results.',
-      ),
-    ],
-  }
 
 
 def flag_values(groups, extra=()) -> flags.FlagValues:
@@ -781,83 +270,24 @@ def _hparams(holder):
   return values
 
 
-def _value(holder, name, default=None):
-  """A flag's value, or `default` where the program does not define it."""
-  return holder[name].value if name in holder else default
-
-
-_AGGREGATION = ('client_sampling', 'aggregator', *privacy_flags.DP_FLAGS)
 OPTIMIZER_FIELDS = optimizers.flag_names('client') + optimizers.flag_names(
   'server'
 )
 
 
 def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:
-  """The Config of the parsed flags; UsageError for a bad combination
-  (with `check`: a sweep's common flags are checked as each run's).
-
-  With --client_fraction, K (clients_per_round) is None until the task's
-  clients are known (`RunPlan.settings_for`). Flags a program does not
-  define (export has no run flags) take the Config's defaults.
-  """
-  given = {
-    name: holder[name].value
-    for name in (*registry.ALGORITHM_FIELDS, *OPTIMIZER_FIELDS)
-  }
-  clients_per_round = _value(holder, 'clients_per_round')
-  client_fraction = _value(holder, 'client_fraction')
-  if clients_per_round is not None and client_fraction is not None:
-    raise UsageError('give --clients_per_round or --client_fraction, not both')
-  if client_fraction is not None:
-    if not 0 < client_fraction <= 1:
-      raise UsageError(
-        f'--client_fraction must be in (0, 1], got {client_fraction}'
-      )
-  elif clients_per_round is None:
-    clients_per_round = _DEFAULTS.clients_per_round
-  if (
-    _value(holder, 'stop_at_target')
-    and _value(holder, 'target_accuracy') is None
-  ):
-    raise UsageError('--stop_at_target needs --target_accuracy')
-  config = config_lib.Config(
-    algo=holder.algo,
-    task=holder.task,
-    rounds=_value(holder, 'rounds', _DEFAULTS.rounds),
-    clients_per_round=clients_per_round,
-    straggler_fraction=_value(
-      holder, 'straggler_fraction', _DEFAULTS.straggler_fraction
-    ),
-    hparams=_hparams(holder),  # The algorithm's own, given.
-    update_spread=_value(holder, 'update_spread', False),
-    dissimilarity_every=_value(holder, 'dissimilarity_every', 0),
-    eval_every=_value(holder, 'eval_every', _DEFAULTS.eval_every),
-    eval_clients=_value(holder, 'eval_clients'),
-    stop_at_accuracy=(
-      _value(holder, 'target_accuracy')
-      if _value(holder, 'stop_at_target')
-      else None
-    ),
-    seed=_value(holder, 'seed', _DEFAULTS.seed),
-    data_seed=holder.data_seed,
-    data_dir=holder.data_dir,
-    train_fraction=holder.train_fraction,
-    partition=_value(holder, 'partition'),
-    imports=tuple(imports),
-    client_execution=_value(
-      holder, 'client_execution', _DEFAULTS.client_execution
-    ),
-    **{
-      name: _value(holder, name, getattr(_DEFAULTS, name))
-      for name in _AGGREGATION
-    },
-    **given,
-  )
-  if not tasks.is_known(config.task):
-    raise UsageError(
-      f'unknown --task={config.task!r}; known: {", ".join(tasks.task_names())}'
-    )
+  """The Config of the parsed flags (`config.from_flags`); UsageError for
+  a bad combination (with `check`: a sweep's common flags are checked as
+  each run's)."""
   try:
+    config = config_lib.from_flags(
+      {name: holder[name].value for name in holder}, _hparams(holder), imports
+    )
+    if not tasks.is_known(config.task):
+      raise UsageError(
+        f'unknown --task={config.task!r}; known: '
+        f'{", ".join(tasks.task_names())}'
+      )
     if check:
       config_lib.resolve(config)
   except config_lib.ConfigError as e:

@@ -38,6 +38,7 @@ from tff_algos import cli
 from tff_algos.algorithms import optimizers
 from tff_algos.analysis import sweep
 from tff_algos.runtime import addresses
+from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import run_dir
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
@@ -125,18 +126,11 @@ class Command:
 def _plan(holder, imports, check=True) -> RunPlan:
   """The RunPlan of parsed flags; UsageError for bad values (with `check`:
   a sweep's own flags are checked as each run's)."""
-  if holder.checkpoint_every < 1:
-    raise cli.UsageError('--checkpoint_every must be >= 1')
   try:
+    config_lib.check_options({name: holder[name].value for name in holder})
     addresses.parse_workers(holder.workers)
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
-  if holder.target_accuracy is not None and not (
-    0 < holder.target_accuracy <= 1
-  ):
-    raise cli.UsageError(
-      f'--target_accuracy must be in (0, 1], got {holder.target_accuracy}'
-    )
   if holder.resume and (holder.overwrite or not holder.output_dir):
     raise cli.UsageError(
       '--resume needs the --output_dir of the run, and no --overwrite'

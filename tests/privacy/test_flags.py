@@ -1,14 +1,10 @@
-"""The DP flags' resolution (`privacy.flags`): plain values in, the run's
-DP settings out, a ValueError naming the flag for values no run can use,
-and the run's settings (`simulation.config`) say what it says."""
-
-import dataclasses
+"""The DP settings (`--aggregator=dp` and the `--dp_*` flags), declared in
+`simulation.config`: their defaults, and one line naming the flag for
+values no run can use."""
 
 import pytest
 
-from tasks import validate
 from tff_algos.privacy import budget
-from tff_algos.privacy import flags
 from tff_algos.simulation import config as config_lib
 
 pytestmark = pytest.mark.fast  # Few tests, each cheap: all in the fast set.
@@ -23,30 +19,28 @@ DP = dict(
 
 
 def _resolve(num_clients=100, **values):
-  return flags.resolve(
-    {**DP, **values}, num_clients, max_seed=config_lib.MAX_SEED
-  )
+  """The DP settings of a run, as config.json records them."""
+  config = config_lib.Config(**{**DP, **values})
+  settings = config_lib.resolve(config, num_clients=num_clients)
+  return {k: v for k, v in settings.to_json().items() if k.startswith('dp_')}
 
 
-def test_its_constants_are_the_packages():
-  assert flags.FLOAT32_MAX == validate.FLOAT32_MAX
-  assert set(flags.RESOLVED) == {
-    f.name
-    for f in dataclasses.fields(config_lib.Config)
-    if f.name.startswith('dp_')
-  }
+def test_every_dp_flag_is_a_privacy_setting_that_needs_the_dp_aggregator():
+  dp = [s for s in config_lib.SETTINGS if s.name.startswith('dp_')]
+  assert len(dp) == 9
+  assert all(s.group == 'privacy' for s in dp)
+  assert all(s.needs == ('aggregator', 'dp') for s in dp)
 
 
 def test_without_dp_every_setting_is_none_and_a_dp_flag_an_error():
-  assert flags.resolve(
-    dict(aggregator='mean', client_sampling='poisson'), 10, max_seed=1
-  ) == dict.fromkeys(flags.RESOLVED)
-  with pytest.raises(ValueError, match=r'^--dp_clip needs --aggregator=dp$'):
-    flags.resolve(
-      dict(aggregator='robust', client_sampling='uniform', dp_clip=1.0),
-      10,
-      max_seed=1,
-    )
+  resolved = _resolve(
+    10, aggregator='mean', client_sampling='poisson', dp_noise_multiplier=None
+  )
+  assert set(resolved.values()) == {None} and len(resolved) == 9
+  with pytest.raises(
+    config_lib.ConfigError, match=r'^--dp_clip needs --aggregator=dp$'
+  ):
+    _resolve(10, aggregator='robust', dp_noise_multiplier=None, dp_clip=1.0)
 
 
 def test_the_defaults():
@@ -70,22 +64,26 @@ def test_the_defaults():
 @pytest.mark.parametrize(
   'values, message',
   [
-    (dict(dp_noise_multiplier=None), '--aggregator=dp needs'),
-    (dict(dp_noise_seed=2**32), r'--dp_noise_seed must be in 0\.\.4294967295'),
-    (dict(dp_noise_cohort=101), 'is more than the 100 clients of synthetic'),
-    (dict(dp_accountant='pld'), 'needs --client_sampling=poisson'),
+    (
+      dict(dp_noise_multiplier=None),
+      r'^--aggregator=dp needs --dp_noise_multiplier \(z >= 0\)$',
+    ),
+    (
+      dict(dp_noise_seed=2**32),
+      r'^--dp_noise_seed must be in 0\.\.4294967295, got 4294967296$',
+    ),
+    (
+      dict(dp_noise_cohort=101),
+      r'^--dp_noise_cohort=101 is more than the 100 clients of '
+      'synthetic_1_1: a round cannot draw more clients than there are$',
+    ),
+    (
+      dict(dp_accountant='pld'),
+      r'^--dp_accountant=pld needs --client_sampling=poisson \(dp_accounting '
+      r'has no PLD of fixed-size sampling\)$',
+    ),
   ],
 )
-def test_a_value_no_run_can_use_is_a_value_error_config_reports(
-  values, message
-):
-  with pytest.raises(ValueError, match=message) as raised:
+def test_a_value_no_run_can_use_is_one_line_naming_the_flag(values, message):
+  with pytest.raises(config_lib.ConfigError, match=message):
     _resolve(**values)
-  config = config_lib.Config(
-    aggregator='dp',
-    clients_per_round=10,
-    **{'dp_noise_multiplier': 0.5, **values},
-  )
-  with pytest.raises(config_lib.ConfigError) as reported:
-    config_lib.resolve(config, num_clients=100)
-  assert str(reported.value) == str(raised.value)

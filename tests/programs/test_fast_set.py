@@ -84,7 +84,7 @@ def test_the_modules_the_fast_set_leaves_out_exist_and_say_why():
 @pytest.mark.slow
 @pytest.mark.parametrize('jobs', ['0', '1'])  # In process; one xdist worker.
 def test_reach_every_module_fails_naming_the_modules_no_test_ran(jobs):
-  """One test of the DP flags, which calls no algorithm and reads no
+  """One test of the DP settings, which calls no algorithm and reads no
   data: the modules it leaves unrun are named, the one it ran is not."""
   result = subprocess.run(
     warm.command(
@@ -110,5 +110,5 @@ def test_reach_every_module_fails_naming_the_modules_no_test_ran(jobs):
   missed = out.split('of the modules never ran')[1].splitlines()
   missed = {line.strip() for line in missed if line.startswith('  ')}
   assert {'tasks/mnist.py', 'tff_algos/algorithms/fedprox.py'} <= missed
-  assert 'tff_algos/privacy/flags.py' not in missed  # It ran.
+  assert 'tff_algos/simulation/config.py' not in missed  # It ran.
   assert 'tff_algos/__main__.py' not in missed  # Exempt.

@@ -282,8 +282,7 @@ def test_the_check_above_sees_an_import_by_name_and_a_stand_in(tmp_path):
     'tff_algos.simulation.results, tff_algos.analysis.sweep, '
     'tff_algos.analysis.plot, tff_algos.plot',
     # Privacy: all but the mechanisms (the DP aggregators).
-    'tff_algos.privacy, tff_algos.privacy.budget, '
-    'tff_algos.privacy.accounting, tff_algos.privacy.flags',
+    'tff_algos.privacy, tff_algos.privacy.budget, tff_algos.privacy.accounting',
     # Packages that hold a module of TensorFlow (analysis.interpolation,
     # program.data_source) but import none of their modules.
     'tff_algos.analysis, tff_algos.program',

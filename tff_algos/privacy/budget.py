@@ -2,7 +2,7 @@
 shares, and which neighbouring datasets each sampling scheme's ε is for:
 no TensorFlow (nor dp_accounting), so that the DP aggregator
 (`privacy.mechanisms`), the accountant (`privacy.accounting`) and the DP
-flags' resolution (`privacy.flags`) agree on them.
+settings' resolution (`simulation.config`) agree on them.
 """
 
 import math

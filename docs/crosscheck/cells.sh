@@ -28,6 +28,8 @@ $REF mnist --split=noniid $B10 $T1 --clients_per_round=1 --lr=0.1 --cell="$(cell
 $REF mnist --split=iid $BINF $T1 --clients_per_round=1 --lr=1 --cell="$(cell 'IID, B=∞, C=0')"
 # Run on 2026-11-26, at the η the grid chose:
 $REF mnist --split=noniid $BINF $T1 --clients_per_round=1 --lr=0.215 --cell="$(cell 'non-IID, B=∞, C=0')"
+$REF mnist --split=iid $BINF $T1 --clients_per_round=20 --lr=0.464 --cell="$(cell 'IID, B=∞, C=0.2')"
+$REF mnist --split=noniid $BINF $T1 --clients_per_round=20 --lr=0.464 --cell="$(cell 'non-IID, B=∞, C=0.2')"
 
 # FedProx Figure 1, Synthetic(1,1), 90% stragglers: our generated dataset
 # (data seed 0, exported by our generator; the training is the reference's).

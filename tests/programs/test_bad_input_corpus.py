@@ -288,13 +288,16 @@ def other_cases():
 
 
 def rounds_cases():
-  """--rounds past its maximum (absl reads any integer, past int64 too: it
-  must not run until killed), and the maximum itself, accepted."""
+  """--rounds and --epochs past their maximum (absl reads any integer, past
+  int64 too: a run must not go on until killed), and the maximum itself,
+  accepted."""
+  from tff_algos.simulation.config import MAX_EPOCHS
   from tff_algos.simulation.config import MAX_ROUNDS
 
-  for rounds in ('99999999999999999999', MAX_ROUNDS + 1):
-    yield Case('experiment', 'rounds', (f'--rounds={rounds}',))
-  yield Case('experiment', 'rounds', (f'--rounds={MAX_ROUNDS}',), bad=False)
+  for flag, largest in (('rounds', MAX_ROUNDS), ('epochs', MAX_EPOCHS)):
+    for value in ('99999999999999999999', largest + 1):
+      yield Case('experiment', 'rounds', (f'--{flag}={value}',))
+    yield Case('experiment', 'rounds', (f'--{flag}={largest}',), bad=False)
 
 
 CORPUS = [

@@ -145,8 +145,9 @@ def test_a_worker_without_the_client_data_is_a_clear_error(tmp_path, workers):
       store.check_remote_workers(arrays)
     assert str(error.value) == (
       f'the TFF worker at {addresses[0]}: its copy of the client data file '
-      f'{path} {differs}: copy the folder to its machine again (README, '
-      '"Remote workers") or run with --client_execution=per_client'
+      f'{path} {differs}: copy the folder to its machine again '
+      '(docs/guide/remote-workers.md) or run with '
+      '--client_execution=per_client'
     )
   os.remove(path)
   with pytest.raises(client_store.StoreError) as error:

@@ -19,7 +19,7 @@ unchecked: it reads the folder back and compares its digest with the
 folder's name (MNIST's 47 MB: about 25 ms), and writes again each file
 that is missing or differs, saying so in one line. A worker on another
 machine reads the same path, which must therefore hold the same folder
-there (README, "Remote workers"); before the first round each remote
+there (docs/guide/remote-workers.md); before the first round each remote
 worker reads its copy and returns each file's size and keyed hash
 (`runtime.remote.keyed_digest`, under a key of the run's), which must be
 those of this machine's data (`ClientStore.check_remote_workers`): a
@@ -149,7 +149,7 @@ class ClientStore:
 
 # What a worker with a damaged or partial copy of the store is to do.
 _COPY_AGAIN = (
-  'copy the folder to its machine again (README, "Remote workers") or run '
+  'copy the folder to its machine again (docs/guide/remote-workers.md) or run '
   'with --client_execution=per_client'
 )
 

@@ -61,6 +61,10 @@ class ConfigError(ValueError):
 ROUNDS = (lambda v: 1 <= v <= MAX_ROUNDS, f'in 1..{MAX_ROUNDS}')
 SEED = (lambda v: 0 <= v <= MAX_SEED, f'in 0..{MAX_SEED}')
 AT_LEAST_1 = (lambda v: v >= 1, '>= 1')
+# A client's minibatch schedule counts its examples over all E epochs in
+# int32 (`learning.ScheduledInput`'s example_order and batch_ends).
+MAX_EPOCHS = 2**31 - 1
+EPOCHS = (lambda v: 1 <= v <= MAX_EPOCHS, f'in 1..{MAX_EPOCHS}')
 BATCH = (lambda v: v == -1 or v >= 1, '>= 1 or -1 (B = ∞)')
 FRACTION = (lambda v: 0 < v <= 1, 'in (0, 1]')
 SHARE = (lambda v: 0 <= v <= 1, 'in [0, 1]')
@@ -288,8 +292,9 @@ def _declare_settings() -> tuple[Setting, ...]:
       str,
       '',
       'Spread the client work over remote TFF workers, '
-      'host:port,... (python -m tff_algos.worker; README "Remote '
-      'workers": their protocol is unauthenticated; the clients '
+      'host:port,... (python -m tff_algos.worker; '
+      'docs/guide/remote-workers.md: their protocol is unauthenticated; the '
+      'clients '
       'then train per client). Empty: the local runtime only.',
       group=None,
     ),
@@ -336,7 +341,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       f'Local epochs E{ALGORITHM_DEFAULT}.',
       'algorithm',
       'algorithm',
-      check=AT_LEAST_1,
+      check=EPOCHS,
     ),
     S(
       'batch_size',

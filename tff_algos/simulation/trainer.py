@@ -250,7 +250,7 @@ def accounted_mechanism(
       'no DP aggregator, '
       "so no ε can be claimed for it: its builder must pass the run's "
       'aggregator on, model_aggregator=core.model_aggregator(settings, '
-      'client_input) (README, "Your own task, algorithm and optimizer")'
+      'client_input) (docs/guide/your-own.md)'
       if not events
       else f'--aggregator=dp: the process of --algo={settings.algo} carries '
       f'{len(events)} DP aggregators; the accountant accounts for one'

@@ -15,6 +15,22 @@ from tff_algos.algorithms import registry
 from tff_algos.simulation import columns
 
 
+@pytest.fixture(autouse=True)
+def _the_packages_algorithms_only(monkeypatch):
+  """The pages document the package's own algorithms: a user's module
+  another test of this process registered (tests/programs/user_modules)
+  is left out, as it is from a fresh `tools/reference.py`."""
+  monkeypatch.setattr(
+    registry,
+    '_ALGORITHMS',
+    {
+      name: entry
+      for name, entry in registry._ALGORITHMS.items()
+      if entry.build.__module__.startswith('tff_algos.')
+    },
+  )
+
+
 def _reference():
   spec = importlib.util.spec_from_file_location(
     'reference', REPO / 'tools' / 'reference.py'

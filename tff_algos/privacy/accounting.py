@@ -465,9 +465,35 @@ def epsilon_of(
   per-round values: `epsilons_of(...)[-1]` (RDP: exactly; PLD: composed
   at once, to its discretization), at a cost that does not grow with the
   rounds (one round's RDP is remembered)."""
-  rounds = _rounds(rounds)
+  event, delta, relation, options = _checked_event(
+    released,
+    delta,
+    num_clients,
+    clients_per_round,
+    sampling,
+    accountant,
+    None,
+    PLD_VALUE_DISCRETIZATION_INTERVAL,
+  )
+  return _final_epsilon(
+    event, _rounds(rounds), delta, relation, accountant, options
+  )
+
+
+def _checked_event(
+  released,
+  delta,
+  num_clients,
+  clients_per_round,
+  sampling,
+  accountant,
+  orders,
+  value_discretization_interval,
+):
+  """(one round's DP event, δ, neighbouring relation, the accountant's
+  options) of `released` under `sampling`, every argument checked."""
   delta, relation, options = _options(
-    delta, sampling, accountant, None, PLD_VALUE_DISCRETIZATION_INTERVAL
+    delta, sampling, accountant, orders, value_discretization_interval
   )
   _cohort_and_population(sampling, num_clients, clients_per_round, None, None)
   event = sampled_event(
@@ -476,7 +502,7 @@ def epsilon_of(
     clients_per_round=clients_per_round,
     sampling=sampling,
   )
-  return _final_epsilon(event, rounds, delta, relation, accountant, options)
+  return event, delta, relation, options
 
 
 def _final_epsilon(event, rounds, delta, relation, accountant, options):
@@ -506,15 +532,15 @@ def _epsilon_stream(
   value_discretization_interval,
 ) -> Iterator[float]:
   rounds = _rounds(rounds)
-  delta, relation, options = _options(
-    delta, sampling, accountant, orders, value_discretization_interval
-  )
-  _cohort_and_population(sampling, num_clients, clients_per_round, None, None)
-  event = sampled_event(
+  event, delta, relation, options = _checked_event(
     released,
-    num_clients=num_clients,
-    clients_per_round=clients_per_round,
-    sampling=sampling,
+    delta,
+    num_clients,
+    clients_per_round,
+    sampling,
+    accountant,
+    orders,
+    value_discretization_interval,
   )
   if rounds == 0:
     return

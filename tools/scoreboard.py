@@ -69,7 +69,7 @@ LEDGER = os.path.join(
   os.path.dirname(__file__), '..', 'docs', 'scoreboard_ledger.json'
 )
 CROSSCHECK = os.path.join(
-  os.path.dirname(__file__), '..', 'docs', 'crosscheck', 'results.json'
+  os.path.dirname(__file__), 'crosscheck', 'results.json'
 )
 BEGIN, END = '<!-- scoreboard begin -->', '<!-- scoreboard end -->'
 DATA = '--data_dir=../shared/data'
@@ -170,7 +170,7 @@ COMMANDS = {
   'fedavg_fig1_interpolation': f'{INTERPOLATE} {DATA} '
   '--out=docs/figures/fedavg_fig1_interpolation.png',
   'fedavg_table4_2nn': f'{PY} --flagfile=configs/fedavg/table4_mnist_2nn.flags {DATA}',
-  # Ours beside the numpy reference (docs/crosscheck): C = 0.1 at the
+  # Ours beside the numpy reference (tools/crosscheck): C = 0.1 at the
   # best η and at η = 0.0464, seeds 0-2 (η = 0.215 repeats runs of
   # fedavg_table1_2nn_b10_iid_seeds, on this machine).
   'fedavg_table1_2nn_b10_iid_crosscheck': f'{PY} --flagfile=configs/fedavg/table1_mnist_2nn_b10.flags {DATA} '
@@ -2651,7 +2651,7 @@ QUOTED[
     'paper setting unstated',
     _FIG12_DATASETS + '; measured there: '
     'the averaged model holds fewer local steps under sampling ∝ n_k '
-    'with the simple mean: docs/fig12_local_steps.py (which redraws '
+    'with the simple mean: tools/fig12_local_steps.py (which redraws '
     "each round's clients and reproduces the logged local steps in "
     '200 of 200 rounds of every run) gives 568, 566, 576 local steps '
     'behind the averaged model per round in seeds 0-2 against 706, '
@@ -2702,7 +2702,7 @@ CHECKED = {
 
 
 def crosscheck_results(path=CROSSCHECK):
-  """The numpy reference's results (docs/crosscheck/results.json)."""
+  """The numpy reference's results (tools/crosscheck/results.json)."""
   if not os.path.exists(path):
     return []
   with open(path) as f:
@@ -2744,7 +2744,7 @@ def reasons(row, status, details, crosscheck=(), frozen_ours=None):
       mean, std = _mean_std(reached)
       agrees = abs(mean - judged) <= ROUNDS_TOLERANCE * judged
       evidence = (
-        f'the numpy reference (docs/crosscheck), {len(ref)} seeds '
+        f'the numpy reference (tools/crosscheck), {len(ref)} seeds '
         f'of its own at η = {lr:g}: {mean:.1f} ± {std:.1f} rounds '
         f'({", ".join(f"{r:.1f}" for r in reached)}); ours '
         f'{judged:.1f}, the paper {paper:g}'
@@ -2791,7 +2791,7 @@ def reasons(row, status, details, crosscheck=(), frozen_ours=None):
         (
           'cross-checked',
           (
-            f'the numpy reference (docs/crosscheck), {len(ref)} seeds of its '
+            f'the numpy reference (tools/crosscheck), {len(ref)} seeds of its '
             f'own: {ref_mean:.1f} ± {ref_std:.1f} ('
             f'{", ".join(f"{v:.1f}" for v in ref)}); ours {ours_mean:.1f} ± '
             f'{ours_std:.1f}, the paper {paper:g}'

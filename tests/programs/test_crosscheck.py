@@ -1,4 +1,4 @@
-"""docs/crosscheck/numpy_fedavg.py, the plain-numpy FedAvg / FedProx that
+"""tools/crosscheck/numpy_fedavg.py, the plain-numpy FedAvg / FedProx that
 docs/REPRODUCTION.md's cross-check runs: it imports nothing of ours and no
 TensorFlow, defines rounds to target as we do, and, given our initial model
 and our sampler's draws (the same clients, stragglers and minibatches in
@@ -18,7 +18,7 @@ from conftest import REPO
 from conftest import SHARED_DATA
 from tff_algos.simulation.config import resolve
 
-PATH = REPO / 'docs' / 'crosscheck' / 'numpy_fedavg.py'
+PATH = REPO / 'tools' / 'crosscheck' / 'numpy_fedavg.py'
 
 
 def _reference():

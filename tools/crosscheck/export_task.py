@@ -2,7 +2,7 @@
 reads (`numpy_fedavg.py arrays --npz=PATH`): the same clients, samples and
 train/test split as our runs of that task, data seed and train fraction.
 
-  .venv/bin/python docs/crosscheck/export_task.py TASK PATH \
+  .venv/bin/python tools/crosscheck/export_task.py TASK PATH \
       [--data_seed=0] [--train_fraction=F] [--data_dir=../shared/data]
 
 e.g. synthetic_1_1 (FedProx Figure 1) or mnist_powerlaw with

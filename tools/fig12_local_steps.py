@@ -1,7 +1,7 @@
 """FedProx Figure 12's two sampling schemes: the local steps behind each
 round's averaged model, from the run folders and the runs' own draws.
 
-  .venv/bin/python docs/fig12_local_steps.py --runs=runs [--task=synthetic_iid]
+  .venv/bin/python tools/fig12_local_steps.py --runs=runs [--task=synthetic_iid]
 
 A client of fedprox_fig12 runs E = 20 epochs of B = 10 minibatches, so its
 local steps grow with its n_k. Each round, this script redraws the clients

@@ -32,10 +32,10 @@ caller can pass the initial weights and a `schedule` (who trains, how many
 epochs, which minibatches in which order) instead; the test does that with
 our sampler's draws.
 
-  python docs/crosscheck/numpy_fedavg.py mnist --split=iid --lr=0.215 \
+  python tools/crosscheck/numpy_fedavg.py mnist --split=iid --lr=0.215 \
       --clients_per_round=10 --batch_size=10 --epochs=1 --seeds=0,1,2 \
       --target=0.97 --rounds=400 --eval_every=5 --data_dir=../shared/data
-  python docs/crosscheck/numpy_fedavg.py arrays --npz=PATH --lr=0.01 \
+  python tools/crosscheck/numpy_fedavg.py arrays --npz=PATH --lr=0.01 \
       --mu=1 --straggler_fraction=0.9 --clients_per_round=10 --epochs=20 \
       --batch_size=10 --rounds=200 --seeds=0,1,2
 

@@ -7,7 +7,7 @@ reference, over seeds 0-9, with
     training loss (the run folder, if given) round by round;
   - the reference's own draws (numpy_fedavg.own_schedule and its init).
 
-  .venv/bin/python docs/crosscheck/fig1_fedavg_seeds.py NPZ [RUN_FOLDER]
+  .venv/bin/python tools/crosscheck/fig1_fedavg_seeds.py NPZ [RUN_FOLDER]
 
 NPZ: our Synthetic(1,1), data seed 0 (export_synthetic.py). Unlike the
 reference itself, this driver imports our code (for our draws).

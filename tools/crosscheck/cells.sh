@@ -3,13 +3,13 @@
 # (numpy_fedavg.py) on scoreboard cells, 3 seeds of its own each, at the η
 # our grid chose for the cell (and FedAvg Table 1 IID B=10 C=0.1 at
 # η = 0.0464 too), with our runs' evaluation schedule and round caps. Results
-# are merged into docs/crosscheck/results.json, which tools/scoreboard.py
-# reads. From the repository root:  sh docs/crosscheck/cells.sh
+# are merged into tools/crosscheck/results.json, which tools/scoreboard.py
+# reads. From the repository root:  sh tools/crosscheck/cells.sh
 set -e
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 PY=${PY:-.venv/bin/python}
-REF="$PY docs/crosscheck/numpy_fedavg.py"
-OUT=docs/crosscheck/results.json
+REF="$PY tools/crosscheck/numpy_fedavg.py"
+OUT=tools/crosscheck/results.json
 T1="--target=0.97 --epochs=1 --seeds=0,1,2 --json=$OUT"
 B10="--batch_size=10 --rounds=4000 --eval_every=5"
 BINF="--batch_size=-1 --rounds=5000 --eval_every=10"
@@ -34,7 +34,7 @@ $REF mnist --split=noniid $BINF $T1 --clients_per_round=20 --lr=0.464 --cell="$(
 # FedProx Figure 1, Synthetic(1,1), 90% stragglers: our generated dataset
 # (data seed 0, exported by our generator; the training is the reference's).
 NPZ=${TMPDIR:-/tmp}/synthetic_1_1_seed0.npz
-$PY docs/crosscheck/export_task.py synthetic_1_1 "$NPZ"
+$PY tools/crosscheck/export_task.py synthetic_1_1 "$NPZ"
 FIG1="--npz=$NPZ --lr=0.01 --clients_per_round=10 --epochs=20 --batch_size=10 --rounds=200 --eval_every=1 --straggler_fraction=0.9 --seeds=0,1,2 --json=$OUT"
 C="FedProx | Figure 1, Synthetic(1,1), 90% stragglers: training loss"
 $REF arrays $FIG1 --cell="$C"                                   # FedAvg: drops stragglers
@@ -46,7 +46,7 @@ $REF arrays $FIG1 --cell="$C" --mu=1 --keep_stragglers          # FedProx μ = 1
 # the mean test accuracy over rounds 101-200 (our data again; the training
 # is the reference's).
 NPZ=${TMPDIR:-/tmp}/mnist_powerlaw_seed0_train0.8.npz
-$PY docs/crosscheck/export_task.py mnist_powerlaw "$NPZ" --train_fraction=0.8 --data_dir=../shared/data
+$PY tools/crosscheck/export_task.py mnist_powerlaw "$NPZ" --train_fraction=0.8 --data_dir=../shared/data
 T4="--npz=$NPZ --lr=0.03 --clients_per_round=10 --epochs=20 --batch_size=10 --rounds=200 --eval_every=1 --straggler_fraction=0.9 --seeds=0,1,2 --json=$OUT"
 C="FedISGD | Table 4, MNIST, %s, 90%% stragglers: mean test accuracy over the last half (%%)"
 $REF arrays $T4 --cell="$(printf "$C" FedAvg)"                             # drops stragglers
@@ -60,11 +60,11 @@ SYN="--lr=0.01 --clients_per_round=10 --epochs=20 --batch_size=10 --rounds=200 -
 C="FedISGD | Table 3, %s, %s: mean test accuracy over the last half of the rounds (%%)"
 for t in 0.5_0.5 1_1; do
   NPZ=${TMPDIR:-/tmp}/synthetic_${t}_seed0_train0.8.npz
-  $PY docs/crosscheck/export_task.py synthetic_$t "$NPZ" --train_fraction=0.8
+  $PY tools/crosscheck/export_task.py synthetic_$t "$NPZ" --train_fraction=0.8
   $REF arrays --npz="$NPZ" $SYN --cell="$(printf "$C" "Synthetic_$t" FedAvg)"
   $REF arrays --npz="$NPZ" $SYN --cell="$(printf "$C" "Synthetic_$t" FedProx)" --mu=1 --keep_stragglers
 done
 NPZ=${TMPDIR:-/tmp}/synthetic_1_1_5class_seed0_train0.8.npz
-$PY docs/crosscheck/export_task.py synthetic_1_1_5class "$NPZ" --train_fraction=0.8
+$PY tools/crosscheck/export_task.py synthetic_1_1_5class "$NPZ" --train_fraction=0.8
 $REF arrays --npz="$NPZ" $SYN --straggler_fraction=0.9 --mu=1 --keep_stragglers \
     --cell="FedISGD | Table 4, Synthetic_1_1 (5 classes per device), FedProx, 90% stragglers: mean test accuracy over the last half (%)"

@@ -5,7 +5,7 @@ a non-root user), counting those that break the promise (one stderr line,
 exit 2, nothing written). A case still running after TIMEOUT s accepted
 the bad input ("ran") and is killed. Against ff5dc54 (the commit
 the corpus's input checks branched from), 21 of a seeded 82-case sample
-broke the promise (README, "Running experiments").
+broke the promise (docs/guide/running.md).
 
   .venv/bin/python tools/bad_input_before.py THIS_CHECKOUT OTHER_CHECKOUT PER_CLASS OUT.json
 """

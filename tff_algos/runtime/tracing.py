@@ -132,8 +132,8 @@ def batched_products_on_eigen(max_multiply_adds: int | None = None):
   product of 3 lanes of [10 × 60] × [60 × 10] took 44.5–66.9 µs, Eigen's
   10.2–19.7 (`benchmarks/batch_matmul.py`), and the two such products were
   170–174 of a `make run` lockstep step's 221 µs
-  (`benchmarks/client_ops.py --execution=lockstep`; docs/PERFORMANCE.md,
-  "Where a lockstep step goes on this machine"). The two kernels compute
+  (`benchmarks/client_ops.py --execution=lockstep`, which measures them
+  again). The two kernels compute
   the same products with their sums in another order, so the bits of the
   results differ (within float32 rounding); with either, a lockstep run's
   weights came out the same with one thread as with two.

@@ -346,8 +346,13 @@ def build_client_work(
 
   state_type = init_fn.type_signature.result.member
   if computed:
-    train_client = _computed_client(
-      state_type, weights_type, data_type, outputs, report_update_squared_norm
+    train_client = client_work_lib._computed_client(
+      state_type,
+      weights_type,
+      data_type,
+      report_update_squared_norm,
+      metrics=tuple(outputs.metrics),
+      scaled=outputs.scaled,
     )
   else:
     train = _training(
@@ -361,26 +366,11 @@ def build_client_work(
   next_fn = _next_fn(
     init_fn, train_client, weights_type, data_type, finalizers, aggregator
   )
-  get_hparams_fn, set_hparams_fn = client_work_lib._hparams_accessors(
-    state_type
-  )
-  if computed:
-    return client_work_lib.LockstepClientWork(
-      init_fn,
-      next_fn,
-      get_hparams_fn,
-      set_hparams_fn,
-      DefinedTraining(definition, weighting, outputs),
-    )
-  if isinstance(client_input, client_work_lib.StoredInput):
-    return client_work_lib.StructClientWork(
-      init_fn, next_fn, get_hparams_fn, set_hparams_fn
-    )
-  return tff.learning.templates.ClientWorkProcess(
+  return client_work_lib._client_work_for(
+    client_input,
     init_fn,
     next_fn,
-    get_hparams_fn=get_hparams_fn,
-    set_hparams_fn=set_hparams_fn,
+    DefinedTraining(definition, weighting, outputs),
   )
 
 
@@ -507,29 +497,3 @@ def _for_each_batch(client_input, model, data):
   )
   fold, n = client_work_lib._schedule(element)
   return lambda fn, carry: (fold(fn, carry), n)
-
-
-def _computed_client(
-  state_type, weights_type, data_type, outputs, report_update_squared_norm
-):
-  """A lockstep client's part of a round for a definition: its computed
-  result, training metrics, statistics with the definition's metrics
-  (and its scale), from its input."""
-
-  @tff.tensorflow.computation(state_type, weights_type, data_type)
-  def computed_client(state, initial_weights, data):
-    del state, initial_weights
-    result = tff.learning.templates.ClientResult(
-      update=data['update'], update_weight=data['weight']
-    )
-    statistics = collections.OrderedDict(
-      local_steps=data['local_steps'], participants=data['participants']
-    )
-    if report_update_squared_norm:
-      statistics['update_squared_norm'] = data['update_squared_norm']
-    for name in outputs.metrics:
-      statistics[name] = data['metrics'][name]
-    trained = (result, data['train'], statistics)
-    return (*trained, data['scale']) if outputs.scaled else trained
-
-  return computed_client

@@ -391,6 +391,15 @@ def _build_client_work(
       state, result, tff.federated_zip(reports)
     )
 
+  return _client_work_for(client_input, init_fn, next_fn, local_training)
+
+
+def _client_work_for(client_input, init_fn, next_fn, local_training):
+  """The client work of `init_fn` and `next_fn` as `client_input` takes
+  it: a `LockstepClientWork` (what a client computes: `local_training`),
+  a `StructClientWork`, or TFF's `ClientWorkProcess`; its hyper-parameters
+  are its state's."""
+  state_type = init_fn.type_signature.result.member
   get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
   if isinstance(client_input, LockstepInput):
     return LockstepClientWork(
@@ -407,10 +416,16 @@ def _build_client_work(
 
 
 def _computed_client(
-  state_type, weights_type, data_type, report_update_squared_norm
+  state_type,
+  weights_type,
+  data_type,
+  report_update_squared_norm,
+  metrics=(),
+  scaled=False,
 ):
   """A lockstep client's part of a round: its computed result, training
-  metrics and statistics (`_build_client_work`'s), from its input."""
+  metrics and statistics (`_build_client_work`'s, with a definition's
+  `metrics`), and with `scaled` its update's scale, from its input."""
 
   @tff.tensorflow.computation(state_type, weights_type, data_type)
   def computed_client(state, initial_weights, data):
@@ -423,7 +438,10 @@ def _computed_client(
     )
     if report_update_squared_norm:
       statistics['update_squared_norm'] = data['update_squared_norm']
-    return result, data['train'], statistics
+    for name in metrics:
+      statistics[name] = data['metrics'][name]
+    trained = (result, data['train'], statistics)
+    return (*trained, data['scale']) if scaled else trained
 
   return computed_client
 

@@ -16,8 +16,8 @@ a store is reused by every run on the same data, and any other data get a
 folder of their own. It is written into a temporary folder renamed into
 place, so a reader never sees a partial store. A run trusts no byte of it
 unchecked: it reads the folder back and compares its digest with the
-folder's name (MNIST's 47 MB: about 25 ms), and writes again each file
-that is missing or differs, saying so in one line. A worker on another
+folder's name (`benchmarks/client_store.py` times it), and writes again
+each file that is missing or differs, saying so in one line. A worker on another
 machine reads the same path, which must therefore hold the same folder
 there (docs/guide/remote-workers.md); before the first round each remote
 worker reads its copy and returns each file's size and keyed hash
@@ -136,8 +136,8 @@ class ClientStore:
     )
     try:
       if not os.path.isdir(folder):
-        _write(folder, _files(arrays))
-      elif _digest_of(folder, names) != digest.hexdigest():
+        _write(folder, _files(arrays))  # Or another run wrote it first.
+      if _digest_of(folder, names) != digest.hexdigest():
         _repair(folder, _files(arrays))
     except OSError as e:
       raise StoreError(_unwritable(folder, e)) from None

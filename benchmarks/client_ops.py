@@ -3,10 +3,8 @@
   .venv/bin/python benchmarks/client_ops.py --task=mnist_iid_2nn \
       --data_dir=../shared/data [--algo=fedavg] [--batch_size=10] \
       [--epochs=1] [--client_lr=0.05] [--repeat=20] [--serial]
-  .venv/bin/python benchmarks/client_ops.py --execution=lockstep \
-      --task=synthetic_1_1 --algo=fedprox --epochs=20 --client_lr=0.01
 
---execution=per_client (the default) builds the run's per-client process
+Builds the run's per-client process
 whose clients read their data where they train (`learning.StoredInput`,
 what `--client_execution=auto` runs for the 2NN, the CNN and the LSTMs),
 takes the TensorFlow computation of one client's training out of it (the
@@ -15,10 +13,7 @@ round 1 in a TensorFlow session set up as TFF's worker sets up its
 sessions (Grappler and the JIT off, `optimize_for_static_graph`; TFF's
 `session_provider.cc`), in this process: TFF's `worker_binary` links its
 own copy of TensorFlow, so the figures are this process's TensorFlow
-running the worker's graph. --execution=lockstep takes round 1's lockstep
-computation (every client's steps, `simulation.lockstep`, K =
---clients_per_round) as this process traced it, and runs it in a session
-with TensorFlow's default options, as a `tf.function` runs here.
+running the worker's graph.
 
 Prints the median time of a call over --repeat calls (after three that
 warm up), per step of the call, then, from one call traced with
@@ -42,16 +37,13 @@ from absl import logging
 import common  # Before TensorFlow: it prepares the runtime.
 
 # isort: split
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import computation_pb2
 
-import tasks
 from tff_algos import learning
 from tff_algos import runtime
 from tff_algos.simulation import client_inputs
-from tff_algos.simulation import lockstep
 from tff_algos.simulation import trainer
 from tff_algos.simulation.client_store import ClientStore
 from tff_algos.simulation.config import Config
@@ -60,14 +52,6 @@ from tff_algos.simulation.config import resolve
 FLAGS = flags.FLAGS
 flags.DEFINE_string('task', 'mnist_iid_2nn', 'Task name.')
 flags.DEFINE_string('algo', 'fedavg', 'As run_experiment.py --algo.')
-flags.DEFINE_enum(
-  'execution',
-  'per_client',
-  ['per_client', 'lockstep'],
-  "per_client: one client's training as the TFF worker runs it; "
-  "lockstep: round 1's lockstep computation, as this process runs it.",
-)
-flags.DEFINE_integer('clients_per_round', 10, 'K (lockstep).')
 flags.DEFINE_float('client_lr', 0.05, 'Client learning rate.')
 flags.DEFINE_string('data_dir', None, 'As run_experiment.py --data_dir.')
 flags.DEFINE_integer('epochs', 1, 'E.')
@@ -186,36 +170,6 @@ def _per_client(task, settings):
   return graph, feed, _tensor_names(client.result), steps, init
 
 
-def _lockstep(task, settings):
-  """(graph, feed, fetches, steps, initializers) of round 1's lockstep
-  computation (all of its clients' steps, `simulation.lockstep`), as
-  traced in this process."""
-  loop = trainer.loop_for(
-    settings, task.model_fn, tasks.client_arrays(task.train), evaluate=False
-  )
-  calls = []
-  traced_for = lockstep.Engine._traced
-
-  def recording(engine, *key):
-    function = traced_for(engine, *key)
-    return lambda *args: calls.append((function, args)) or function(*args)
-
-  lockstep.Engine._traced = recording
-  try:
-    loop.train(
-      loop.initial_state(learning.initial_model_weights(task.model_fn, 0)), 1
-    )
-  finally:
-    lockstep.Engine._traced = traced_for
-  ((function, args),) = calls
-  concrete = function.get_concrete_function()
-  values = [np.asarray(a) for a in tf.nest.flatten(args)]
-  feed = dict(zip([t.name for t in concrete.graph.inputs], values, strict=True))
-  fetches = [t.name for t in concrete.graph.outputs]
-  steps = np.shape(args[3])[0]
-  return concrete.graph.as_graph_def(), feed, fetches, steps, []
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -224,21 +178,16 @@ def main(argv):
     Config(
       algo=FLAGS.algo,
       task=FLAGS.task,
-      clients_per_round=FLAGS.clients_per_round,
       epochs=FLAGS.epochs,
       batch_size=FLAGS.batch_size,
       client_lr=FLAGS.client_lr,
-      client_execution=FLAGS.execution,
+      client_execution='per_client',
     )
   )
   runtime.start()
-  if FLAGS.execution == 'lockstep':
-    graph, feed, fetches, steps, init = _lockstep(task, settings)
-    what = f'round 1, K={FLAGS.clients_per_round}, in lockstep'
-  else:
-    graph, feed, fetches, steps, init = _per_client(task, settings)
-    what = 'one client'
-  session = _session(graph, FLAGS.execution == 'per_client', FLAGS.serial)
+  graph, feed, fetches, steps, init = _per_client(task, settings)
+  what = 'one client'
+  session = _session(graph, True, FLAGS.serial)
   if init:
     session.run(init)
   for _ in range(3):

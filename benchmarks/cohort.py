@@ -12,9 +12,8 @@ round as run_experiment.py runs it, drawing the schedule and calling the
 process), alternating round by round so that load from other processes
 hits them alike (--executions, of):
   compiled     --client_execution=compiled (`simulation.compiled`);
-  lockstep     --client_execution=lockstep (`simulation.lockstep`);
-  auto         --client_execution=auto: compiled or lockstep where it
-               pays, else per client with each client reading its data in
+  auto         --client_execution=auto: compiled where it pays, else
+               per client with each client reading its data in
                the worker (`simulation.client_store`);
   per_client   --client_execution=per_client (the reference path).
 Each reports the median seconds of a training round over --rounds measured
@@ -49,7 +48,7 @@ from tff_algos import learning
 from tff_algos.runtime import profiling
 from tff_algos.simulation import trainer
 
-EXECUTIONS = ('compiled', 'lockstep', 'auto', 'per_client')
+EXECUTIONS = ('compiled', 'auto', 'per_client')
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(
@@ -60,7 +59,7 @@ flags.DEFINE_list(
 flags.DEFINE_integer('rounds', 5, 'Measured rounds (after one warm-up).')
 flags.DEFINE_list(
   'executions',
-  ['lockstep', 'per_client'],
+  ['compiled', 'per_client'],
   f'Client executions to compare with per_client, of: {", ".join(EXECUTIONS)}.',
 )
 flags.DEFINE_string(

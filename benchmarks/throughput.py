@@ -31,7 +31,7 @@ figure that counts). The last line gives the ratios ours/TFF-built-in and
 ours/fused (then the same per CPU second), and ours' seconds per round split
 into its local steps (at the fused loop's rate) and the per-round overhead
 (the rest: serialization, RPCs, the TFF runtime), or where ours takes less
-than those steps alone (clients compiled or in lockstep), no split (the
+than those steps alone (clients compiled), no split (the
 JSON's overhead_seconds_per_round is then null). --clients_per_round and --epochs
 shrink a workload for quick checks (the test suite uses them).
 """
@@ -317,7 +317,7 @@ def main(argv):
   results['local_steps_per_round'] = steps_per_round
   results['local_steps_seconds_per_round'] = steps_per_round * fused_step
   # Ours can take less than the fused loop's steps alone (its clients
-  # compiled by XLA or in lockstep lanes): then the rest is no overhead.
+  # compiled by XLA): then the rest is no overhead.
   rest = results['ours']['seconds_per_round'] - steps_per_round * fused_step
   results['overhead_seconds_per_round'] = rest if rest >= 0 else None
   for name in runners:

@@ -18,8 +18,8 @@ from tff_algos.simulation.config import Config
 QUICK_RUN = dict(
   rounds=2, clients_per_round=5, epochs=2, batch_size=10, client_lr=0.01
 )
-# Each dimension of the execution paths' equivalence (lockstep and
-# clients reading their data, against the reference): algorithm,
+# Each dimension of the execution paths' equivalence (compiled clients
+# and clients reading their data, against the reference): algorithm,
 # aggregator, stragglers, sampling.
 EXECUTION_CASES = {
   'fedavg': dict(algo='fedavg'),

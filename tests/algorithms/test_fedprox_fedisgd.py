@@ -10,7 +10,6 @@ import helpers
 from tff_algos import learning
 from tff_algos.algorithms import fedisgd
 from tff_algos.algorithms import fedprox
-from tff_algos.learning import client_work
 from tff_algos.simulation import client_inputs
 from tff_algos.simulation.sampling import ClientSampler
 
@@ -55,7 +54,7 @@ def test_fed_isgd_with_unit_server_step_is_uniform_fed_prox():
 def _client_update_norms(mus):
   """‖w_k − w_t‖ of one client's update for each μ, via set_hparams."""
   task, arrays = helpers.task_and_arrays()
-  work = client_work.build_proximal_sgd_client_work(
+  work = learning.build_proximal_sgd_client_work(
     task.model_fn, tff.learning.optimizers.build_sgdm(0.05)
   )
   sampler = ClientSampler(30, 1, epochs=5, seed=0)

@@ -89,8 +89,8 @@ def test_a_registered_algorithm_runs_through_the_command_line(
 ):
   runs = {}
   for name, flags in (
-    # The user's builder takes no lockstep input: its runs train per client,
-    # so FedAvg's does too (lockstep sums in another float32 order).
+    # The user's builder takes no computed input: its runs train per client,
+    # so FedAvg's does too (compiled clients sum in another float32 order).
     ('fedavg', ['--algo=fedavg', '--client_execution=per_client']),
     ('momentum0', ['--algo=fedavgm_test', '--momentum=0']),
     ('momentum', ['--algo=fedavgm_test']),

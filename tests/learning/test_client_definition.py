@@ -15,8 +15,10 @@ import tensorflow_federated as tff
 import helpers
 from tff_algos import cli
 from tff_algos import learning
+from tff_algos import runtime
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import registry
+from tff_algos.learning import client_work
 from tff_algos.simulation import compiled
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import experiment
@@ -82,9 +84,9 @@ def test_fednova_compiled_trains_the_per_client_model(fednova, overrides):
   per_client_loop, per_client_weights = _final_weights(
     _settings('per_client', **overrides), task.model_fn, arrays
   )
-  assert isinstance(compiled_loop.process, learning.LockstepProcess)
-  assert compiled_loop.lockstep.__self__.execution == 'compiled by XLA'
-  assert not isinstance(per_client_loop.process, learning.LockstepProcess)
+  assert isinstance(compiled_loop.process, learning.ComputedProcess)
+  assert compiled_loop.computed.__self__.execution == 'compiled by XLA'
+  assert not isinstance(per_client_loop.process, learning.ComputedProcess)
   for a, b in zip(compiled_weights, per_client_weights):
     scale = max(float(np.max(np.abs(b))), 1e-6)
     assert float(np.max(np.abs(a - b))) / scale < 1e-5
@@ -95,8 +97,6 @@ def test_fednova_runs_compiled_under_auto_and_the_header_says_so(fednova):
   prepared = experiment.prepare(_settings('auto'), task)
   assert prepared.execution == 'compiled by XLA'
   assert prepared.provenance['execution'] == 'compiled by XLA'
-  _, how = trainer.build_for_run(_settings('lockstep'), task.model_fn)
-  assert how == 'compiled by XLA (lanes run only the built-in client works)'
 
 
 def test_a_definition_xla_cannot_compile_trains_per_client_and_says_why(
@@ -122,7 +122,7 @@ def test_a_definition_xla_cannot_compile_trains_per_client_and_says_why(
   task, arrays = helpers.task_and_arrays()
   settings = _settings(algo='fednova_strings')
   process, how = trainer.build_for_run(settings, task.model_fn)
-  assert not isinstance(process, learning.LockstepProcess)
+  assert not isinstance(process, learning.ComputedProcess)
   assert how.startswith('per client (XLA has no kernel for')
   assert 'AsString' in how
   # Its clients read their data where they train (`StoredInput`), and
@@ -251,10 +251,8 @@ def test_fednova_first_round_is_numpys_per_client_and_compiled(fednova):
     task.model_fn,
     _scheduled_inputs(arrays, schedules),
   )
-  process = _fednova_process(fednova, learning.LockstepInput())
-  engine = compiled.DefinitionEngine(
-    process, arrays, 10, evaluation.ClientTensors()
-  )
+  process = _fednova_process(fednova, learning.ComputedInput())
+  engine = compiled.Engine(process, arrays, 10, evaluation.ClientTensors())
   state = _start(process, task.model_fn)
   state = process.next(state, engine.inputs(state, schedules, 1)).state
   compiled_weights = process.get_model_weights(state).trainable
@@ -308,3 +306,41 @@ def test_fednova_compiles_to_the_production_forms(fednova):
     mapreduce.get_distribute_aggregate_form_for_computation(process.next),
     mapreduce.DistributeAggregateForm,
   )
+
+
+def test_fednova_scales_leave_the_clients_through_the_metrics_aggregator(
+  fednova,
+):
+  """τ_k is a client's value like its metrics: the configured metrics
+  aggregator (here secure aggregation's, recorded) sums w_k τ_k and w_k,
+  and the round's τ_eff (update_scale) is the plain build's."""
+  given = []
+
+  def recording(finalizers, metrics_type):
+    given.append(tff.structure.name_list(metrics_type))
+    return tff.learning.metrics.secure_sum_then_finalize(
+      finalizers, metrics_type
+    )
+
+  def process(metrics_aggregator=None):
+    return learning.build_process(
+      helpers.task_and_arrays()[0].model_fn,
+      dataclasses.replace(
+        fednova.FEDNOVA, hparams={'learning_rate': 0.1}
+      ).client_work,
+      tff.learning.optimizers.build_sgdm(1.0),
+      client_input=learning.DatasetInput(epochs=2),
+      metrics_aggregator=metrics_aggregator,
+    )
+
+  secure = process(recording)
+  sums = set(client_work.SCALE_SUMS)
+  assert any(sums <= set(names) for names in given)
+  data = helpers.client_datasets(3)
+  with runtime.test_context():
+    scaled = secure.next(secure.initialize(), data).metrics
+  plain = process().next(process().initialize(), data).metrics
+  assert scaled['client_work']['update_scale'] == pytest.approx(
+    plain['client_work']['update_scale'], rel=1e-4
+  )
+  assert 'update_scale_weight' not in plain['client_work']

@@ -229,7 +229,7 @@ def test_a_production_client_takes_a_new_order_each_pass():
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize('client_input', ['dataset', 'lockstep'])
+@pytest.mark.parametrize('client_input', ['dataset', 'computed'])
 def test_model_weights_are_read_from_the_state_only_where_the_process_does(
   client_input,
 ):
@@ -242,9 +242,9 @@ def test_model_weights_are_read_from_the_state_only_where_the_process_does(
   else:
     task, _ = helpers.task_and_arrays()
     process = fedavg.build_fed_avg(
-      task.model_fn, 0.05, client_input=learning.LockstepInput()
+      task.model_fn, 0.05, client_input=learning.ComputedInput()
     )
-    assert isinstance(process, learning.LockstepProcess)
+    assert isinstance(process, learning.ComputedProcess)
   state = process.initialize()
   read = learning.model_weights(process, state)
   assert read is state.global_model_weights

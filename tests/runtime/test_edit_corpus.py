@@ -323,10 +323,11 @@ def test_a_monkeypatched_package_function(tmp_path, monkeypatch):
   assert cached != before
 
 
-def test_a_monkeypatched_function_of_lockstep_clients(tmp_path, monkeypatch):
-  """Lockstep clients compute each example's loss with
+def test_a_monkeypatched_function_of_compiled_clients(tmp_path, monkeypatch):
+  """Compiled clients compute each example's loss with
   `KerasModelFn.example_losses`: its patch changes the run, and a resumed
-  run of the patched code is told apart (the lockstep fingerprint)."""
+  run of the patched code is told apart (the compiled work's
+  fingerprint)."""
   from tff_algos.learning import model_ops
 
   task, _ = helpers.task_and_arrays()

@@ -90,7 +90,7 @@ def test_workers_listen_on_loopback_only(workers):
 @pytest.mark.parametrize('algo', ['fedprox', 'fedisgd'])
 def test_two_workers_give_the_local_runtimes_metrics(tmp_path, workers, algo):
   """FedISGD too: its update spread is in the round's one aggregation.
-  With remote workers the clients train per client (lockstep clients would
+  With remote workers the clients train per client (compiled clients would
   train in this process and leave the workers idle), each reading its data
   in its worker: the same metrics as the local reference run, whose
   clients' data are sent."""

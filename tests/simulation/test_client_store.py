@@ -281,7 +281,7 @@ def _bytes_sent(loop, round_num):
 
 def test_a_per_client_run_reads_its_data_unless_it_is_the_reference():
   task, _ = helpers.task_and_arrays()
-  # Lockstep clients would train in this process: the workers' clients
+  # Compiled clients would train in this process: the workers' clients
   # train per client, and read their data there.
   settings = resolve(Config(algo='fedavg', **QUICK), num_clients=30)
   process, how = trainer.build_for_run(settings, task.model_fn, workers='h:1')

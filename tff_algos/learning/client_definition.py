@@ -64,7 +64,7 @@ examples/fednova.py is a whole algorithm written this way.
 The client inputs: `ScheduledInput` and `StoredInput` (the simulation's,
 each client's minibatches as the server's sampler drew them),
 `DatasetInput` (production: a `tf.data.Dataset` of batches per client),
-and `LockstepInput` (the clients' results computed outside the process:
+and `ComputedInput` (the clients' results computed outside the process:
 `simulation.compiled` runs the same definition, compiled by XLA).
 """
 
@@ -180,6 +180,11 @@ class ClientDefinition:
   step: Callable[[Any, Batch], Any]
   final: Callable[[Shared, Any, ClientInfo], ClientOutput]
   hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # The client's batches are its whole data once, in order, in chunks of
+  # `model_ops.CHUNK_SIZE` (B = ∞, E = 1: the schedule unused; a
+  # `DatasetInput`'s one pass), and count as one local step: a full-batch
+  # gradient's (FedSGD).
+  one_pass: bool = False
 
   def client_work(
     self,
@@ -191,8 +196,8 @@ class ClientDefinition:
   ):
     """The client work of this definition for `learning.build_process`
     (its `build_client_work`): a `tff.learning.templates.ClientWorkProcess`
-    (a `StructClientWork` for `StoredInput`, a `LockstepClientWork` for
-    `LockstepInput`). Arguments as `build_proximal_sgd_client_work`'s."""
+    (a `StructClientWork` for `StoredInput`, a `ComputedClientWork` for
+    `ComputedInput`). Arguments as `build_proximal_sgd_client_work`'s."""
     return build_client_work(
       self,
       model_fn,
@@ -205,8 +210,8 @@ class ClientDefinition:
 
 @dataclasses.dataclass(frozen=True)
 class DefinedTraining:
-  """What a lockstep process's clients compute when their work is a
-  definition (`LockstepProcess.local_training`): the definition, the
+  """What a computed process's clients compute when their work is a
+  definition (`ComputedProcess.local_training`): the definition, the
   client weighting, and what its `final` gives besides the update
   (`outputs`)."""
 
@@ -228,9 +233,17 @@ class Outputs:
 # (`ClientOutput.scale`), by which the process multiplies the aggregated
 # update before the server optimizer steps (`composition.compose`).
 UPDATE_SCALE = 'update_scale'
+SCALE_SUMS = client_work_lib.SCALE_SUMS
 # What every client work reports: a definition's metrics take other names.
 RESERVED_METRICS = frozenset(
-  ('train', 'local_steps', 'participants', 'update_squared_norm', UPDATE_SCALE)
+  (
+    'train',
+    'local_steps',
+    'participants',
+    'update_squared_norm',
+    UPDATE_SCALE,
+    *SCALE_SUMS,
+  )
 )
 
 
@@ -251,7 +264,7 @@ def finish(definition, shared, state, client, weighting):
     )
   scale = output.scale
   return (
-    [tf.convert_to_tensor(u, tf.float32) for u in output.update],
+    [tf.cast(u, w.dtype) for u, w in zip(output.update, shared.weights)],
     tf.cast(weight, tf.float32),
     None if scale is None else tf.cast(scale, tf.float32),
     collections.OrderedDict(
@@ -292,10 +305,10 @@ def outputs_of(definition, weight_specs) -> Outputs:
 
 
 def computed_data_type(weights_type, outputs: Outputs):
-  """The TFF type of a `LockstepInput` client's round input for a
-  definition: `client_work.lockstep_data_type`'s, with its scale (the
+  """The TFF type of a `ComputedInput` client's round input for a
+  definition: `client_work.computed_input_type`'s, with its scale (the
   weighted mean of the clients' a one-input round carries) and metrics."""
-  data_type = client_work_lib.lockstep_data_type(weights_type)
+  data_type = client_work_lib.computed_input_type(weights_type)
   fields = collections.OrderedDict(
     (name, data_type[name]) for name in tff.structure.name_list(data_type)
   )
@@ -320,6 +333,12 @@ def build_client_work(
   """`ClientDefinition.client_work` (`client_input` None: a
   `ScheduledInput`)."""
   client_input = client_input or client_work_lib.ScheduledInput()
+  epochs = getattr(client_input, 'epochs', 1)
+  if definition.one_pass and epochs != 1:
+    raise ValueError(
+      'a full-batch gradient is one pass (E = 1), got '
+      f'DatasetInput(epochs={epochs})'
+    )
   model_fn = model_ops.variable_model_fn(model_fn)
   weighting = client_work_lib.client_weighting(client_weighting)
   aggregator = metrics_aggregator or tff.learning.metrics.sum_then_finalize
@@ -330,9 +349,9 @@ def build_client_work(
     tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable
   ]
   outputs = outputs_of(definition, weight_specs)
-  computed = isinstance(client_input, client_work_lib.LockstepInput)
+  computed = isinstance(client_input, client_work_lib.ComputedInput)
   if computed:
-    finalizers = client_work_lib.LOCKSTEP_METRICS
+    finalizers = client_work_lib.COMPUTED_METRICS
     data_type = computed_data_type(weights_type, outputs)
 
   @tff.federated_computation
@@ -378,12 +397,13 @@ def _next_fn(
   init_fn, train_client, weights_type, data_type, finalizers, aggregator
 ):
   """The client work's round: each client's training; its metrics and
-  statistics summed, as TFF's client work reports them; and for a
-  definition whose `final` gives a scale, the clients' weighted mean
-  scale (`UPDATE_SCALE`), by which the process multiplies the aggregated
-  update (`composition.compose`)."""
-  metrics_type, statistics_type = train_client.type_signature.result[1:3]
-  scaled = len(train_client.type_signature.result) == 4
+  statistics summed by the metrics aggregator, as TFF's client work
+  reports them; and for a definition whose `final` gives a scale, the
+  clients' weighted mean scale (`UPDATE_SCALE`) from two of those sums
+  (`SCALE_SUMS`), by which the process multiplies the aggregated update
+  (`composition.compose`): a client's scale leaves it only through the
+  configured metrics aggregator (secure aggregation's too)."""
+  metrics_type, statistics_type = train_client.type_signature.result[1:]
   aggregate_metrics = aggregator(finalizers, metrics_type)
   names = tff.structure.name_list(statistics_type)
   aggregate_statistics = aggregator(
@@ -399,16 +419,18 @@ def _next_fn(
     tff.FederatedType(data_type, tff.CLIENTS),
   )
   def next_fn(state, weights, data):
-    trained = tff.federated_map(
+    result, metrics, statistics = tff.federated_map(
       train_client, (tff.federated_broadcast(state), weights, data)
     )
-    result, metrics, statistics = trained[0], trained[1], trained[2]
     statistics = aggregate_statistics(statistics)
     reports = collections.OrderedDict(train=aggregate_metrics(metrics))
     for name in names:  # Flat, as TFF's.
-      reports[name] = statistics[name]
-    if scaled:
-      reports[UPDATE_SCALE] = _mean_scale(trained[3], result.update_weight)
+      if name not in SCALE_SUMS:
+        reports[name] = statistics[name]
+    if SCALE_SUMS[0] in names:
+      reports[UPDATE_SCALE] = tff.federated_map(
+        _mean_scale, (statistics[SCALE_SUMS[0]], statistics[SCALE_SUMS[1]])
+      )
     return tff.templates.MeasuredProcessOutput(
       state, result, tff.federated_zip(reports)
     )
@@ -416,34 +438,28 @@ def _next_fn(
   return next_fn
 
 
-def _mean_scale(scales, weights):
-  """Σ_k w_k s_k / Σ_k w_k at the server, from the clients' scales and
-  weights: two sums, aggregated beside the updates (no broadcast after
-  them: MapReduceForm's round). 1 without clients (a DP round's noise of
-  a zero sum passes unscaled), where a mean would be 0/0."""
-  scalar = tff.TensorType(np.float32)
+@tff.tensorflow.computation(np.float32, np.float32)
+def _mean_scale(weighted_scales, weights):
+  """Σ_k w_k s_k / Σ_k w_k at the server, from the clients' sums
+  (aggregated beside the updates: no broadcast after them, MapReduceForm's
+  round). 1 without clients (a DP round's noise of a zero sum passes
+  unscaled), where a mean would be 0/0."""
+  return tf.where(
+    weights > 0.0, tf.math.divide_no_nan(weighted_scales, weights), 1.0
+  )
 
-  @tff.tensorflow.computation(scalar, scalar)
-  def weighted(scale, weight):
-    return collections.OrderedDict(weighted=scale * weight, weight=weight)
 
-  @tff.tensorflow.computation(weighted.type_signature.result)
-  def mean(sums):
-    return tf.where(
-      sums['weight'] > 0.0,
-      tf.math.divide_no_nan(sums['weighted'], sums['weight']),
-      1.0,
-    )
-
-  return tff.federated_map(
-    mean, tff.federated_sum(tff.federated_map(weighted, (scales, weights)))
+def scale_sums(scale, weight):
+  """A client's statistics for the mean scale (`SCALE_SUMS`)."""
+  return collections.OrderedDict(
+    zip(SCALE_SUMS, (scale * weight, tf.cast(weight, tf.float32)))
   )
 
 
 def _training(definition, weighting, client_input, report_update_squared_norm):
   """A client's training as a tf.function of (model, hparams, initial
-  weights, data): (its result, its model's metrics, its statistics and
-  the definition's metrics[, its scale])."""
+  weights, data): (its result, its model's metrics, its statistics, with
+  the definition's metrics and its scale's sums)."""
 
   @tf.function
   def train(model, hparams, initial_weights, data):
@@ -461,9 +477,12 @@ def _training(definition, weighting, client_input, report_update_squared_norm):
       return tuple(tf.nest.flatten(state)), steps + 1
 
     carry = (tuple(tf.nest.flatten(initial)), tf.constant(0))
-    (flat, steps), n = _for_each_batch(client_input, model, data)(
-      one_step, carry
+    for_each_batch = _for_each_batch(
+      client_input, model, data, definition.one_pass
     )
+    (flat, steps), n = for_each_batch(one_step, carry)
+    if definition.one_pass:
+      steps = tf.constant(1)
     state = tf.nest.pack_sequence_as(initial, list(flat))
     client = ClientInfo(tf.cast(n, tf.float32), steps)
     update, weight, scale, metrics = finish(
@@ -474,20 +493,22 @@ def _training(definition, weighting, client_input, report_update_squared_norm):
       steps, update, report_update_squared_norm
     )
     statistics.update(metrics)
-    trained = (
+    if scale is not None:
+      statistics.update(scale_sums(scale, weight))
+    return (
       tff.learning.templates.ClientResult(update=update, update_weight=weight),
       model.report_local_unfinalized_metrics(),
       statistics,
     )
-    return trained if scale is None else (*trained, scale)
 
   return train
 
 
-def _for_each_batch(client_input, model, data):
+def _for_each_batch(client_input, model, data, one_pass):
   """`for_each_batch(fn, carry) -> (carry, n_k)` over the client's
   minibatches: a `DatasetInput`'s for its epochs, a scheduled or stored
-  input's in its schedule's order."""
+  input's in its schedule's order (`one_pass`: its whole data in
+  chunks)."""
   if isinstance(client_input, client_work_lib.DatasetInput):
     return client_work_lib._first_pass_examples(data, client_input.epochs)
   element = (
@@ -495,5 +516,8 @@ def _for_each_batch(client_input, model, data):
     if isinstance(client_input, client_work_lib.StoredInput)
     else data.get_single_element()
   )
-  fold, n = client_work_lib._schedule(element)
+  batches = (
+    client_work_lib._whole_dataset if one_pass else client_work_lib._schedule
+  )
+  fold, n = batches(element)
   return lambda fn, carry: (fold(fn, carry), n)

@@ -24,7 +24,7 @@ from tff_algos.learning import model_ops
 from tff_algos.learning.client_definition import UPDATE_SCALE
 from tff_algos.learning.client_work import client_weighting as as_weighting
 from tff_algos.learning.client_work import ClientInput
-from tff_algos.learning.client_work import LockstepInput
+from tff_algos.learning.client_work import ComputedInput
 from tff_algos.learning.client_work import MetricsAggregator
 from tff_algos.learning.client_work import ModelFn
 from tff_algos.learning.client_work import ScheduledInput
@@ -101,7 +101,7 @@ def _compose_struct_client_work(
   """TFF's `compose_learning_process`, computation for computation, for a
   `StructClientWork`, whose client data are not sequences (TFF's composer
   requires them): the same state, hyper-parameters and metrics, so that a
-  lockstep or stored-input run's checkpoints are the per-client run's.
+  compiled or stored-input run's checkpoints are the per-client run's.
   Also for a client work that measures an update scale (`_scales`): the
   aggregated update is multiplied by it before the finalizer steps."""
   state_of = tff.learning.templates.LearningAlgorithmState
@@ -310,14 +310,14 @@ def build_process(
       ['update_spread'] = (1/K)Σ_k‖u_k − ū‖² (`measurements`).
 
   Returns:
-    A `tff.learning.templates.LearningProcess`; with a `LockstepInput`, a
-    `LockstepProcess`.
+    A `tff.learning.templates.LearningProcess`; with a `ComputedInput`, a
+    `ComputedProcess`.
   """
   given_model_fn = model_fn
   model_fn = model_ops.variable_model_fn(model_fn)
   _check_blocks(server_optimizer, model_distributor, metrics_aggregator)
-  if isinstance(client_input, LockstepInput) and model_distributor:
-    raise LockstepUnavailable(
+  if isinstance(client_input, ComputedInput) and model_distributor:
+    raise ComputedUnavailable(
       'the process has a model_distributor of its '
       'own: its clients may not receive w_t'
     )
@@ -340,8 +340,8 @@ def build_process(
   )
   if report_update_spread:
     process = measurements.with_update_spread(process)
-  if isinstance(client_input, LockstepInput):
-    return LockstepProcess(
+  if isinstance(client_input, ComputedInput):
+    return ComputedProcess(
       process,
       given_model_fn,
       client_work.local_training,
@@ -352,13 +352,13 @@ def build_process(
   return process
 
 
-class LockstepUnavailable(ValueError):
+class ComputedUnavailable(ValueError):
   """The process cannot take its clients' results computed outside it."""
 
 
-class LockstepProcess(tff.learning.templates.LearningProcess):
-  """A learning process built with `LockstepInput`: its clients' results
-  come computed (`simulation.lockstep`), each client training `model_fn`'s
+class ComputedProcess(tff.learning.templates.LearningProcess):
+  """A learning process built with `ComputedInput`: its clients' results
+  come computed (`simulation.compiled`), each client training `model_fn`'s
   model from the global model w_t, as `local_training` says. Its state
   is that of the same algorithm built with `ScheduledInput`.
 

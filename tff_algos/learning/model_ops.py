@@ -120,8 +120,8 @@ class KerasModelFn:
   `tff.learning.models.from_keras_model` makes of a new
   `keras_model_fn()` with `loss_fn()`, `input_spec` and `metrics_fn()`.
 
-  Its parts also let a simulation compute many clients' copies of the
-  model at once (`simulation.lockstep`): the model with its weights given
+  Its parts also let a simulation compile clients' training
+  (`simulation.compiled`): the model with its weights given
   as tensors, and the loss of each example. `loss_fn()` must be a
   `tf.keras.losses.Loss` whose batch value is the mean of its examples'
   (Keras's default reduction)."""

@@ -3,7 +3,7 @@
 TFF 0.87 serializes a CLIENTS-placed value client by client through its
 general serializer, which checks each client's value against the type and
 opens a tracing span for every tensor: about 1.4–2.2 ms a client for a
-lockstep client's result of nine tensors (measured: 100 clients, 0.14 s
+computed client's result of nine tensors (measured: 100 clients, 0.14 s
 with TFF's tracing spans off, 0.22 s on), more than the clients' training
 for large cohorts of small models. Here a CLIENTS-placed value whose member
 type holds only tensors (structures of them) is serialized in one walk of

@@ -1,6 +1,4 @@
-"""Tracing that is faster (`install`), deterministic (`deterministic`), and
-whose batched products of tiny matrices run on Eigen's kernel
-(`batched_products_on_eigen`).
+"""Tracing that is faster (`install`) and deterministic (`deterministic`).
 
 `install`: AutoGraph leaves alone library code that needs no conversion.
 
@@ -39,7 +37,6 @@ first round from 0.85 s to 0.38 s) and for a run's fingerprint
 
 import contextlib
 import random
-import threading
 
 import numpy as np
 
@@ -105,77 +102,3 @@ def deterministic(seed: int = 0):
     random.setstate(python_state)
     np.random.set_state(numpy_state)
     generator.generator = keras_generator
-
-
-_PRODUCTS = threading.Lock()
-# The most multiply-adds a batched product (all of its matrices) may take
-# to go to Eigen's kernel (`batched_products_on_eigen`): on the 2-core AMX
-# Xeon, of [10 × 60] × [60 × 10] products Eigen's took 17.7 µs for 8
-# lanes against oneDNN's 49.0 and 28.0 for 16 lanes against 35.3, and
-# oneDNN's was the faster from 32 lanes (33.3 against 54.5 µs) and for
-# MNIST's [10 × 784] × [784 × 10] from 4 lanes (58.8 against 87.9; 64
-# lanes: 328.9 against 712.5): benchmarks/batch_matmul.py.
-EIGEN_PRODUCT_MAX = 128_000
-
-
-@contextlib.contextmanager
-def batched_products_on_eigen(max_multiply_adds: int | None = None):
-  """Traces TensorFlow's small batched matrix products (`tf.matmul` of 3-D
-  tensors of static shapes, what `tf.vectorized_map` makes of a layer's
-  `MatMul`, and their gradients; of at most `max_multiply_adds`, by
-  default EIGEN_PRODUCT_MAX as it is when the block starts) as
-  `BatchMatMulV3`, which TensorFlow's oneDNN build leaves to Eigen's
-  kernel, instead of `BatchMatMulV2`, which it hands to oneDNN; larger
-  ones stay oneDNN's, which is faster for them (EIGEN_PRODUCT_MAX).
-
-  For the lockstep clients' steps: on a 2-core AMX Xeon oneDNN's batched
-  product of 3 lanes of [10 × 60] × [60 × 10] took 44.5–66.9 µs, Eigen's
-  10.2–19.7 (`benchmarks/batch_matmul.py`), and the two such products were
-  170–174 of a `make run` lockstep step's 221 µs
-  (`benchmarks/client_ops.py --execution=lockstep`, which measures them
-  again). The two kernels compute
-  the same products with their sums in another order, so the bits of the
-  results differ (within float32 rounding); with either, a lockstep run's
-  weights came out the same with one thread as with two.
-
-  `math_ops.matmul`, which both `tf.vectorized_map` and the products'
-  gradients call, makes a `BatchMatMulV2` through
-  `gen_math_ops.batch_mat_mul_v2`: within this block, that function makes
-  a `BatchMatMulV3` of the same dtype for a small product. The
-  replacement is TensorFlow's module's, so code that another thread traces
-  meanwhile gets it too: the same products, the small ones on Eigen's
-  kernel. One block at a time.
-  """
-  from tensorflow.python.ops import gen_math_ops
-
-  if max_multiply_adds is None:
-    max_multiply_adds = EIGEN_PRODUCT_MAX
-
-  def small_on_eigen(x, y, adj_x=False, adj_y=False, name=None):
-    if _multiply_adds(x, y, adj_x, adj_y) > max_multiply_adds:
-      return on_onednn(x, y, adj_x=adj_x, adj_y=adj_y, name=name)
-    return gen_math_ops.batch_mat_mul_v3(
-      x, y, Tout=x.dtype, adj_x=adj_x, adj_y=adj_y, name=name
-    )
-
-  with _PRODUCTS:
-    on_onednn = gen_math_ops.batch_mat_mul_v2
-    gen_math_ops.batch_mat_mul_v2 = small_on_eigen
-    try:
-      yield
-    finally:
-      gen_math_ops.batch_mat_mul_v2 = on_onednn
-
-
-def _multiply_adds(x, y, adj_x, adj_y) -> float:
-  """A batched product's multiply-adds (batch × rows × inner × columns),
-  infinite where a shape is not static."""
-  if not (x.shape.is_fully_defined() and y.shape.is_fully_defined()):
-    return float('inf')
-  *x_batch, rows, inner = x.shape.as_list()
-  *y_batch, y_rows, y_columns = y.shape.as_list()
-  if adj_x:
-    rows, inner = inner, rows
-  columns = y_rows if adj_y else y_columns
-  batch = max(int(np.prod(x_batch)), int(np.prod(y_batch)))
-  return float(batch * rows * inner * columns)

@@ -7,8 +7,7 @@ TensorFlow), `sampling` (who trains, who straggles, minibatch order; no
 TensorFlow), `client_inputs` (each client's round input), `evaluation`
 (f(w), accuracy, per-client accuracy, dissimilarity), `compiled` (a
 round's clients trained one after another in one XLA-compiled loop in this
-process), `lockstep` (a round's clients trained at once in this process,
-and the engine of both), `loop` (the one round loop),
+process, for any client work defined once), `loop` (the one round loop),
 `callbacks` and `outputs` (what runs between rounds), `columns`
 (metrics.csv's columns), `trainer` (train any process on a task),
 `provenance` (a run's code, computation and data), `run_dir` (a run's

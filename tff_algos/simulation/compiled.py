@@ -1,28 +1,45 @@
 """Compiled clients: a round's local training, its clients one after
-another in one XLA-compiled loop, in this process.
+another in one XLA-compiled loop, in this process, for any client work
+defined once (`learning.ClientDefinition`: the package's proximal SGD and
+full-batch gradient, and a user's own). The engine names no algorithm
+and no hyper-parameter of one: it runs a definition's `init`, `step`s
+and `final`.
 
-One client's step (`ClientTraining.step`: the gradient of its batch's
-loss, the proximal term, the client optimizer's step) is a few dozen
-small ops. Run by TensorFlow's executor, each op costs its dispatch, which
-for the papers' small models is most of a step (docs/PERFORMANCE.md,
-"Compiled clients"); compiled by XLA with the loop around it, the round is
-one program. The clients keep their own order of minibatches
-(`sampling.ClientSampler.minibatch_schedule`), each starts from w_t with a
-fresh optimizer state, and each batch is padded to B with the padding
-masked out of its mean: a client computes what it computes alone, in
-float32, with only the order of some sums differing, so the models agree
-to float32 rounding with the per-client path's
-(tests/simulation/test_lockstep.py).
+A client's step is a few dozen small ops. Run by TensorFlow's executor,
+each op costs its dispatch, which for the papers' small models is most of
+a step (docs/PERFORMANCE.md, "Compiled clients"); compiled by XLA with
+the loop around it, the round is one program. The clients keep their own
+order of minibatches (`sampling.ClientSampler.minibatch_schedule`), each
+starts from w_t with the definition's fresh state, and each batch is
+padded to B with the padding masked out of its mean: a client computes
+what it computes alone, in float32, with only the order of some sums
+differing, so the models agree to float32 rounding with the per-client
+path's (tests/simulation/test_compiled.py).
 
 XLA compiles a program for each shape of its inputs: a round's steps and
 clients are padded to the next power of two (`bucket`), so that a run
 compiles a few programs, not one a round; the padding is never stepped.
 
-No lanes: where TensorFlow's per-op cost dominates, many clients' copies
-of the model stepped at once (`simulation.lockstep`) share that cost, but
-compiled the cost is gone (benchmarks/step_cost.py), and one client's
-steps in sequence do the least arithmetic: a round is its clients' steps,
-not its longest client's steps times the lanes.
+The process (`learning.ComputedProcess`) then does what it does with its
+own client work's results: the model aggregator sees each client's update
+(DP clipping and noise, compression, robust aggregation are unchanged),
+the metrics aggregator sums the rest, the server optimizer steps. What
+crosses to the TFF worker each round is the clients' updates, not their
+data.
+
+What it needs, else the run trains per client and its header says why
+(`refusal`, `work_refusal`): a process built by `learning.build_process`
+with TFF's broadcast, a task whose model_fn is a `KerasModelFn` (the
+tasks' models are) with a loss that averages its examples and no layer
+that draws randomness or batch statistics in training, a local run
+(remote workers train clients where they are), a client work XLA
+compiles, and (under --client_execution=auto) a model XLA runs faster
+than TensorFlow's own kernels do per client.
+
+The training metrics it reports (`metrics['client_work']['train']`) are
+the model wrapper's loss and counters (loss, num_examples, num_batches),
+not the model's own Keras metrics: nothing the package records reads
+them.
 """
 
 from __future__ import annotations
@@ -30,12 +47,18 @@ from __future__ import annotations
 import collections
 import functools
 import re
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from tff_algos.learning import client_definition
-from tff_algos.learning.client_work import PROXIMAL_WEIGHT
+from tff_algos.learning import model_ops
+from tff_algos.simulation import evaluation
+
+# How the clients' training is named in a run's header and provenance
+# ("clients trained ...").
+EXECUTION = 'compiled by XLA'
 
 # The fewest steps and clients a compiled round is shaped for.
 MIN_BUCKET = 16
@@ -71,9 +94,61 @@ def unpaying(layers) -> str | None:
   return None
 
 
+# Layers whose training pass draws randomness or reads the batch: compiled
+# clients cannot reproduce them client by client.
+_STOCHASTIC_LAYERS = (
+  tf.keras.layers.Dropout,
+  tf.keras.layers.GaussianNoise,
+  tf.keras.layers.GaussianDropout,
+  tf.keras.layers.BatchNormalization,
+)
+
+
+def refusal(model_fn, requested='auto', workers='') -> str | None:
+  """Why clients training `model_fn`'s model do not train compiled (a
+  phrase for the run's header), or None: decided before any process is
+  built, so that a run that trains per client builds one process only.
+  --client_execution=`requested`: 'compiled' asks for it where it can
+  run; 'auto' where it is also faster than per client on this machine's
+  CPU (`unpaying`, measured with benchmarks/cohort.py)."""
+  if workers:
+    return 'remote workers train the clients where they are'
+  if not isinstance(model_fn, model_ops.KerasModelFn):
+    return (
+      "the task's model_fn is not a learning.model_ops.KerasModelFn "
+      '(a Keras model with its loss)'
+    )
+  with tf.Graph().as_default():
+    model = model_fn.keras_model_fn()
+    layers, loss = list(_layers(model)), model_fn.loss_fn()
+    dtypes = {w.dtype.base_dtype for w in model.trainable_weights}
+  if dtypes - {tf.float32}:
+    return f"the model's weights are {', '.join(sorted(d.name for d in dtypes))}, not float32"
+  stochastic = [
+    layer.name for layer in layers if isinstance(layer, _STOCHASTIC_LAYERS)
+  ]
+  if stochastic:
+    return (
+      f"the model's layers {', '.join(stochastic)} draw randomness or "
+      'batch statistics in training'
+    )
+  if getattr(loss, 'reduction', None) not in (
+    tf.keras.losses.Reduction.AUTO,
+    tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE,
+  ):
+    return "the model's loss is not a mean over the batch's examples"
+  slower = requested == 'auto' and unpaying(layers)
+  if slower:
+    return (
+      f'{slower}, so they train faster per client '
+      '(--client_execution=compiled trains them here)'
+    )
+  return None
+
+
 def unsupported(step) -> str | None:
-  """Why XLA cannot compile `step` (a client's step, traced:
-  `ClientTraining.traced`), or None if it can: an op it has no kernel
+  """Why XLA cannot compile `step` (a client's work traced for one
+  batch: `Clients.checked`), or None if it can: an op it has no kernel
   for (a phrase for the run's header)."""
   specs, _ = step.structured_input_signature
   flat = tf.function(  # XLA's IR takes flat TensorSpecs.
@@ -91,222 +166,49 @@ def unsupported(step) -> str | None:
   return None
 
 
-class ClientTraining:
-  """A run's local training of one client, without its data: its fresh
-  state and one step, as TensorFlow functions of tensors."""
+class Layout(NamedTuple):
+  """A round's clients' minibatches laid out one client after another:
+  `indices`, `valid`: [bucket(steps), B] each step's examples (indices
+  into the resident data) and which are real; `starts`: [bucket(clients)
+  + 1] each client's first step; `examples`, `steps`: [bucket(clients)]
+  each client's n_k and local steps τ_k; `clients`: how many (the rest is
+  padding, never stepped)."""
 
-  def __init__(self, model_fn, local, specs):
-    self._model_fn = model_fn
-    self._local = local
-    self.specs = specs
-    self.gradient = local.kind == 'gradient'
-
-  @property
-  def hparam_names(self) -> list[str]:
-    """The client work's hyper-parameters a round takes: the proximal
-    weight and the client optimizer's (none for the gradient kind)."""
-    if self.gradient:
-      return []
-    return [PROXIMAL_WEIGHT, *self.optimizer_hparams]
-
-  @functools.cached_property
-  def optimizer_hparams(self) -> list[str]:
-    with tf.Graph().as_default():
-      optimizer = self._local.optimizer
-      return list(optimizer.get_hparams(optimizer.initialize(self.specs)))
-
-  def objective(self, weights, x, y, mask):
-    """(what the client differentiates, its batch's mean loss): the mean
-    of the real examples' losses (`mask`) plus the regularization; the
-    gradient kind: n_b times it, as `model_ops.weighted_gradient`."""
-    prediction, regularization = self._model_fn.predict(weights, x)
-    examples = self._model_fn.example_losses(y, prediction)
-    total = tf.reduce_sum(examples * mask)
-    mean = total / tf.maximum(tf.reduce_sum(mask), 1.0)
-    regularization = tf.add_n([tf.constant(0.0)] + regularization)
-    if self.gradient:
-      return total + tf.reduce_sum(mask) * regularization, mean
-    return mean + regularization, mean
-
-  def hparam_specs(self):
-    return {name: tf.TensorSpec([], tf.float32) for name in self.hparam_names}
-
-  def traced(self, batch, proximal):
-    """(`fresh_state`, `step` with the proximal term or without) traced for
-    a batch of `batch` (TensorSpecs of its features, by name): what a
-    compiled round calls."""
-    fresh = tf.function(
-      self.fresh_state, autograph=False
-    ).get_concrete_function(list(self.specs), self.hparam_specs())
-    step = tf.function(
-      self.step_function(proximal), autograph=False
-    ).get_concrete_function(*self.step_specs(batch, fresh))
-    return fresh, step
-
-  def step_specs(self, batch, fresh=None):
-    """The TensorSpecs of `step`'s arguments but `proximal`, for a batch of
-    `batch` (TensorSpecs of its features, by name)."""
-    weights = list(self.specs)
-    fresh = fresh or tf.function(
-      self.fresh_state, autograph=False
-    ).get_concrete_function(weights, self.hparam_specs())
-    state = tf.nest.map_structure(
-      lambda t: tf.TensorSpec(t.shape, t.dtype), fresh.structured_outputs[1]
-    )
-    mask = tf.TensorSpec(tf.nest.flatten(batch)[0].shape[:1], tf.float32)
-    return weights, state, batch, mask, weights, self.hparam_specs()
-
-  def fresh_state(self, global_weights, hparams):
-    """What a client starts from: w_t, and a fresh client optimizer state
-    at `hparams` (the gradient kind: a zero sum)."""
-    weights = [tf.identity(w) for w in global_weights]
-    if self.gradient:
-      return weights, [tf.zeros_like(w) for w in weights]
-    optimizer = self._local.optimizer
-    return weights, optimizer.set_hparams(
-      optimizer.initialize(tuple(self.specs)),
-      collections.OrderedDict((k, hparams[k]) for k in self.optimizer_hparams),
-    )
-
-  def step_function(self, proximal):
-    """`step` with the proximal term or without: a function of the rest of
-    its arguments."""
-    return lambda *args: self.step(*args, proximal=proximal)
-
-  def step(
-    self, weights, state, batch, mask, global_weights, hparams, proximal
-  ):
-    """One step on `batch`: (weights, state, the batch's mean loss). The
-    client optimizer on ∇F + μ(w − w_t) (without the term if not
-    `proximal`: μ = 0 gives the same values, as the per-client path
-    skips it); the gradient kind adds the gradient to its sum (`state`)
-    and keeps w_t."""
-    with tf.GradientTape() as tape:
-      tape.watch(weights)
-      objective, mean = self.objective(weights, batch['x'], batch['y'], mask)
-    gradients = [
-      tf.convert_to_tensor(g)  # A gather's gradient: IndexedSlices.
-      for g in tape.gradient(objective, weights)
-    ]
-    if self.gradient:
-      return weights, [a + g for a, g in zip(state, gradients)], mean
-    if proximal:
-      gradients = [
-        g + hparams[PROXIMAL_WEIGHT] * (w - w_t)
-        for g, w, w_t in zip(gradients, weights, global_weights)
-      ]
-    state, stepped = self._local.optimizer.next(
-      state, tuple(weights), tuple(gradients)
-    )
-    return list(stepped), state, mean
+  indices: Any
+  valid: Any
+  starts: Any
+  examples: Any
+  steps: Any
+  clients: Any
 
 
-def round_function(fresh, step, specs, gradient: bool):
-  """The compiled round (`run_round`) of clients that start from
-  `fresh(global weights, hparams)` and take `step`s (traced functions of
-  `ClientTraining`: see `ClientTraining.traced`), with weights of
-  `specs`: a tf.function XLA compiles for each shape of its inputs."""
-  return tf.function(
-    functools.partial(run_round, fresh, step, specs, gradient),
-    jit_compile=True,
-    autograph=False,
-  )
-
-
-def run_round(
-  fresh,
-  step,
-  specs,
-  gradient,
-  global_weights,
-  hparams,
-  data,
-  indices,
-  valid,
-  starts,
-  clients,
-):
-  """The steps of the round's `clients` clients, one after another: client
-  k takes the minibatches `indices[starts[k]:starts[k + 1]]` (example
-  indices into `data`, each padded to B, `valid` its real examples) from
-  w_t. Returns (per client, by weight tensor: w_t − w, or for the
-  gradient kind Σ_b n_b ∇F_b; per client: Σ_b n_b × its batch's mean
-  loss), shaped for the len(starts) − 1 clients the round is padded to
-  (zeros after its last)."""
-  shaped_for = starts.shape[0] - 1
-  outputs = [tf.zeros([shaped_for, *spec.shape]) for spec in specs]
-  loss_sums = tf.zeros([shaped_for])
-
-  def one_client(k, outputs, loss_sums):
-    weights, state = fresh(global_weights, hparams)
-
-    def one_step(s, weights, state, loss_sum):
-      mask = valid[s]
-      weights, state, mean = step(
-        weights,
-        state,
-        {name: tf.gather(values, indices[s]) for name, values in data.items()},
-        mask,
-        global_weights,
-        hparams,
-      )
-      return s + 1, weights, state, loss_sum + mean * tf.reduce_sum(mask)
-
-    _, weights, state, loss_sum = tf.while_loop(
-      lambda s, *_: s < starts[k + 1],
-      one_step,
-      (starts[k], weights, state, tf.constant(0.0)),
-    )
-    result = (
-      state
-      if gradient
-      else [w_t - w for w, w_t in zip(weights, global_weights)]
-    )
-    at = tf.reshape(k, [1, 1])
-    return (
-      k + 1,
-      [
-        tf.tensor_scatter_nd_update(o, at, r[None])
-        for o, r in zip(outputs, result)
-      ],
-      tf.tensor_scatter_nd_update(loss_sums, at, loss_sum[None]),
-    )
-
-  _, outputs, loss_sums = tf.while_loop(
-    lambda k, *_: k < clients, one_client, (0, outputs, loss_sums)
-  )
-  return outputs, loss_sums
-
-
-def layout(minibatches, batch_size):
-  """A round's clients' minibatches ((example indices, in order; each
-  batch's size) by client) laid out one client after another: (indices,
-  valid: [bucket(steps), B], starts: [bucket(clients) + 1]), the padding
-  never stepped."""
+def layout(minibatches, batch_size, examples, steps) -> Layout:
+  """The `Layout` of a round's clients' `minibatches` ((example indices,
+  in order; each batch's size) by client), their `examples` and
+  `steps`."""
   sizes = np.concatenate([np.zeros(0, np.int64)] + [s for _, s in minibatches])
-  steps = len(sizes)
-  indices = np.zeros((bucket(steps), batch_size), np.int32)
-  valid = np.zeros((bucket(steps), batch_size), np.float32)
-  rows = np.repeat(np.arange(steps), sizes)
+  total = len(sizes)
+  indices = np.zeros((bucket(total), batch_size), np.int32)
+  valid = np.zeros((bucket(total), batch_size), np.float32)
+  rows = np.repeat(np.arange(total), sizes)
   columns = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
   indices[rows, columns] = np.concatenate(
     [np.zeros(0, np.int64)] + [i for i, _ in minibatches]
   )
   valid[rows, columns] = 1.0
-  starts = np.full(bucket(len(minibatches)) + 1, steps, np.int32)
-  starts[: len(minibatches)] = np.cumsum(
-    [0] + [len(s) for _, s in minibatches]
-  )[:-1]
-  return indices, valid, starts
+  clients = len(minibatches)
+  starts = np.full(bucket(clients) + 1, total, np.int32)
+  starts[:clients] = np.cumsum([0] + [len(s) for _, s in minibatches])[:-1]
+  padded = np.zeros(bucket(clients), np.float32)
+  padded[:clients] = examples
+  counts = np.zeros(bucket(clients), np.int32)
+  counts[:clients] = steps
+  return Layout(
+    indices, valid, starts, padded, counts, np.asarray(clients, np.int32)
+  )
 
 
-# A client work defined once (`learning.ClientDefinition`), compiled: the
-# round below runs any definition's `init`, `step`s and `final`, and names
-# none of its hyper-parameters. (The built-in proximal SGD and gradient
-# client works keep `ClientTraining` above for now.)
-
-
-class DefinedClients:
+class Clients:
   """A definition's clients (`learning.DefinedTraining`), without their
   data: one client's training, and the round of many, as TensorFlow
   functions XLA compiles."""
@@ -347,6 +249,7 @@ class DefinedClients:
     state = self.definition.step(state, masked)
     return state, masked.mean_loss * masked.examples
 
+  @functools.cached_property
   def checked(self):
     """`init`, one step and `final` traced for one batch: what XLA must
     compile (`unsupported`), and what the run's provenance hashes."""
@@ -370,58 +273,41 @@ class DefinedClients:
       tf.TensorSpec([], tf.float32),
     )
 
-  def client(
-    self, global_weights, hparams, data, indices, valid, start, end, examples
-  ):
+  def client(self, global_weights, hparams, data, layout, k):
     """Client k's training: from w_t, the minibatches
-    `indices[start:end]` (padded to B, `valid` its real examples)."""
+    `indices[starts[k]:starts[k + 1]]` (padded to B, `valid` its real
+    examples) of the round's `layout` (`Layout`)."""
     shared = client_definition.Shared(list(global_weights), hparams)
 
     def one_step(s, state, loss_sum):
       batch = {
-        name: tf.gather(values, indices[s]) for name, values in data.items()
+        name: tf.gather(values, layout.indices[s])
+        for name, values in data.items()
       }
-      state, loss = self.one_step(state, batch, valid[s])
+      state, loss = self.one_step(state, batch, layout.valid[s])
       return s + 1, state, loss_sum + loss
 
     _, state, loss_sum = tf.while_loop(
-      lambda s, *_: s < end,
+      lambda s, *_: s < layout.starts[k + 1],
       one_step,
-      (start, self.definition.init(shared), tf.constant(0.0)),
+      (layout.starts[k], self.definition.init(shared), tf.constant(0.0)),
     )
-    return self.result(shared, state, examples, end - start, loss_sum)
+    return self.result(
+      shared, state, layout.examples[k], layout.steps[k], loss_sum
+    )
 
-  def run_round(
-    self,
-    global_weights,
-    hparams,
-    data,
-    indices,
-    valid,
-    starts,
-    examples,
-    clients,
-  ):
-    """The round's `clients` clients, one after another (`layout`): their
-    results by name, each shaped for the len(starts) − 1 clients the
-    round is padded to (zeros after its last)."""
-    shaped_for = starts.shape[0] - 1
+  def run_round(self, global_weights, hparams, data, layout):
+    """The round's `layout.clients` clients, one after another: their
+    results by name, each shaped for the clients the round is padded to
+    (zeros after its last)."""
+    shaped_for = layout.examples.shape[0]
     outputs = tf.nest.map_structure(
       lambda s: tf.zeros([shaped_for, *s.shape], s.dtype),
       self._result_specs,
     )
 
     def one_client(k, outputs):
-      result = self.client(
-        global_weights,
-        hparams,
-        data,
-        indices,
-        valid,
-        starts[k],
-        starts[k + 1],
-        examples[k],
-      )
+      result = self.client(global_weights, hparams, data, layout, k)
       at = tf.reshape(k, [1, 1])
       return k + 1, tf.nest.map_structure(
         lambda o, r: tf.tensor_scatter_nd_update(o, at, r[None]),
@@ -430,7 +316,7 @@ class DefinedClients:
       )
 
     _, outputs = tf.while_loop(
-      lambda k, *_: k < clients, one_client, (0, outputs)
+      lambda k, *_: k < layout.clients, one_client, (0, outputs)
     )
     return outputs
 
@@ -438,34 +324,26 @@ class DefinedClients:
   def _result_specs(self):
     return tf.nest.map_structure(
       lambda t: tf.TensorSpec(t.shape, t.dtype),
-      self.checked().structured_outputs[0],
+      self.checked.structured_outputs[0],
     )
 
 
-def defined_refusal(model_fn, local, batch_size, paying) -> str | None:
-  """Why a definition's clients (`local`, of a model of `model_fn`)
-  train per client rather than compiled, or None: compiled clients are
-  not faster for the model (`paying`: the executions
-  `lockstep.executions` found faster, without 'compiled'), or XLA cannot
-  compile its work (`unsupported`)."""
-  if 'compiled' not in paying:
-    return f'compiled clients are slower here ({_unpaying_reason(model_fn)})'
-  clients = DefinedClients(
+def work_refusal(model_fn, local, batch_size) -> str | None:
+  """Why a process's clients (`local`, a `learning.DefinedTraining`, of a
+  model of `model_fn`) do not train compiled, or None: its client work
+  does not trace as TensorFlow functions of tensors, or XLA cannot
+  compile it (`unsupported`)."""
+  clients = Clients(
     model_fn, local, _weight_specs(model_fn), _batch_specs(model_fn, batch_size)
   )
   try:
-    traced = clients.checked()
+    traced = clients.checked
   except Exception as e:  # A definition XLA's tracing refuses: say why.
     return (
       f'its client work does not trace as TensorFlow functions of tensors '
       f'({type(e).__name__}: {str(e).strip().splitlines()[0]})'
     )
   return unsupported(traced)
-
-
-def _unpaying_reason(model_fn) -> str:
-  with tf.Graph().as_default():
-    return unpaying(list(_layers(model_fn.keras_model_fn()))) or 'measured'
 
 
 def _layers(model):
@@ -488,71 +366,121 @@ def _batch_specs(model_fn, batch_size):
   }
 
 
-class DefinitionEngine:
-  """The clients of a run whose client work is a definition, trained in
-  this process: compiled (`DefinedClients`), their results handed to the
-  process as `learning.LockstepInput`s (as `lockstep.Engine` does for the
-  built-in client works)."""
+# Compiled rounds made in this process, by the content of what they run
+# (`_round_key`), least recently used first. Runs in one process (a
+# notebook's, a loop of runs, the tests') whose clients train by the same
+# work reuse the round and XLA's programs for it: about 0.4-0.9 of a
+# 3-round run's 3.4-5.3 CPU-s (docs/PERFORMANCE.md, "A round's trace,
+# reused"). The memo is this module's, so a reloaded module, whose round
+# code may differ, starts without it.
+_ROUNDS: collections.OrderedDict = collections.OrderedDict()
+_MAX_ROUNDS = 16
 
-  def __init__(
-    self,
-    process,
-    train_arrays,
-    batch_size,
-    client_tensors,
-    execution='compiled by XLA',
-  ):
-    self._local = process.local_training
+
+def _round_key(signature, traced):
+  """What a compiled round is a function of: `signature` (the weights',
+  hyper-parameters' and batch's specs) and the graph of a client's work
+  traced for one batch (`Clients.checked`: the model, its loss, the
+  definition and the client weighting), as `fingerprint.graph_sha256`
+  hashes it. None (not kept) when that graph captures a value of the
+  process (a tensor or variable created outside it), which it does not
+  hold."""
+  if traced.captured_inputs:
+    return None
+  from tff_algos.runtime import fingerprint
+
+  return repr(signature), fingerprint.graph_sha256(traced.graph.as_graph_def())
+
+
+def _remembered(key, make):
+  """The round kept in `_ROUNDS` by `key`, else `make()` (kept unless
+  `key` is None), the least recently used dropped beyond _MAX_ROUNDS."""
+  made = _ROUNDS.get(key) if key else None
+  made = made or make()
+  if key:
+    _ROUNDS[key] = made
+    _ROUNDS.move_to_end(key)
+    while len(_ROUNDS) > _MAX_ROUNDS:
+      _ROUNDS.popitem(last=False)
+  return made
+
+
+class Engine:
+  """The clients of one run trained in this process, compiled: its
+  process's model and client work (`learning.ComputedProcess`), the
+  clients' training data resident here, and the round (`Clients`); their
+  results handed to the process as `learning.ComputedInput`s."""
+
+  def __init__(self, process, train_arrays, batch_size, client_tensors=None):
+    local = process.local_training
     self._mean_of_updates = process.mean_of_updates
+    self._one_pass = local.definition.one_pass
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
-    self._data, self._offsets = client_tensors.with_offsets(train_arrays)
+    tensors = client_tensors or evaluation.ClientTensors()
+    self._data, self._offsets = tensors.with_offsets(train_arrays)
+    largest = int(max(self._sizes.max(), 1))
+    if self._one_pass:  # The whole data in chunks, as the per-client path.
+      batch_size = min(largest, model_ops.CHUNK_SIZE)
+    elif batch_size < 1:  # B = ∞: a client's minibatch is all its data,
+      batch_size = largest  # masked to its n_k.
     self._batch_size = batch_size
+    # The weights' shapes from the process's type: no computation runs
+    # before the run's folder (and the worker's log) is known.
     weights = process.get_model_weights.type_signature.result
-    self._clients = DefinedClients(
+    clients = Clients(
       process.model_fn,
-      self._local,
+      local,
       [tf.TensorSpec(w.shape, tf.float32) for w in weights.trainable],
       {
         name: tf.TensorSpec([batch_size, *data.shape[1:]], data.dtype)
         for name, data in self._data.items()
       },
     )
-    self._round = tf.function(
-      self._clients.run_round, jit_compile=True, autograph=False
+    self._checked = clients.checked
+    signature = [clients.specs, clients.hparam_specs(), clients.batch]
+    self._round = _remembered(
+      _round_key(signature, self._checked),
+      lambda: tf.function(clients.run_round, jit_compile=True, autograph=False),
     )
-    self.execution = execution
+    self.execution = EXECUTION
 
   def fingerprint(self) -> str:
     """The SHA-256 of a client's work traced for one batch (the model,
-    its loss and the definition)."""
+    its loss and the definition): with compiled clients the learning
+    process's own computations do not hold the model's training step, so
+    a run records this too (`provenance`)."""
     from tff_algos.runtime import fingerprint
 
-    graph = self._clients.checked().graph.as_graph_def()
-    return fingerprint.graph_sha256(graph)
+    return fingerprint.graph_sha256(self._checked.graph.as_graph_def())
 
   def inputs(self, state, schedules, round_num):
-    """The round's client inputs (`learning.LockstepInput`) for
-    `schedules` ((client index, example order, batch ends) each), from
-    the process state `state`."""
+    """The round's client inputs (`learning.ComputedInput`), one per
+    client of `schedules` ((client index, example order, batch ends) each,
+    as the sampler drew them; one for all with a mean aggregator), from
+    the process state `state` (its global model and client work
+    hyper-parameters)."""
     del round_num  # The schedules hold the round's draws.
     if not schedules:  # A DP round without clients: noise on a zero sum.
       return []
     minibatches = [self._minibatches(*schedule) for schedule in schedules]
-    clients = len(schedules)
-    examples = np.zeros(bucket(clients), np.float32)
-    examples[:clients] = [self._sizes[c] for c, _, _ in schedules]
+    steps = [1 if self._one_pass else len(s) for _, s in minibatches]
     outputs = self._round(
       [
         tf.constant(w, tf.float32) for w in state.global_model_weights.trainable
       ],
       {k: tf.constant(v, tf.float32) for k, v in state.client_work.items()},
       self._data,
-      *layout(minibatches, self._batch_size),
-      examples,
-      tf.constant(clients, tf.int32),
+      layout(
+        minibatches,
+        self._batch_size,
+        [self._sizes[c] for c, _, _ in schedules],
+        steps,
+      ),
     )
+    clients = len(schedules)
     results = tf.nest.map_structure(lambda t: t.numpy()[:clients], outputs)
-    results['steps'] = np.array([len(s) for _, s in minibatches], np.int32)
+    results['steps'] = np.array(steps, np.int32)
+    results['batches'] = np.array([len(s) for _, s in minibatches], np.int64)
     results['examples'] = np.array(
       [np.sum(s) for _, s in minibatches], np.int64
     )
@@ -565,7 +493,11 @@ class DefinitionEngine:
 
   def _minibatches(self, client, order, ends):
     """A client's minibatches: (the indices into the resident data of their
-    examples, in order; each one's size)."""
+    examples, in order; each one's size); a one-pass work's, its whole
+    data in chunks, in order (its schedule unused)."""
+    if self._one_pass:
+      n, b = self._sizes[client], self._batch_size
+      order, ends = np.arange(n), np.minimum(np.arange(b, n + b, b), n)
     ends = np.asarray(ends, np.int64)
     used = ends[-1] if len(ends) else 0
     return (
@@ -575,7 +507,7 @@ class DefinitionEngine:
 
 
 def _input(client, participants=1):
-  """A `learning.LockstepInput` of a client's (or, summed, of many
+  """A `learning.ComputedInput` of a client's (or, summed, of many
   clients') results: `client_definition.computed_data_type`'s fields."""
   squared_norm = client.get('squared_norm')
   if squared_norm is None:
@@ -591,7 +523,7 @@ def _input(client, participants=1):
     train=collections.OrderedDict(
       loss=[np.float32(client['loss_sum']), np.float32(client['examples'])],
       num_examples=[np.int64(client['examples'])],
-      num_batches=[np.int64(client['steps'])],
+      num_batches=[np.int64(client['batches'])],
     ),
   )
   if 'scale' in client:
@@ -605,7 +537,7 @@ def _input(client, participants=1):
 
 def _one_input(results):
   """The round's clients as the one input a mean aggregates alike
-  (`learning.LockstepProcess.mean_of_updates`): their updates' and
+  (`learning.ComputedProcess.mean_of_updates`): their updates' and
   scales' weighted means (the float32 sums TFF's mean adds), with the sum
   of their weights, statistics and metrics."""
   weights = results['weight']
@@ -623,6 +555,7 @@ def _one_input(results):
     ),
     loss_sum=np.sum(results['loss_sum'], dtype=np.float64),
     steps=np.sum(results['steps']),
+    batches=np.sum(results['batches']),
     examples=np.sum(results['examples']),
   )
   if 'scale' in results:

@@ -47,7 +47,7 @@ MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit.
 # sampling seeds are numpy's (any int), TensorBoard steps and the DP noise
 # counter int64, checkpoint names and metrics.csv text.
 MAX_ROUNDS = 2**31 - 1
-CLIENT_EXECUTIONS = ('auto', 'compiled', 'lockstep', 'per_client')
+CLIENT_EXECUTIONS = ('auto', 'compiled', 'per_client')
 SAMPLING = tuple(scheme.value for scheme in SamplingScheme)
 ALGORITHM_DEFAULT = '{algorithm default}'  # In a help: the algorithms'.
 
@@ -304,14 +304,13 @@ def _declare_settings() -> tuple[Setting, ...]:
       'auto',
       "How the clients' local training runs: compiled (the "
       "round's clients one after another in one XLA-compiled loop "
-      'in this process), lockstep (many clients at once in this '
-      'process), both the same computation summed in another '
-      'order; per_client (a TFF call per client, its data sent: '
-      'the reference) or auto (compiled or lockstep where it is '
-      'the faster: models without convolutions). The header says '
-      'which ran, and why not in this process. Unless '
-      'per_client, clients trained per client read their data '
-      'in the TFF worker (the same models), and a model evaluated '
+      'in this process), per_client (a TFF call per client, its '
+      'data sent: the reference) or auto (compiled where it is '
+      'the faster: models without convolutions or recurrent '
+      'layers). The header says which ran, and why not compiled. '
+      'Unless per_client, clients trained per client read their '
+      'data in the TFF worker (the same models), and a model '
+      'evaluated '
       'client by client (the char-LSTM) has its predictions made '
       'across clients.',
       choices=CLIENT_EXECUTIONS,
@@ -760,8 +759,13 @@ def _from_json(cls, values: dict[str, Any]) -> Config:
       f'expected an object of settings, got {type(values).__name__}'
     )
   values = {k: v for k, v in values.items() if k != 'provenance'}
-  # Runs recorded before lockstep clients existed trained one by one.
+  # Runs recorded before clients trained in this process trained one by
+  # one; lockstep lanes are gone, and compiled clients compute what they
+  # computed (to float32 rounding).
   values.setdefault('client_execution', 'per_client')
+  if values['client_execution'] == 'lockstep':
+    values['client_execution'] = 'compiled'
+
   return cls.create(**values)
 
 

@@ -101,7 +101,7 @@ class ClientTensors:
   consecutive slices of one aligned array (`tasks.base.packed_clients`)
   cost no memory here: the tensor is that array (`_joined`, `_tensor`).
   A run makes one and gives it to its evaluation, dissimilarity and
-  lockstep clients, which read the same training clients
+  compiled clients, which read the same training clients
   (`trainer.ClientData.tensors`)."""
 
   def __init__(self, size=2):
@@ -129,7 +129,7 @@ class ClientTensors:
 
   def with_offsets(self, data):
     """All clients' arrays (`data`, by client) as one tensor per feature
-    and each client's first row in it (what `lockstep.Engine` reads)."""
+    and each client's first row in it (what `compiled.Engine` reads)."""
     concatenated, splits = self(data)
     return concatenated, splits.numpy()[:-1]
 

@@ -54,7 +54,7 @@ class Prepared:
   computed for (`trainer.accounted_mechanism`; None without DP), how
   its clients train (`trainer.build_for_run`, or for clients trained in
   this process their engine's words) and their engine
-  (`lockstep.Engine`)."""
+  (`compiled.Engine`)."""
 
   settings: config_lib.Settings
   task: Any
@@ -77,12 +77,12 @@ def prepare(settings: config_lib.Settings, task, workers: str = '') -> Prepared:
   process, execution = trainer.build_for_run(
     settings, task.model_fn, workers=workers
   )
-  engine = trainer.lockstep_engine(settings, process, data)
+  engine = trainer.compiled_engine(settings, process, data)
   provenance = provenance_lib.record(
     process, data.client_ids, data.train, data.test
   )
   if engine is not None:
-    provenance['lockstep'] = engine.fingerprint()
+    provenance['compiled_work'] = engine.fingerprint()
     execution = engine.execution
   return Prepared(
     settings,

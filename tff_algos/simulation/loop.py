@@ -104,9 +104,9 @@ class Loop:
       too (a DP aggregator releases the noise of a zero sum: every round
       is a release, as the accountant counts it); otherwise it keeps the
       model (w_{t+1} = w_t), as a mean of no updates is undefined.
-    lockstep: for a `learning.LockstepProcess`, `lockstep(state,
+    computed: for a `learning.ComputedProcess`, `computed(state,
       schedules, round_num)` → the clients' computed results
-      (`simulation.lockstep.Engine.inputs`); None: each client's data and
+      (`simulation.compiled.Engine.inputs`); None: each client's data and
       minibatch schedule go to the process (`client_inputs`).
     client_store: for a process taking `learning.StoredInput`, the store
       of `train_arrays` its clients read (`client_store.ClientStore`).
@@ -121,7 +121,7 @@ class Loop:
   train_arrays: Sequence[Mapping[str, np.ndarray]]
   callbacks: Sequence[RoundCallback] = ()
   release_empty_rounds: bool = False
-  lockstep: Callable[[Any, Sequence[Any], int], list] | None = None
+  computed: Callable[[Any, Sequence[Any], int], list] | None = None
   client_store: ClientStore | None = None
   stop_requests: StopRequests = dataclasses.field(default_factory=StopRequests)
 
@@ -162,8 +162,8 @@ class Loop:
     row = dict(participants=len(plans), local_steps=0)
     if not plans and not self.release_empty_rounds:
       return state, row, None
-    if self.lockstep is not None:
-      inputs = self.lockstep(
+    if self.computed is not None:
+      inputs = self.computed(
         state,
         client_inputs.schedules(
           self.sampler, plans, self.train_arrays, round_num, self.batch_size

@@ -22,11 +22,11 @@ A record (`record`) holds content hashes only:
                and nowhere else, and are averaged (`results.code_id`);
   data         SHA-256 of the task's client data as the run trains and
                evaluates on them;
-  lockstep     with clients trained in this process (compiled or
-               lockstep), SHA-256 of the TensorFlow graph of the step
-               they train by (`simulation.lockstep.Engine.fingerprint`),
+  compiled_work  with compiled clients, SHA-256 of the TensorFlow graph
+               of the work they train by (`simulation.compiled.Engine.
+               fingerprint`),
                which the process's computations do not hold;
-  execution    how the clients trained: compiled by XLA, lockstep or per
+  execution    how the clients trained: compiled by XLA or per
                client.
 """
 
@@ -269,7 +269,7 @@ def differences(
         f'{"+changes" if new.get("git_modified") else ""} here'
       )
     found['package'] = f"the package's code{commits}"
-  computations = ('computation', 'initial_state', 'lockstep')
+  computations = ('computation', 'initial_state', 'compiled_work')
   if (
     [saved.get(k) for k in computations]
     != [current.get(k) for k in computations]

@@ -37,7 +37,6 @@ from tff_algos.simulation import columns as columns_lib
 from tff_algos.simulation import compiled
 from tff_algos.simulation import config as config_lib
 from tff_algos.simulation import evaluation
-from tff_algos.simulation import lockstep
 from tff_algos.simulation import loop as loop_lib
 from tff_algos.simulation import outputs
 from tff_algos.simulation.client_store import ClientStore
@@ -71,11 +70,11 @@ def build_for_run(
   workers: str = '',
 ) -> tuple[Any, str]:
   """(the run's process, how its clients train): with
-  --client_execution=compiled or lockstep, or auto, where the run allows it
-  and (auto) it pays (`lockstep.executions`), the algorithm built with
-  `learning.LockstepInput` (`lockstep.EXECUTIONS`' words for the one its
-  engine takes, `lockstep_engine`); else the per-client process ('per
-  client', and why), whose clients read their data where they train
+  --client_execution=compiled, or auto, where the run allows it and
+  (auto) it pays (`compiled.refusal`, `compiled.work_refusal`), the
+  algorithm built with `learning.ComputedInput` ('compiled by XLA', its
+  engine `compiled_engine`); else the per-client process ('per client',
+  and why), whose clients read their data where they train
   (`learning.StoredInput`) unless --client_execution=per_client (the
   reference: their data are sent).
   Installs our local runtime (`runtime.install`) as TFF's default context,
@@ -92,27 +91,23 @@ def build_for_run(
     return build_process(settings, model_fn, process_fn=process_fn), (
       'per client (a process_fn of its own takes the per-client input)'
     )
-  in_process, why = lockstep.executions(
+  why = compiled.refusal(
     model_fn, execution, workers or runtime.remote_workers()
   )
-  if in_process:
+  if why is None:
     process, why = _built_with(
       settings,
       model_fn,
-      learning.LockstepInput(),
-      lambda p: isinstance(p, learning.LockstepProcess),
+      learning.ComputedInput(),
+      lambda p: isinstance(p, learning.ComputedProcess),
     )
-    if why is None and not _defined(process):
-      return process, lockstep.EXECUTIONS[in_process[0]]
+    why = why or compiled.work_refusal(
+      process.model_fn,
+      process.local_training,
+      settings.algorithm.batch_size,
+    )
     if why is None:
-      why = compiled.defined_refusal(
-        process.model_fn,
-        process.local_training,
-        settings.algorithm.batch_size,
-        ('compiled',) if execution == 'lockstep' else in_process,
-      )
-      if why is None:
-        return process, _defined_execution(settings)
+      return process, compiled.EXECUTION
   process, refused = _built_with(
     settings, model_fn, learning.StoredInput(), learning.takes_stored_input
   )
@@ -123,22 +118,6 @@ def build_for_run(
   return process, f'per client ({why}; {refused})'
 
 
-def _defined(process) -> bool:
-  """Whether a lockstep process's client work is a definition
-  (`learning.ClientDefinition`): its clients train compiled or per client,
-  never in lanes."""
-  return isinstance(process.local_training, learning.DefinedTraining)
-
-
-def _defined_execution(settings: config_lib.Settings) -> str:
-  """How a definition's clients train here: compiled (asked for lanes,
-  too: lanes run only the built-in client works)."""
-  words = lockstep.EXECUTIONS['compiled']
-  if settings.run.client_execution == 'lockstep':
-    return f'{words} (lanes run only the built-in client works)'
-  return words
-
-
 def _built_with(settings, model_fn, client_input, takes_it):
   """(the registered algorithm built with `client_input`, None), or
   (None, why not) where its builder refused it, or (the process, why not)
@@ -147,7 +126,7 @@ def _built_with(settings, model_fn, client_input, takes_it):
   name = type(client_input).__name__
   try:
     process = build_process(settings, model_fn, client_input)
-  except learning.LockstepUnavailable as e:
+  except learning.ComputedUnavailable as e:
     return None, str(e)
   except Exception as e:
     return None, (
@@ -165,7 +144,7 @@ class ClientData:
   (training; test, whose clients may be others), the clients whose
   training data the evaluation reads, and the run's tensors of them
   (`evaluation.ClientTensors`), shared by its evaluation, dissimilarity
-  and lockstep clients."""
+  and compiled clients."""
 
   client_ids: Sequence[str]
   train: Sequence[Any]
@@ -453,31 +432,15 @@ def algorithm_columns(settings) -> dict[str, str]:
   return columns
 
 
-def lockstep_engine(
+def compiled_engine(
   settings: config_lib.Settings, process, data: ClientData
-) -> lockstep.Engine | compiled.DefinitionEngine | None:
-  """The engine of a `learning.LockstepProcess` on `data` (None for
-  another process): compiled where `build_for_run` chose so, else lanes;
-  a definition's (`learning.ClientDefinition`) compiled."""
-  if not isinstance(process, learning.LockstepProcess):
+) -> compiled.Engine | None:
+  """The engine of a `learning.ComputedProcess` (`build_for_run` chose
+  compiled clients) on `data`; None for another process."""
+  if not isinstance(process, learning.ComputedProcess):
     return None
-  if _defined(process):
-    return compiled.DefinitionEngine(
-      process,
-      data.train,
-      settings.algorithm.batch_size,
-      data.tensors,
-      _defined_execution(settings),
-    )
-  preferred, _ = lockstep.executions(
-    process.model_fn, settings.run.client_execution
-  )
-  return lockstep.Engine(
-    process,
-    data.train,
-    settings.algorithm.batch_size,
-    data.tensors,
-    compile_clients=preferred[:1] == ('compiled',),
+  return compiled.Engine(
+    process, data.train, settings.algorithm.batch_size, data.tensors
   )
 
 
@@ -486,7 +449,7 @@ def make_loop(
   process,
   data: ClientData,
   callbacks: Sequence[RoundCallback],
-  engine: lockstep.Engine | None = None,
+  engine: compiled.Engine | None = None,
   stop_requests: loop_lib.StopRequests | None = None,
 ) -> loop_lib.Loop:
   """The loop of `process` on `data` (its stop requests recorded in
@@ -494,7 +457,7 @@ def make_loop(
   every round, one without participants too: the server releases the
   noise of a zero sum, as a deployment's would, and the accountant counts
   every round."""
-  engine = engine or lockstep_engine(settings, process, data)
+  engine = engine or compiled_engine(settings, process, data)
   return loop_lib.Loop(
     process,
     sampler(settings, data.train),
@@ -503,7 +466,7 @@ def make_loop(
     data.train,
     list(callbacks),
     release_empty_rounds=bool(mechanisms.dp_events(process.initialize())),
-    lockstep=engine.inputs if engine else None,
+    computed=engine.inputs if engine else None,
     client_store=(
       _checked_store(data.train)
       if learning.takes_stored_input(process)

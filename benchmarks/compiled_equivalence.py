@@ -1,13 +1,12 @@
-"""How far the models of clients trained in this process (compiled and
-lockstep) are from the per-client path's: the table of docs/PERFORMANCE.md
-("Compiled clients").
+"""How far the models of compiled clients are from the per-client path's:
+the table of docs/PERFORMANCE.md ("Compiled clients").
 
-  .venv/bin/python benchmarks/lockstep_equivalence.py [--rounds=1,20]
-      [--executions=compiled,lockstep] [--json=PATH]
+  .venv/bin/python benchmarks/compiled_equivalence.py [--rounds=1,20]
+      [--json=PATH]
 
-For every case of tests/simulation/test_lockstep.py (algorithm, aggregator,
+For every case of tests/simulation/test_compiled.py (algorithm, aggregator,
 stragglers, sampling, client optimizer; Synthetic(1,1), MLR), the same run
-with each --client_execution of --executions and with per_client, from the
+with --client_execution=compiled and with per_client, from the
 same initial model and with the same draws, and after each of --rounds
 rounds the largest relative difference of each one's model from
 per_client's: max over weight tensors of max |w − w_per_client| /
@@ -37,23 +36,21 @@ from tff_algos.simulation.config import resolve
 
 _TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests')
 sys.path += [_TESTS, os.path.join(_TESTS, 'simulation')]  # Its cases.
-import test_lockstep  # noqa: E402
+import test_compiled  # noqa: E402
 
 FLAGS = flags.FLAGS
+EXECUTIONS = ('compiled',)  # Against per_client.
 flags.DEFINE_list('rounds', ['1', '20'], 'The rounds after which to compare.')
-flags.DEFINE_list(
-  'executions', ['compiled', 'lockstep'], 'Compared with per_client.'
-)
 flags.DEFINE_string('json', None, 'Also write the table here.')
 
 
 def _differences(case, rounds, task, arrays):
   """{execution: {round: its relative difference after it}}."""
   loops, states = {}, {}
-  for execution in (*FLAGS.executions, 'per_client'):
+  for execution in (*EXECUTIONS, 'per_client'):
     settings = resolve(
       Config.create(
-        **dict(test_lockstep.QUICK, **case, rounds=max(rounds)),
+        **dict(test_compiled.QUICK, **case, rounds=max(rounds)),
         client_execution=execution,
       ),
       num_clients=len(arrays),
@@ -62,7 +59,7 @@ def _differences(case, rounds, task, arrays):
     states[execution] = loops[execution].initial_state(
       learning.initial_model_weights(task.model_fn, settings.run.seed)
     )
-  found = {e: {} for e in FLAGS.executions}
+  found = {e: {} for e in EXECUTIONS}
   for round_num in range(max(rounds) + 1):
     for execution, loop in loops.items():
       states[execution] = loop.step(states[execution], round_num).state
@@ -71,7 +68,7 @@ def _differences(case, rounds, task, arrays):
         e: loop.process.get_model_weights(states[e]).trainable
         for e, loop in loops.items()
       }
-      for execution in FLAGS.executions:
+      for execution in EXECUTIONS:
         found[execution][round_num] = max(
           float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
           for a, b in zip(weights[execution], weights['per_client'])
@@ -92,18 +89,18 @@ def main(argv):
       '| case | '
       + ' | '.join(
         f'{e}, after {r} round{"s" * (r > 1)}'
-        for e in FLAGS.executions
+        for e in EXECUTIONS
         for r in rounds
       )
       + ' |'
     )
-    print('|---|' + '---:|' * len(rounds) * len(FLAGS.executions))
-    for name, case in test_lockstep.CASES.items():
+    print('|---|' + '---:|' * len(rounds) * len(EXECUTIONS))
+    for name, case in test_compiled.CASES.items():
       table[name] = _differences(case, rounds, task, arrays)
       print(
         f'| {name} | '
         + ' | '.join(
-          f'{table[name][e][r]:.1e}' for e in FLAGS.executions for r in rounds
+          f'{table[name][e][r]:.1e}' for e in EXECUTIONS for r in rounds
         )
         + ' |',
         flush=True,

@@ -217,6 +217,38 @@ def write_figure(path, curves, subtitle):
   _write_atomically(path, lambda temporary: figure.savefig(temporary, dpi=120))
 
 
+def _print_settings(task, examples, holder, interpolation):
+  """What the figure is of: the task, the paper's settings, ours."""
+  print(f'{task.description}; training set: {examples:,} examples')
+  print('settings from the paper:')
+  for line in interpolation.FROM_PAPER:
+    print(f'  - {line}')
+  print('settings the paper does not state (chosen here):')
+  for line in interpolation.CHOICES:
+    print(f'  - {line}')
+  print(
+    f'seed {holder.seed}, {holder.points} evenly spaced θ in '
+    f'[{interpolation.THETA_LOW}, {interpolation.THETA_HIGH}]',
+    flush=True,
+  )
+
+
+def _print_table(curves):
+  """Each curve's loss at θ = 0, 0.5 and 1 and its minimum."""
+  print(
+    f'{"case":12s} {"init seeds":>22s} {"θ=0 (w′)":>9s} '
+    f'{"θ=0.5":>9s} {"θ=1 (w)":>9s} {"min":>9s} {"at θ":>7s}'
+  )
+  for case, curve in curves.items():
+    theta_min, loss_min = curve.minimum
+    seeds = '/'.join(str(s) for s in curve.initialization_seeds)
+    print(
+      f'{case:12s} {seeds:>22s} {curve.loss_at(0.0):9.4f} '
+      f'{curve.loss_at(0.5):9.4f} {curve.loss_at(1.0):9.4f} '
+      f'{loss_min:9.4f} {theta_min:7.3f}'
+    )
+
+
 def main(argv=None):
   argv = sys.argv if argv is None else argv
   if cli.wants_help(argv):
@@ -240,18 +272,7 @@ def main(argv=None):
     cli.fail(PROGRAM, e)
   examples = sum(len(c['y']) for c in train_clients)
   settings = interpolation.PAPER_SGD
-  print(f'{task.description}; training set: {examples:,} examples')
-  print('settings from the paper:')
-  for line in interpolation.FROM_PAPER:
-    print(f'  - {line}')
-  print('settings the paper does not state (chosen here):')
-  for line in interpolation.CHOICES:
-    print(f'  - {line}')
-  print(
-    f'seed {holder.seed}, {holder.points} evenly spaced θ in '
-    f'[{interpolation.THETA_LOW}, {interpolation.THETA_HIGH}]',
-    flush=True,
-  )
+  _print_settings(task, examples, holder, interpolation)
   curves = interpolation.interpolation_curves(
     task.model_fn,
     train_clients,
@@ -260,18 +281,7 @@ def main(argv=None):
     settings,
     on_progress=lambda text: print(text, flush=True),
   )
-  print(
-    f'{"case":12s} {"init seeds":>22s} {"θ=0 (w′)":>9s} '
-    f'{"θ=0.5":>9s} {"θ=1 (w)":>9s} {"min":>9s} {"at θ":>7s}'
-  )
-  for case, curve in curves.items():
-    theta_min, loss_min = curve.minimum
-    seeds = '/'.join(str(s) for s in curve.initialization_seeds)
-    print(
-      f'{case:12s} {seeds:>22s} {curve.loss_at(0.0):9.4f} '
-      f'{curve.loss_at(0.5):9.4f} {curve.loss_at(1.0):9.4f} '
-      f'{loss_min:9.4f} {theta_min:7.3f}'
-    )
+  _print_table(curves)
   subtitle = (
     f'MNIST 2NN, {settings.examples} examples each, SGD η = '
     f'{settings.learning_rate:g}, {settings.updates} updates of '

@@ -26,7 +26,6 @@ import difflib
 import errno
 import functools
 import json
-import math
 import multiprocessing
 import os
 import signal
@@ -35,10 +34,10 @@ import threading
 from typing import Any
 
 from tff_algos import cli
-from tff_algos.algorithms import optimizers
 from tff_algos.analysis import sweep
 from tff_algos.runtime import addresses
 from tff_algos.simulation import config as config_lib
+from tff_algos.simulation import header
 from tff_algos.simulation import run_dir
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
@@ -428,130 +427,6 @@ def _finished(output_dir):
   )
 
 
-def _header(
-  settings, task, output_dir, status, mechanism=None, built=None, execution=''
-):
-  """The run's first line: the algorithm and every setting that changes it,
-  the task and where the results go (`mechanism`: the DP mechanism the
-  process was built with; `built`: its hyper-parameters, which name the
-  optimizers it was built with; `execution`: how its clients train)."""
-  algorithm = settings.algorithm
-  parts = settings.entry.clients.header(
-    len(task.client_ids), settings.sampling.clients_per_round, algorithm
-  )
-  for role, optimizer, part in (
-    ('client', algorithm.client_optimizer, 'client_work'),
-    ('server', algorithm.server_optimizer, 'finalizer'),
-  ):
-    if optimizer is not None:
-      parts.append(
-        optimizers.describe(role, optimizer, (built or {}).get(part))
-      )
-  parts += settings.entry.describe_hparams(algorithm.hparams)
-  parts.append(f'{algorithm.client_weighting} weights')
-  if settings.sampling.scheme != 'uniform':
-    parts.append(f'{settings.sampling.scheme} client sampling')
-  parts.append(_aggregation(settings, mechanism))
-  if settings.sampling.straggler_fraction:
-    parts.append(
-      f'{settings.sampling.straggler_fraction:.0%} stragglers '
-      f'({algorithm.straggler_policy})'
-    )
-  if settings.run.partition is not None:
-    parts.append(f'repartitioned {settings.run.partition}')
-  parts.append(
-    f'{settings.run.rounds} rounds, seed {settings.run.seed} (data seed '
-    f'{settings.run.data_seed})'
-  )
-  if settings.measurement.eval_clients is not None:
-    parts.append(
-      f'train metrics over {settings.measurement.eval_clients} clients'
-    )
-  if execution:
-    parts.append(f'clients trained {execution}')
-  return (
-    f'{settings.algo} on {task.description}: {", ".join(parts)} → '
-    f'{output_dir}' + (' (resuming)' if status == 'resume' else '')
-  )
-
-
-def _aggregation(settings, mechanism):
-  """The header's words for the model aggregator: DP as the process was
-  built (`trainer.accounted_mechanism`), said to differ from the flags
-  where it does."""
-  from tff_algos.privacy import accounting
-
-  dp = settings.privacy
-  if dp is None:
-    return f'{settings.aggregation} aggregation'
-  clip = (
-    f'clip {dp.clip:g}'
-    if not dp.adaptive_clipping
-    else f'adaptive clip at the {dp.target_quantile:g} quantile'
-    + (f' from {dp.initial_clip:g}' if dp.initial_clip else '')
-  )
-  cohort = ''
-  if dp.noise_cohort:
-    cohort = (
-      f", noise as for {dp.noise_cohort} clients: the model's "
-      f'noise multiplier is {mechanism.noise_multiplier:.4g}'
-    )
-  flags = accounting.mechanism(
-    dp.noise_multiplier,
-    clients_per_round=settings.sampling.clients_per_round,
-    adaptive_clipping=dp.adaptive_clipping,
-    noise_cohort_size=dp.noise_cohort,
-  )
-  accounted = f'ε at δ={dp.delta:.2g}, {dp.adjacency}, {dp.accountant}'
-  if mechanism is not None and not mechanism.matches(flags):
-    return (
-      f'DP as the algorithm built its aggregator (noise multiplier '
-      f"{mechanism.noise_multiplier:.4g}, not the flags' "
-      f'{flags.noise_multiplier:.4g}: ε is for its own); {accounted}'
-    )
-  seed = f', noise seed {dp.noise_seed}' if dp.noise_seed is not None else ''
-  return (
-    f'DP (z={dp.noise_multiplier:g}, {clip}{cohort}{seed}; '
-    f'unweighted mean; {accounted})'
-  )
-
-
-def _sampling_note(settings, mechanism, num_clients):
-  """The line under a DP run's header when its clients are sampled
-  uniformly (None otherwise): its ε holds for replace-one neighbours,
-  while the usual DP analyses give the add-or-remove-one ε, which Poisson
-  sampling certifies; both for `mechanism`, the noise the process was
-  built with, after the run's rounds. The one-round RDP computed here is
-  the run's own (remembered), so the line costs the run nothing more."""
-  from tff_algos.privacy import accounting
-
-  uniform, poisson = accounting.UNIFORM, accounting.POISSON
-  dp = settings.privacy
-  if dp is None or settings.sampling.scheme != uniform:
-    return None
-  rounds = settings.run.rounds
-  spent = {
-    sampling: accounting.epsilon_of(
-      mechanism,
-      rounds,
-      dp.delta,
-      num_clients=num_clients,
-      clients_per_round=settings.sampling.clients_per_round,
-      sampling=sampling,
-    )
-    for sampling in (uniform, poisson)
-  }
-  if math.isinf(spent[poisson]):  # No noise: no ε either way.
-    return None
-  return (
-    f'note: uniform sampling gives the {accounting.adjacency(uniform)} ε '
-    f'({spent[uniform]:.4g} after {rounds} rounds at δ={dp.delta:.2g}); '
-    '--client_sampling=poisson gives the '
-    f'{accounting.adjacency(poisson)} ε of the usual DP analyses '
-    f'({spent[poisson]:.4g} with this noise)'
-  )
-
-
 def _open_folder(folder, options, status_of):
   """The folder's status (`status_of(folder)`, checked once), after
   --overwrite or --replace_other_run cleared it; UsageError for --resume
@@ -597,19 +472,24 @@ def _prepared_in_held_folder(plan: RunPlan):
     yield prepared, folder
 
 
+def _dry_run(plan: RunPlan, program: str):
+  """--dry_run: the run's resolved settings, once its data load."""
+  try:
+    (settings,) = check_data_loads([plan])
+  except cli.UsageError as e:
+    cli.fail(program, e)
+  print(
+    json.dumps(
+      {**settings.to_json(), **plan.task_options}, indent=2, sort_keys=True
+    )
+  )
+
+
 def run_single(plan: RunPlan, program: str):
   """One run into its folder."""
   options = plan.options
   if options.dry_run:
-    try:
-      (settings,) = check_data_loads([plan])
-    except cli.UsageError as e:
-      cli.fail(program, e)
-    print(
-      json.dumps(
-        {**settings.to_json(), **plan.task_options}, indent=2, sort_keys=True
-      )
-    )
+    _dry_run(plan, program)
     return
   try:
     run_dir.check_usable(options.output_dir or 'runs')
@@ -650,24 +530,7 @@ def run_single(plan: RunPlan, program: str):
         runtime.start(
           workers=options.workers, log_path=folder.worker_log, wait=False
         )  # It starts while the run is set up.
-        process = prepared.process
-        print(
-          _header(
-            prepared.settings,
-            prepared.task,
-            output_dir,
-            status,
-            prepared.mechanism,
-            process.get_hparams(process.initialize()),
-            prepared.execution,
-          ),
-          file=sys.stderr,
-        )
-        note = _sampling_note(
-          prepared.settings, prepared.mechanism, len(prepared.data.train)
-        )
-        if note:
-          print(note, file=sys.stderr)
+        header.announce(prepared, output_dir, status)
         stage.training = True
         experiment.train(
           prepared,

@@ -18,6 +18,7 @@ from tff_algos import run
 from tff_algos.algorithms import registry
 from tff_algos.analysis import plot
 from tff_algos.simulation import columns
+from tff_algos.simulation import header
 from tff_algos.simulation import results
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import ConfigError
@@ -337,8 +338,8 @@ def test_an_algorithm_decides_which_clients_its_runs_train():
     assert [int(a['x'][0, 0]) for a in data.train] == [0, 2, 4]
     assert len(data.evaluated) == 5  # f(w) stays over all the clients.
     assert trainer.sampler(settings, data.train).steps_per_round == 3
-    header = run._header(settings, _Task(5), 'out', 'new')
-    assert '3 even clients, K=2' in header
+    line = header.header(settings, _Task(5), 'out', 'new')
+    assert '3 even clients, K=2' in line
   finally:
     registry.unregister('t')
 

@@ -291,8 +291,8 @@ def rounds_cases():
   """--rounds and --epochs past their maximum (absl reads any integer, past
   int64 too: a run must not go on until killed), and the maximum itself,
   accepted."""
-  from tff_algos.simulation.config import MAX_EPOCHS
-  from tff_algos.simulation.config import MAX_ROUNDS
+  from tff_algos.simulation.declarations import MAX_EPOCHS
+  from tff_algos.simulation.declarations import MAX_ROUNDS
 
   for flag, largest in (('rounds', MAX_ROUNDS), ('epochs', MAX_EPOCHS)):
     for value in ('99999999999999999999', largest + 1):

@@ -110,6 +110,21 @@ def train(process, model_fn, inputs_by_round, seed=0):
   return process.get_model_weights(state)
 
 
+def final_weights(settings, model_fn, arrays, process=None):
+  """(the loop, its model's trainable weights) after `settings`' rounds
+  of `process` (else the run's own) from the seeded initial model."""
+  from tff_algos.simulation import trainer
+
+  loop = trainer.loop_for(settings, model_fn, arrays, process=process)
+  state = loop.run(
+    loop.initial_state(
+      learning.initial_model_weights(model_fn, settings.run.seed)
+    ),
+    range(settings.run.rounds + 1),
+  )
+  return loop, loop.process.get_model_weights(state).trainable
+
+
 def max_abs_diff(a, b):
   return max(
     float(np.max(np.abs(np.asarray(x) - np.asarray(y))))

@@ -51,17 +51,6 @@ def _settings(execution='auto', **overrides):
   )
 
 
-def _final_weights(settings, model_fn, arrays, process=None):
-  loop = trainer.loop_for(settings, model_fn, arrays, process=process)
-  state = loop.run(
-    loop.initial_state(
-      learning.initial_model_weights(model_fn, settings.run.seed)
-    ),
-    range(settings.run.rounds + 1),
-  )
-  return loop, loop.process.get_model_weights(state).trainable
-
-
 @pytest.mark.parametrize(
   'overrides',
   [
@@ -78,10 +67,10 @@ def _final_weights(settings, model_fn, arrays, process=None):
 )
 def test_fednova_compiled_trains_the_per_client_model(fednova, overrides):
   task, arrays = helpers.task_and_arrays()
-  compiled_loop, compiled_weights = _final_weights(
+  compiled_loop, compiled_weights = helpers.final_weights(
     _settings('auto', **overrides), task.model_fn, arrays
   )
-  per_client_loop, per_client_weights = _final_weights(
+  per_client_loop, per_client_weights = helpers.final_weights(
     _settings('per_client', **overrides), task.model_fn, arrays
   )
   assert isinstance(compiled_loop.process, learning.ComputedProcess)
@@ -128,8 +117,10 @@ def test_a_definition_xla_cannot_compile_trains_per_client_and_says_why(
   # Its clients read their data where they train (`StoredInput`), and
   # train FedNova's per-client model.
   assert learning.takes_stored_input(process)
-  _, stored = _final_weights(settings, task.model_fn, arrays, process)
-  _, reference = _final_weights(_settings('per_client'), task.model_fn, arrays)
+  _, stored = helpers.final_weights(settings, task.model_fn, arrays, process)
+  _, reference = helpers.final_weights(
+    _settings('per_client'), task.model_fn, arrays
+  )
   for a, b in zip(stored, reference):
     assert float(np.max(np.abs(a - b))) <= 1e-5 * float(np.max(np.abs(b)))
 

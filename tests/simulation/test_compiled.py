@@ -23,17 +23,6 @@ QUICK = helpers.QUICK_RUN
 CASES = helpers.EXECUTION_CASES
 
 
-def _final_weights(settings, model_fn, arrays, process=None):
-  loop = trainer.loop_for(settings, model_fn, arrays, process=process)
-  state = loop.run(
-    loop.initial_state(
-      learning.initial_model_weights(model_fn, settings.run.seed)
-    ),
-    range(settings.run.rounds + 1),
-  )
-  return loop, loop.process.get_model_weights(state).trainable
-
-
 def _assert_compiled_trains_the_per_client_model(name):
   task, arrays = helpers.task_and_arrays()
 
@@ -44,7 +33,7 @@ def _assert_compiled_trains_the_per_client_model(name):
     )
 
   runs = {
-    execution: _final_weights(settings(execution), task.model_fn, arrays)
+    execution: helpers.final_weights(settings(execution), task.model_fn, arrays)
     for execution in ('compiled', 'per_client')
   }
   assert not isinstance(runs['per_client'][0].process, learning.ComputedProcess)

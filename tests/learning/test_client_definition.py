@@ -18,7 +18,7 @@ from tff_algos import learning
 from tff_algos import runtime
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import registry
-from tff_algos.learning import client_work
+from tff_algos.learning import client_definition
 from tff_algos.simulation import compiled
 from tff_algos.simulation import evaluation
 from tff_algos.simulation import experiment
@@ -325,7 +325,7 @@ def test_fednova_scales_leave_the_clients_through_the_metrics_aggregator(
     )
 
   secure = process(recording)
-  sums = set(client_work.SCALE_SUMS)
+  sums = set(client_definition.SCALE_SUMS)
   assert any(sums <= set(names) for names in given)
   data = helpers.client_datasets(3)
   with runtime.test_context():

@@ -190,7 +190,7 @@ def test_a_production_client_that_stops_early_weighs_its_local_examples():
     .batch(BATCH)
     .take_while(lambda _: fetched.assign_add(1) <= budget)
   )
-  for_each_batch = client_work._first_pass_examples(device, epochs)
+  for_each_batch = client_work.dataset_batches(device, epochs)
   steps, n_k = tf.function(
     lambda: for_each_batch(lambda batch, steps: steps + 1, tf.constant(0))
   )()
@@ -208,7 +208,7 @@ def test_a_production_client_takes_a_new_order_each_pass():
     .shuffle(n, seed=5, reshuffle_each_iteration=True)
     .batch(5)
   )
-  for_each_batch = client_work._first_pass_examples(data, epochs)
+  for_each_batch = client_work.dataset_batches(data, epochs)
 
   def record(batch, carry):
     position, order = carry

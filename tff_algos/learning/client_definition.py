@@ -80,6 +80,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_algos.learning import client_work as client_work_lib
+from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
 
@@ -233,7 +234,10 @@ class Outputs:
 # (`ClientOutput.scale`), by which the process multiplies the aggregated
 # update before the server optimizer steps (`composition.compose`).
 UPDATE_SCALE = 'update_scale'
-SCALE_SUMS = client_work_lib.SCALE_SUMS
+# A client's statistics of its update's scale (`ClientOutput.scale`): w_k
+# s_k and w_k, summed by the metrics aggregator into the clients' mean
+# scale (`client_definition._next_fn`).
+SCALE_SUMS = ('update_scale_weighted', 'update_scale_weight')
 # What every client work reports: a definition's metrics take other names.
 RESERVED_METRICS = frozenset(
   (
@@ -305,12 +309,23 @@ def outputs_of(definition, weight_specs) -> Outputs:
 
 
 def computed_data_type(weights_type, outputs: Outputs):
-  """The TFF type of a `ComputedInput` client's round input for a
-  definition: `client_work.computed_input_type`'s, with its scale (the
-  weighted mean of the clients' a one-input round carries) and metrics."""
-  data_type = client_work_lib.computed_input_type(weights_type)
+  """The TFF type of a `ComputedInput` client's round input: its update,
+  weight, statistics (local steps, participants: 1, ‖update‖²), training
+  metrics, and a definition's scale and metrics. A simulation may hand the
+  process one input for many clients whose updates only a mean aggregates
+  (`ComputedProcess.mean_of_updates`): their weighted mean and summed
+  weight, statistics and metrics, and their weighted mean scale."""
   fields = collections.OrderedDict(
-    (name, data_type[name]) for name in tff.structure.name_list(data_type)
+    update=weights_type.trainable,
+    weight=tff.TensorType(np.float32),
+    local_steps=tff.TensorType(np.int32),
+    participants=tff.TensorType(np.int32),
+    update_squared_norm=tff.TensorType(np.float64),
+    train=collections.OrderedDict(
+      loss=[tff.TensorType(np.float32)] * 2,
+      num_examples=[tff.TensorType(np.int64)],
+      num_batches=[tff.TensorType(np.int64)],
+    ),
   )
   if outputs.scaled:
     fields['scale'] = tff.TensorType(np.float32)
@@ -342,16 +357,14 @@ def build_client_work(
   model_fn = model_ops.variable_model_fn(model_fn)
   weighting = client_work_lib.client_weighting(client_weighting)
   aggregator = metrics_aggregator or tff.learning.metrics.sum_then_finalize
-  finalizers, weights_type, data_type = client_work_lib._model_types(
-    model_fn, client_input
-  )
+  finalizers, weights_type, data_type = _model_types(model_fn, client_input)
   weight_specs = [
     tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable
   ]
   outputs = outputs_of(definition, weight_specs)
   computed = isinstance(client_input, client_work_lib.ComputedInput)
   if computed:
-    finalizers = client_work_lib.COMPUTED_METRICS
+    finalizers = COMPUTED_METRICS
     data_type = computed_data_type(weights_type, outputs)
 
   @tff.federated_computation
@@ -365,7 +378,7 @@ def build_client_work(
 
   state_type = init_fn.type_signature.result.member
   if computed:
-    train_client = client_work_lib._computed_client(
+    train_client = _computed_client(
       state_type,
       weights_type,
       data_type,
@@ -385,7 +398,7 @@ def build_client_work(
   next_fn = _next_fn(
     init_fn, train_client, weights_type, data_type, finalizers, aggregator
   )
-  return client_work_lib._client_work_for(
+  return _client_work_for(
     client_input,
     init_fn,
     next_fn,
@@ -407,9 +420,7 @@ def _next_fn(
   aggregate_metrics = aggregator(finalizers, metrics_type)
   names = tff.structure.name_list(statistics_type)
   aggregate_statistics = aggregator(
-    collections.OrderedDict(
-      (name, client_work_lib._identity) for name in names
-    ),
+    collections.OrderedDict((name, _identity) for name in names),
     statistics_type,
   )
 
@@ -489,9 +500,7 @@ def _training(definition, weighting, client_input, report_update_squared_norm):
       definition, shared, state, client, weighting
     )
     update = tf.nest.pack_sequence_as(initial_weights.trainable, update)
-    statistics = client_work_lib._client_statistics(
-      steps, update, report_update_squared_norm
-    )
+    statistics = _client_statistics(steps, update, report_update_squared_norm)
     statistics.update(metrics)
     if scale is not None:
       statistics.update(scale_sums(scale, weight))
@@ -510,14 +519,129 @@ def _for_each_batch(client_input, model, data, one_pass):
   input's in its schedule's order (`one_pass`: its whole data in
   chunks)."""
   if isinstance(client_input, client_work_lib.DatasetInput):
-    return client_work_lib._first_pass_examples(data, client_input.epochs)
+    return client_work_lib.dataset_batches(data, client_input.epochs)
   element = (
     client_work_lib.read_stored(data, model.input_spec)
     if isinstance(client_input, client_work_lib.StoredInput)
     else data.get_single_element()
   )
   batches = (
-    client_work_lib._whole_dataset if one_pass else client_work_lib._schedule
+    client_work_lib.whole_data_batches
+    if one_pass
+    else client_work_lib.scheduled_batches
   )
   fold, n = batches(element)
   return lambda fn, carry: (fold(fn, carry), n)
+
+
+# What a computed client reports of its local training: its loss, as the
+# Keras model wrapper's mean (example-weighted over its batches), and its
+# counters, as TFF's.
+COMPUTED_METRICS = collections.OrderedDict(
+  loss=lambda total_and_count: tf.math.divide_no_nan(*total_and_count),
+  num_examples=lambda count: count[0],
+  num_batches=lambda count: count[0],
+)
+
+
+def _identity(value):
+  return value
+
+
+def _client_statistics(steps, update, report_update_squared_norm):
+  """What a client reports besides its model's metrics, summed over the
+  clients by the metrics aggregator: its local steps, 1 (participants)
+  and, for the update spread, ‖u_k‖² (float64)."""
+  statistics = collections.OrderedDict(
+    local_steps=steps, participants=tf.constant(1)
+  )
+  if report_update_squared_norm:
+    statistics['update_squared_norm'] = measurements.squared_norm(
+      [tf.cast(u, tf.float64) for u in tf.nest.flatten(update)]
+    )
+  return statistics
+
+
+def _client_work_for(client_input, init_fn, next_fn, local_training):
+  """The client work of `init_fn` and `next_fn` as `client_input` takes
+  it: a `ComputedClientWork` (what a client computes: `local_training`),
+  a `StructClientWork`, or TFF's `ClientWorkProcess`; its hyper-parameters
+  are its state's."""
+  state_type = init_fn.type_signature.result.member
+  get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
+  if isinstance(client_input, client_work_lib.ComputedInput):
+    return client_work_lib.ComputedClientWork(
+      init_fn, next_fn, get_hparams_fn, set_hparams_fn, local_training
+    )
+  if isinstance(client_input, client_work_lib.StoredInput):
+    return client_work_lib.StructClientWork(
+      init_fn, next_fn, get_hparams_fn, set_hparams_fn
+    )
+  return tff.learning.templates.ClientWorkProcess(
+    init_fn,
+    next_fn,
+    get_hparams_fn=get_hparams_fn,
+    set_hparams_fn=set_hparams_fn,
+  )
+
+
+def _computed_client(
+  state_type,
+  weights_type,
+  data_type,
+  report_update_squared_norm,
+  metrics=(),
+  scaled=False,
+):
+  """A computed client's part of a round: its computed result, training
+  metrics and statistics (those of a client training per client, with
+  the definition's `metrics`, and with `scaled` its scale's sums), from
+  its input."""
+
+  @tff.tensorflow.computation(state_type, weights_type, data_type)
+  def computed_client(state, initial_weights, data):
+    del state, initial_weights
+    result = tff.learning.templates.ClientResult(
+      update=data['update'], update_weight=data['weight']
+    )
+    statistics = collections.OrderedDict(
+      local_steps=data['local_steps'], participants=data['participants']
+    )
+    if report_update_squared_norm:
+      statistics['update_squared_norm'] = data['update_squared_norm']
+    for name in metrics:
+      statistics[name] = data['metrics'][name]
+    if scaled:
+      statistics.update(
+        zip(SCALE_SUMS, (data['scale'] * data['weight'], data['weight']))
+      )
+    return result, data['train'], statistics
+
+  return computed_client
+
+
+def _model_types(model_fn, client_input):
+  """(metric finalizers, weights type, client data type) of the model."""
+  with tf.Graph().as_default():
+    model = model_fn()
+    return (
+      model.metric_finalizers(),
+      tff.learning.models.weights_type_from_model(model),
+      client_work_lib.client_data_type(model.input_spec, client_input),
+    )
+
+
+def _hparams_accessors(state_type):
+  """(get_hparams_fn, set_hparams_fn) of a client work whose whole state
+  is its hyper-parameters."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams_fn(state):
+    return state
+
+  @tff.tensorflow.computation(state_type, state_type)
+  def set_hparams_fn(state, hparams):
+    del state
+    return hparams
+
+  return get_hparams_fn, set_hparams_fn

@@ -1,5 +1,6 @@
-"""What a client work takes and reports, whatever it computes (the
-package's and a user's are `ClientDefinition`s: `local_sgd`).
+"""What a client work takes, whatever it computes (what it computes is a
+`ClientDefinition`: `client_definition`, the package's in `local_sgd`):
+its client input, its client weighting, and each input's batches.
 
 A client's input to a round, chosen by the client work's `client_input`:
 
@@ -48,7 +49,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
 
 # A no-argument callable returning a tff.learning.models.VariableModel, or a
@@ -93,11 +93,6 @@ class ComputedInput:
 
 ClientInput = ScheduledInput | StoredInput | DatasetInput | ComputedInput
 
-# A client's statistics of its update's scale (`ClientOutput.scale`): w_k
-# s_k and w_k, summed by the metrics aggregator into the clients' mean
-# scale (`client_definition._next_fn`).
-SCALE_SUMS = ('update_scale_weighted', 'update_scale_weight')
-
 
 @dataclasses.dataclass(frozen=True)
 class StructClientWork:
@@ -118,39 +113,6 @@ class ComputedClientWork(StructClientWork):
   with what they compute (a `client_definition.DefinedTraining`)."""
 
   local_training: object = None
-
-
-# What a computed client reports of its local training: its loss, as the
-# Keras model wrapper's mean (example-weighted over its batches), and its
-# counters, as TFF's.
-COMPUTED_METRICS = collections.OrderedDict(
-  loss=lambda total_and_count: tf.math.divide_no_nan(*total_and_count),
-  num_examples=lambda count: count[0],
-  num_batches=lambda count: count[0],
-)
-
-
-def computed_input_type(weights_type):
-  """The TFF type of a computed client's round input: its update, weight,
-  statistics (local steps, participants: 1, ‖update‖²) and training
-  metrics (`ComputedInput`). A simulation may hand the process one input
-  for many clients whose updates only a mean aggregates
-  (`ComputedProcess.mean_of_updates`): their weighted mean and summed
-  weight, statistics and metrics."""
-  return tff.to_type(
-    collections.OrderedDict(
-      update=weights_type.trainable,
-      weight=tff.TensorType(np.float32),
-      local_steps=tff.TensorType(np.int32),
-      participants=tff.TensorType(np.int32),
-      update_squared_norm=tff.TensorType(np.float64),
-      train=collections.OrderedDict(
-        loss=[tff.TensorType(np.float32)] * 2,
-        num_examples=[tff.TensorType(np.int64)],
-        num_batches=[tff.TensorType(np.int64)],
-      ),
-    )
-  )
 
 
 def client_weighting(value) -> tff.learning.ClientWeighting:
@@ -216,7 +178,7 @@ def read_stored(client_input, input_spec):
   )
 
 
-def _schedule(client_input):
+def scheduled_batches(client_input):
   """Folds over a scheduled input's minibatches, in the schedule's order."""
   data = client_input['data']
   order, ends = client_input['example_order'], client_input['batch_ends']
@@ -231,7 +193,7 @@ def _schedule(client_input):
   return fold, model_ops.num_examples(data)
 
 
-def _whole_dataset(client_input):
+def whole_data_batches(client_input):
   """Folds over a scheduled input's whole dataset in chunks (the schedule
   is not used): full-batch gradients."""
   data = client_input['data']
@@ -246,7 +208,7 @@ def _whole_dataset(client_input):
   return fold, model_ops.num_examples(data)
 
 
-def _first_pass_examples(data, epochs):
+def dataset_batches(data, epochs):
   """The `for_each_batch` of a `DatasetInput` client: `epochs` passes over
   `data`; n_k counts the examples of the first pass only, so a client whose
   data source ends early in a later pass (a device that stops at a
@@ -276,104 +238,3 @@ def _first_pass_examples(data, epochs):
     return passes.reduce((carry, tf.constant(0)), step)
 
   return for_each_batch
-
-
-def _identity(value):
-  return value
-
-
-def _client_statistics(steps, update, report_update_squared_norm):
-  """What a client reports besides its model's metrics, summed over the
-  clients by the metrics aggregator: its local steps, 1 (participants)
-  and, for the update spread, ‖u_k‖² (float64)."""
-  statistics = collections.OrderedDict(
-    local_steps=steps, participants=tf.constant(1)
-  )
-  if report_update_squared_norm:
-    statistics['update_squared_norm'] = measurements.squared_norm(
-      [tf.cast(u, tf.float64) for u in tf.nest.flatten(update)]
-    )
-  return statistics
-
-
-def _client_work_for(client_input, init_fn, next_fn, local_training):
-  """The client work of `init_fn` and `next_fn` as `client_input` takes
-  it: a `ComputedClientWork` (what a client computes: `local_training`),
-  a `StructClientWork`, or TFF's `ClientWorkProcess`; its hyper-parameters
-  are its state's."""
-  state_type = init_fn.type_signature.result.member
-  get_hparams_fn, set_hparams_fn = _hparams_accessors(state_type)
-  if isinstance(client_input, ComputedInput):
-    return ComputedClientWork(
-      init_fn, next_fn, get_hparams_fn, set_hparams_fn, local_training
-    )
-  if isinstance(client_input, StoredInput):
-    return StructClientWork(init_fn, next_fn, get_hparams_fn, set_hparams_fn)
-  return tff.learning.templates.ClientWorkProcess(
-    init_fn,
-    next_fn,
-    get_hparams_fn=get_hparams_fn,
-    set_hparams_fn=set_hparams_fn,
-  )
-
-
-def _computed_client(
-  state_type,
-  weights_type,
-  data_type,
-  report_update_squared_norm,
-  metrics=(),
-  scaled=False,
-):
-  """A computed client's part of a round: its computed result, training
-  metrics and statistics (those of a client training per client, with
-  the definition's `metrics`, and with `scaled` its scale's sums), from
-  its input."""
-
-  @tff.tensorflow.computation(state_type, weights_type, data_type)
-  def computed_client(state, initial_weights, data):
-    del state, initial_weights
-    result = tff.learning.templates.ClientResult(
-      update=data['update'], update_weight=data['weight']
-    )
-    statistics = collections.OrderedDict(
-      local_steps=data['local_steps'], participants=data['participants']
-    )
-    if report_update_squared_norm:
-      statistics['update_squared_norm'] = data['update_squared_norm']
-    for name in metrics:
-      statistics[name] = data['metrics'][name]
-    if scaled:
-      statistics.update(
-        zip(SCALE_SUMS, (data['scale'] * data['weight'], data['weight']))
-      )
-    return result, data['train'], statistics
-
-  return computed_client
-
-
-def _model_types(model_fn, client_input):
-  """(metric finalizers, weights type, client data type) of the model."""
-  with tf.Graph().as_default():
-    model = model_fn()
-    return (
-      model.metric_finalizers(),
-      tff.learning.models.weights_type_from_model(model),
-      client_data_type(model.input_spec, client_input),
-    )
-
-
-def _hparams_accessors(state_type):
-  """(get_hparams_fn, set_hparams_fn) of a client work whose whole state
-  is its hyper-parameters."""
-
-  @tff.tensorflow.computation(state_type)
-  def get_hparams_fn(state):
-    return state
-
-  @tff.tensorflow.computation(state_type, state_type)
-  def set_hparams_fn(state, hparams):
-    del state
-    return hparams
-
-  return get_hparams_fn, set_hparams_fn

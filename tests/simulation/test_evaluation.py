@@ -223,7 +223,8 @@ def test_inference_predicts_in_parts_bit_identically(rows):
   CNN's evaluation peaked 0.7 GB higher predicting 4,096 at once): the
   same metrics, bit for bit, as predicting the whole chunk (the reference
   evaluation), with ragged last parts; the gradient passes of the
-  dissimilarity are left whole."""
+  dissimilarity are left whole. (The MLR's default evaluation is one
+  compiled pass: across_clients=False keeps these passes.)"""
   task, arrays = helpers.task_and_arrays()
   weights = _perturbed_weights(task.model_fn)
   want = _reference_evaluation(task.model_fn)(weights, arrays)
@@ -233,7 +234,9 @@ def test_inference_predicts_in_parts_bit_identically(rows):
       model_ops, 'predict_in_parts', wraps=model_ops.predict_in_parts
     ) as in_parts,
   ):
-    got = evaluation.build_evaluation(task.model_fn)(weights, arrays)
+    got = evaluation.build_evaluation(task.model_fn, across_clients=False)(
+      weights, arrays
+    )
     traced = in_parts.call_count
     evaluation.build_dissimilarity(task.model_fn)(weights, arrays)
   assert traced and in_parts.call_count == traced
@@ -523,3 +526,112 @@ def test_a_model_without_per_client_accuracy_says_so():
   assert 0 <= evaluate(weights, arrays[:3])['accuracy'] <= 1
   with pytest.raises(ValueError, match='per-client accuracy'):
     evaluate.with_clients(weights, arrays[:3])
+
+
+def _dense_task(layers_fn):
+  """A Keras classifier of Synthetic's 60 features: `layers_fn()`, then a
+  dense layer of its 10 classes; and Synthetic's clients."""
+  import tensorflow as tf
+
+  task, arrays = helpers.task_and_arrays()
+  model_fn = model_ops.KerasModelFn(
+    lambda: tf.keras.Sequential(
+      [tf.keras.Input([60]), *layers_fn(), tf.keras.layers.Dense(10)]
+    ),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True
+    ),
+    input_spec=task.model_fn.input_spec,
+    metrics_fn=lambda: [
+      tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')
+    ],
+  )
+  return model_fn, arrays
+
+
+def test_a_dense_model_is_evaluated_in_one_compiled_pass():
+  """A dense model (a hidden ReLU layer) is evaluated in one XLA program:
+  the TFF computation's metrics to float32 rounding, and the passes'
+  (across_clients=False) per-client accuracies and num_batches exactly,
+  with chunks that cross clients, a last chunk past the data's end, and
+  clients without examples."""
+  import tensorflow as tf
+
+  model_fn, arrays = _dense_task(
+    lambda: [tf.keras.layers.Dense(32, activation='relu')]
+  )
+  weights = _perturbed_weights(model_fn, scale=0.1)
+  reference = federated_evaluation.build_federated_evaluation(model_fn)
+  with (
+    mock.patch.object(model_ops, 'CHUNK_SIZE', 97),
+    mock.patch.object(
+      evaluation, '_compiled_sums', wraps=evaluation._compiled_sums
+    ) as compiled_sums,
+  ):
+    evaluate = evaluation.build_evaluation(model_fn)
+    assert compiled_sums.called
+    passes = evaluation.build_evaluation(model_fn, across_clients=False)
+  whole = evaluate(weights, arrays)
+  assert 0.1 < whole['accuracy'] < 0.9 and whole['num_batches'] > 1
+  empty = _no_examples(arrays[0])
+  for clients in (
+    arrays,
+    [empty] + arrays[3:9] + [empty],
+    [arrays[1]] * 4,
+    [empty, empty],
+  ):
+    metrics, per_client = evaluate.with_clients(weights, clients)
+    _assert_same(metrics, reference(weights, clients), ignore=('num_batches',))
+    want_metrics, want = passes.with_clients(weights, clients)
+    assert metrics['num_batches'] == want_metrics['num_batches']
+    np.testing.assert_array_equal(per_client.correct, want.correct)
+    np.testing.assert_array_equal(per_client.counted, want.counted)
+    np.testing.assert_array_equal(per_client.num_examples, want.num_examples)
+
+
+@pytest.mark.parametrize('which', ['conv', 'no_xla_kernel'])
+def test_a_model_xla_runs_slower_or_cannot_compile_keeps_the_passes(which):
+  """A convolution (XLA's CPU code runs it slower: `compiled.unpaying`)
+  or an op XLA has no kernel for (`compiled.unsupported`): the model is
+  evaluated by the passes, bit for bit those of across_clients=False."""
+  import tensorflow as tf
+
+  def no_xla_kernel(x):
+    y = tf.numpy_function(np.tanh, [x], tf.float32, stateful=False)
+    return tf.ensure_shape(y, x.shape)
+
+  model_fn, arrays = _dense_task(
+    {
+      'conv': lambda: [
+        tf.keras.layers.Reshape([60, 1]),
+        tf.keras.layers.Conv1D(4, 5, activation='relu'),
+        tf.keras.layers.Flatten(),
+      ],
+      'no_xla_kernel': lambda: [tf.keras.layers.Lambda(no_xla_kernel)],
+    }[which]
+  )
+  weights = _perturbed_weights(model_fn, scale=0.1)
+  compiled = evaluation.compiled
+  with (
+    mock.patch.object(
+      compiled, 'unsupported', wraps=compiled.unsupported
+    ) as unsupported,
+    mock.patch.object(
+      evaluation,
+      '_evaluate_with_matches',
+      wraps=evaluation._evaluate_with_matches,
+    ) as passes,
+  ):
+    evaluate = evaluation.build_evaluation(model_fn)
+  assert passes.called
+  # The convolution is refused before XLA is asked.
+  assert unsupported.called == (which == 'no_xla_kernel')
+  got = evaluate.with_clients(weights, arrays)
+  want = evaluation.build_evaluation(
+    model_fn, across_clients=False
+  ).with_clients(weights, arrays)
+  for key in want[0]:
+    assert np.asarray(got[0][key]).tobytes() == (
+      np.asarray(want[0][key]).tobytes()
+    ), key
+  np.testing.assert_array_equal(got[1].correct, want[1].correct)

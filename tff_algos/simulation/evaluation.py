@@ -17,7 +17,10 @@ the tests' reference) and combines the results with the same sums and weighted
 means, in float32: the same numbers to rounding (the tests compare them at
 rtol 1e-6). They run here rather than in TFF's worker because through the
 TFF runtime every evaluation ships every client's data over gRPC, most of a
-round's time on small models (docs/PERFORMANCE.md).
+round's time on small models (docs/PERFORMANCE.md). A dense Keras
+classifier's evaluation is one XLA-compiled program instead (`_compiled_sums`):
+its per-op costs were most of a small model's round with evaluation every
+round.
 """
 
 import collections
@@ -33,6 +36,7 @@ from tasks.base import aligned_empty
 from tasks.base import ALIGNMENT
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
+from tff_algos.simulation import compiled
 
 
 def _root(array):
@@ -299,6 +303,168 @@ def _evaluate_with_matches(model, weights, data, splits):
   )
 
 
+# The metrics of a Keras classifier as TFF's `from_keras_model` makes it
+# with a plain Keras SparseCategoricalAccuracy: what the compiled pass
+# computes (`_compiled_sums`), by name.
+_COMPILED_METRICS = ['accuracy', 'loss', 'num_examples', 'num_batches']
+
+
+def _compilable(model_fn, model) -> bool:
+  """Whether `model_fn`'s evaluation can be one XLA program over all
+  clients' examples (`_compiled_sums`) with the metrics computed as
+  today: a `model_ops.KerasModelFn` (its model a function of its weights)
+  without non-trainable weights (`predict` takes the trainable ones only)
+  or layers XLA runs slower (`compiled.unpaying`: convolutions, recurrent
+  layers), a loss that is the mean of its examples' and TFF's metrics
+  with a plain Keras SparseCategoricalAccuracy (sums over examples, which
+  the program adds up itself; none of them the model's own: TFF adds the
+  last three only when `metrics_fn` has no metric of their names)."""
+  if (
+    not isinstance(model_fn, model_ops.KerasModelFn)
+    or getattr(model_fn, 'per_client_metrics', False)
+    or model.non_trainable_variables
+  ):
+    return False
+  metrics = model.get_metrics()
+  reduction = getattr(model_fn.loss_fn(), 'reduction', None)
+  return (
+    [metric.name for metric in metrics] == _COMPILED_METRICS
+    and type(metrics[0]) is tf.keras.metrics.SparseCategoricalAccuracy
+    and reduction
+    in (
+      tf.keras.losses.Reduction.AUTO,
+      tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE,
+    )
+    # Built eagerly: a model built in a graph would swap Keras' base
+    # classes under the eager model (`_InProcess`).
+    and compiled.unpaying(model_fn.keras_model_fn().submodules) is None
+  )
+
+
+def _compiled_sums(model_fn, specs, chunk, weights, data, splits, clients):
+  """(Σ_k client k's unfinalized metrics, each client's correct, counted)
+  as `build_evaluation`'s other passes give them, in one XLA program:
+  the model as a function of its `weights` (`KerasModelFn.predict`) over
+  chunks of `chunk` rows across clients, each example's loss
+  (`KerasModelFn.example_losses`, summed in float64: the other passes'
+  sum of the chunks' mean losses times their examples to float32
+  rounding) and accuracy matches, summed by client (`clients`: each row's
+  client, then `chunk` rows of none, index num_clients). `specs`: the
+  metrics' structure, by name (`_COMPILED_METRICS`)."""
+  size = model_ops.num_examples(data)
+  num_clients = tf.size(splits) - 1
+  rows = tf.range(chunk)
+
+  def one_chunk(start, loss, by_client):
+    # XLA's shapes are static: the last chunk's rows past the data's end
+    # are its last row again, of no client.
+    batch = model_ops.take(data, tf.minimum(start + rows, size - 1))
+    client = tf.slice(clients, [start], [chunk])
+    prediction, _ = model_fn.predict(weights, _features(batch), False)
+    losses = model_fn.example_losses(_labels(batch), prediction)
+    matches = tf.reshape(  # Sequences: matches per row.
+      tf.keras.metrics.sparse_categorical_accuracy(_labels(batch), prediction),
+      [chunk, -1],
+    )
+    in_data = client < num_clients
+    loss += tf.reduce_sum(tf.where(in_data, tf.cast(losses, tf.float64), 0.0))
+    correct_counted = tf.stack(
+      [
+        tf.reduce_sum(tf.cast(matches, tf.float64), 1),
+        tf.fill([chunk], tf.cast(tf.shape(matches)[1], tf.float64)),
+      ],
+      1,
+    )
+    by_client = tf.tensor_scatter_nd_add(
+      by_client, client[:, None], correct_counted
+    )
+    return start + chunk, loss, by_client
+
+  _, loss, by_client = tf.while_loop(
+    lambda start, *_: start < size,
+    one_chunk,
+    (
+      tf.constant(0),
+      tf.constant(0.0, tf.float64),
+      tf.zeros([num_clients + 1, 2], tf.float64),
+    ),
+  )
+  correct, counted = tf.unstack(by_client[:-1], axis=1)
+  values = dict(
+    accuracy=[tf.reduce_sum(correct), tf.reduce_sum(counted)],
+    loss=[loss, size],
+    num_examples=[size],
+    # The chunks, as `_evaluate_client` counts its forward passes.
+    num_batches=[(size + chunk - 1) // chunk],
+  )
+  total = collections.OrderedDict(
+    (name, [tf.cast(v, s.dtype) for v, s in zip(values[name], specs[name])])
+    for name in _COMPILED_METRICS
+  )
+  return total, correct, counted
+
+
+def _compiled_run(model_fn, local):
+  """(weights, [client data]) → (Σ_k unfinalized metrics, each client's
+  correct, counted) as one XLA program (`_compiled_sums`), and the
+  metrics' structure; None for a model whose evaluation keeps the other
+  passes (`_compilable`) or that XLA cannot compile
+  (`compiled.unsupported`)."""
+  if not _compilable(model_fn, local.model):
+    return None
+  specs = collections.OrderedDict(
+    (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
+    for m in local.model.get_metrics()
+  )
+  chunk = model_ops.CHUNK_SIZE
+  sums = tf.function(
+    functools.partial(_compiled_sums, model_fn, specs, chunk),
+    jit_compile=True,
+    autograph=False,
+  )
+  weights, data, _ = local.input_signature
+  # XLA compiles for shapes: checked for one client of one row, called for
+  # any clients.
+  one_row = tf.nest.map_structure(
+    lambda s: tf.TensorSpec([1, *s.shape[1:]], s.dtype), data
+  )
+  if compiled.unsupported(
+    sums.get_concrete_function(
+      weights,
+      one_row,
+      tf.TensorSpec([2], tf.int32),
+      tf.TensorSpec([1 + chunk], tf.int32),
+    )
+  ):
+    return None
+  signature = [*local.input_signature, tf.TensorSpec([None], tf.int32)]
+  sums = sums.get_concrete_function(*signature)
+  totals = sums.structured_outputs[0]
+
+  def run(weights, data):
+    concatenated, splits = local.clients(data)
+    sizes = np.diff(splits.numpy())
+    if not sizes.any():  # No examples: XLA cannot gather from none.
+      zeros = tf.zeros([len(sizes)], tf.float64)
+      return (
+        tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), totals),
+        zeros,
+        zeros,
+      )
+    # Each row's client, then a chunk of rows of none (index num_clients).
+    clients = np.repeat(
+      np.arange(len(sizes) + 1, dtype=np.int32), [*sizes, chunk]
+    )
+    return sums(
+      [tf.constant(w) for w in tf.nest.flatten(weights)],
+      concatenated,
+      splits,
+      tf.constant(clients),
+    )
+
+  return run, totals
+
+
 @dataclasses.dataclass(frozen=True)
 class ClientAccuracy:
   """Each evaluated client's own accuracy under the model, by client index.
@@ -461,6 +627,14 @@ def build_evaluation(
   predictions are made for several clients at once (`_across_clients`),
   equal to client by client to float32 rounding.
 
+  With `across_clients`, a dense Keras classifier (`_compilable`: no
+  convolution or recurrent layer, which XLA's CPU code runs slower) is
+  evaluated in one XLA program over all clients' examples, in the same
+  chunks (`_compiled_sums`): the same metrics to float32 rounding and the
+  same per-client accuracies, in fewer CPU-seconds (benchmarks/
+  evaluation_passes.py times the two). Without `across_clients`, the
+  passes above (the reference: the TFF computation's TF code).
+
   Each client's accuracy costs no extra pass: from the forward passes'
   per-example matches summed by client (a Keras SparseCategoricalAccuracy),
   or each client's own accuracy state (a Keras mean, client by client);
@@ -471,7 +645,6 @@ def build_evaluation(
   """
   local = _InProcess(model_fn, client_tensors)
   model = local.model
-  _predict_in_parts(model)
   # Keras finalizers are tf.functions that build a metric (variables)
   # whenever they run: their Python functions, traced into one function
   # that builds them once (`_finalizing_function`).
@@ -479,6 +652,11 @@ def build_evaluation(
     (name, getattr(finalize, 'python_function', finalize))
     for name, finalize in model.metric_finalizers().items()
   )
+  compiled_run = across_clients and _compiled_run(model_fn, local)
+  if compiled_run:
+    run, totals = compiled_run
+    return Evaluation(run, _finalize(finalizers, totals), True)
+  _predict_in_parts(model)
   per_client = getattr(model_fn, 'per_client_metrics', False)
   accuracy = _accuracy_metric(model)
   by_matches = (

@@ -20,7 +20,7 @@ line the largest relative difference of their metrics and of the
 clients' own accuracies. For a model whose metrics are sums over
 examples (no `per_client_metrics`) the predictions cross clients either
 way: across_clients is then, for a dense Keras classifier (the MLR, the
-2NN), one XLA program (`evaluation._compiled_sums`) against the passes it
+2NN), one XLA program (`compiled_evaluation.sums_of`) against the passes it
 replaces, and for other models the same function.
 """
 

@@ -20,9 +20,9 @@ from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import registry
 from tff_algos.learning import client_definition
 from tff_algos.simulation import compiled
-from tff_algos.simulation import evaluation
 from tff_algos.simulation import experiment
 from tff_algos.simulation import trainer
+from tff_algos.simulation.client_tensors import ClientTensors
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
 
@@ -243,7 +243,7 @@ def test_fednova_first_round_is_numpys_per_client_and_compiled(fednova):
     _scheduled_inputs(arrays, schedules),
   )
   process = _fednova_process(fednova, learning.ComputedInput())
-  engine = compiled.Engine(process, arrays, 10, evaluation.ClientTensors())
+  engine = compiled.Engine(process, arrays, 10, ClientTensors())
   state = _start(process, task.model_fn)
   state = process.next(state, engine.inputs(state, schedules, 1)).state
   compiled_weights = process.get_model_weights(state).trainable

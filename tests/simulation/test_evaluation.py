@@ -13,6 +13,8 @@ import helpers
 from tasks import text_models
 from tff_algos import learning
 from tff_algos.learning import model_ops
+from tff_algos.simulation import client_tensors
+from tff_algos.simulation import compiled_evaluation
 from tff_algos.simulation import evaluation
 
 sys.path.insert(0, str(REPO / 'tests' / 'simulation'))
@@ -321,7 +323,7 @@ def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
       client['x'], x[idx].astype(np.float32) / 255.0
     )
     assert client['y'].dtype == np.int32
-  joined = evaluation._joined([c['x'] for c in clients])
+  joined = client_tensors._joined([c['x'] for c in clients])
   assert np.shares_memory(joined, clients[0]['x'])
   np.testing.assert_array_equal(
     joined, np.concatenate([c['x'] for c in clients])
@@ -330,10 +332,10 @@ def test_clients_packed_in_one_array_are_evaluated_without_a_copy():
   with mock.patch.object(
     evaluation.tf, 'constant', side_effect=AssertionError('copied')
   ):
-    tensor = evaluation._tensor(joined)
+    tensor = client_tensors._tensor(joined)
   np.testing.assert_array_equal(tensor.numpy(), joined)
   # Not consecutive: a copy, aligned, with numpy's promoted dtype.
-  mixed = evaluation._joined(
+  mixed = client_tensors._joined(
     [
       np.ones((2, 3), np.float32),
       np.zeros((1, 3), np.float64),
@@ -565,7 +567,7 @@ def test_a_dense_model_is_evaluated_in_one_compiled_pass():
   with (
     mock.patch.object(model_ops, 'CHUNK_SIZE', 97),
     mock.patch.object(
-      evaluation, '_compiled_sums', wraps=evaluation._compiled_sums
+      compiled_evaluation, 'sums_of', wraps=compiled_evaluation.sums_of
     ) as compiled_sums,
   ):
     evaluate = evaluation.build_evaluation(model_fn)
@@ -611,7 +613,7 @@ def test_a_model_xla_runs_slower_or_cannot_compile_keeps_the_passes(which):
     }[which]
   )
   weights = _perturbed_weights(model_fn, scale=0.1)
-  compiled = evaluation.compiled
+  compiled = compiled_evaluation.compiled
   with (
     mock.patch.object(
       compiled, 'unsupported', wraps=compiled.unsupported

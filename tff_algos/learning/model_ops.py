@@ -315,3 +315,13 @@ def evaluate_client(model, weights, data):
   for start in tf.range(0, num_examples(data), CHUNK_SIZE):
     model.forward_pass(chunk(data, start), training=False)
   return model.report_local_unfinalized_metrics()
+
+
+def labels(batch):
+  """The labels of a batch, where TFF's Keras model reads them."""
+  return batch['y'] if isinstance(batch, collections.abc.Mapping) else batch[1]
+
+
+def features(batch):
+  """The model's input of a batch, where TFF's Keras model reads it."""
+  return batch['x'] if isinstance(batch, collections.abc.Mapping) else batch[0]

@@ -54,7 +54,7 @@ import tensorflow as tf
 
 from tff_algos.learning import client_definition
 from tff_algos.learning import model_ops
-from tff_algos.simulation import evaluation
+from tff_algos.simulation.client_tensors import ClientTensors
 
 # How the clients' training is named in a run's header and provenance
 # ("clients trained ...").
@@ -416,7 +416,7 @@ class Engine:
     self._mean_of_updates = process.mean_of_updates
     self._one_pass = local.definition.one_pass
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
-    tensors = client_tensors or evaluation.ClientTensors()
+    tensors = client_tensors or ClientTensors()
     self._data, self._offsets = tensors.with_offsets(train_arrays)
     largest = int(max(self._sizes.max(), 1))
     if self._one_pass:  # The whole data in chunks, as the per-client path.

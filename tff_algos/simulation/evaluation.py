@@ -18,7 +18,7 @@ means, in float32: the same numbers to rounding (the tests compare them at
 rtol 1e-6). They run here rather than in TFF's worker because through the
 TFF runtime every evaluation ships every client's data over gRPC, most of a
 round's time on small models (docs/PERFORMANCE.md). A dense Keras
-classifier's evaluation is one XLA-compiled program instead (`_compiled_sums`):
+classifier's evaluation is one XLA-compiled program instead (`compiled_evaluation.sums_of`):
 its per-op costs were most of a small model's round with evaluation every
 round.
 """
@@ -32,110 +32,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.base import aligned_empty
-from tasks.base import ALIGNMENT
 from tff_algos.learning import measurements
 from tff_algos.learning import model_ops
-from tff_algos.simulation import compiled
-
-
-def _root(array):
-  """The array (or buffer) that owns `array`'s memory."""
-  while isinstance(array.base, np.ndarray):
-    array = array.base
-  return array
-
-
-def _joined(arrays):
-  """np.concatenate(arrays), without a copy when they are consecutive
-  slices of one C-contiguous array (as `tasks.base.packed_clients` makes
-  them): then a view of it."""
-  first = arrays[0]
-  if all(
-    a.flags.c_contiguous
-    and a.dtype == first.dtype
-    and a.shape[1:] == first.shape[1:]
-    and _root(a) is _root(first)
-    for a in arrays
-  ):
-    start = first.ctypes.data
-    end = start
-    for a in arrays:
-      if a.ctypes.data != end:
-        break
-      end += a.nbytes
-    else:
-      root = _root(first)
-      if isinstance(root, np.ndarray) and root.flags.c_contiguous:
-        offset = start - root.ctypes.data
-        if 0 <= offset and offset + (end - start) <= root.nbytes:
-          return np.ndarray(
-            (sum(len(a) for a in arrays),) + first.shape[1:],
-            first.dtype,
-            buffer=root,
-            offset=offset,
-          )
-  return np.concatenate(
-    arrays,
-    out=aligned_empty(
-      (sum(len(a) for a in arrays),) + first.shape[1:], np.result_type(*arrays)
-    ),
-  )
-
-
-def _tensor(array):
-  """`array` as a tensor that shares its memory (DLPack) when TensorFlow
-  can take it so (C-contiguous, 64-byte aligned, a numeric dtype), else a
-  copy (tf.constant); the array must not change afterwards. Either way
-  the same values: the evaluation's results do not depend on it."""
-  if (
-    array.flags.c_contiguous
-    and array.size
-    and array.ctypes.data % ALIGNMENT == 0
-    and array.dtype in (np.float32, np.float64, np.int32, np.int64, np.uint8)
-  ):
-    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
-  return tf.constant(array)
-
-
-class ClientTensors:
-  """Clients' arrays as one tensor per feature plus each client's row
-  offsets, kept for the last `size` client lists (by the identity of their
-  arrays, which are never modified in place here). Clients that are
-  consecutive slices of one aligned array (`tasks.base.packed_clients`)
-  cost no memory here: the tensor is that array (`_joined`, `_tensor`).
-  A run makes one and gives it to its evaluation, dissimilarity and
-  compiled clients, which read the same training clients
-  (`trainer.ClientData.tensors`)."""
-
-  def __init__(self, size=2):
-    self._size = size
-    self._entries = collections.OrderedDict()
-
-  def __call__(self, data):
-    if not data:
-      raise ValueError("evaluation needs at least one client's data")
-    key = tuple(id(a) for client in data for a in client.values())
-    if key not in self._entries:
-      if len(self._entries) == self._size:
-        self._entries.popitem(last=False)
-      sizes = [len(next(iter(client.values()))) for client in data]
-      self._entries[key] = (
-        list(data),  # Keeps the ids in `key` from being reused.
-        collections.OrderedDict(
-          (name, _tensor(_joined([c[name] for c in data]))) for name in data[0]
-        ),
-        tf.constant(np.cumsum([0] + sizes), tf.int32),
-      )
-    self._entries.move_to_end(key)
-    _, concatenated, splits = self._entries[key]
-    return concatenated, splits
-
-  def with_offsets(self, data):
-    """All clients' arrays (`data`, by client) as one tensor per feature
-    and each client's first row in it (what `compiled.Engine` reads)."""
-    concatenated, splits = self(data)
-    return concatenated, splits.numpy()[:-1]
+from tff_algos.simulation import compiled_evaluation
+from tff_algos.simulation.client_tensors import ClientTensors
 
 
 class _InProcess:
@@ -250,16 +150,6 @@ def _accuracy_metric(model):
   return None
 
 
-def _labels(batch):
-  """The labels of a batch, where TFF's Keras model reads them."""
-  return batch['y'] if isinstance(batch, collections.abc.Mapping) else batch[1]
-
-
-def _features(batch):
-  """The model's input of a batch, where TFF's Keras model reads it."""
-  return batch['x'] if isinstance(batch, collections.abc.Mapping) else batch[0]
-
-
 def _evaluate_with_matches(model, weights, data, splits):
   """`_evaluate_client` over all clients' concatenated `data`, with each
   client's (correct, counted): its per-example accuracy matches from the
@@ -277,7 +167,7 @@ def _evaluate_with_matches(model, weights, data, splits):
     batch = model_ops.chunk(data, start)
     predictions = forward_pass(batch, training=False).predictions
     matches = tf.keras.metrics.sparse_categorical_accuracy(
-      _labels(batch), predictions
+      model_ops.labels(batch), predictions
     )
     rows = tf.shape(matches)[0]
     per_row = tf.reshape(matches, [rows, -1])  # Sequences: matches per row.
@@ -301,168 +191,6 @@ def _evaluate_with_matches(model, weights, data, splits):
     tf.cast(correct, tf.float64),
     tf.cast(counted, tf.float64),
   )
-
-
-# The metrics of a Keras classifier as TFF's `from_keras_model` makes it
-# with a plain Keras SparseCategoricalAccuracy: what the compiled pass
-# computes (`_compiled_sums`), by name.
-_COMPILED_METRICS = ['accuracy', 'loss', 'num_examples', 'num_batches']
-
-
-def _compilable(model_fn, model) -> bool:
-  """Whether `model_fn`'s evaluation can be one XLA program over all
-  clients' examples (`_compiled_sums`) with the metrics computed as
-  today: a `model_ops.KerasModelFn` (its model a function of its weights)
-  without non-trainable weights (`predict` takes the trainable ones only)
-  or layers XLA runs slower (`compiled.unpaying`: convolutions, recurrent
-  layers), a loss that is the mean of its examples' and TFF's metrics
-  with a plain Keras SparseCategoricalAccuracy (sums over examples, which
-  the program adds up itself; none of them the model's own: TFF adds the
-  last three only when `metrics_fn` has no metric of their names)."""
-  if (
-    not isinstance(model_fn, model_ops.KerasModelFn)
-    or getattr(model_fn, 'per_client_metrics', False)
-    or model.non_trainable_variables
-  ):
-    return False
-  metrics = model.get_metrics()
-  reduction = getattr(model_fn.loss_fn(), 'reduction', None)
-  return (
-    [metric.name for metric in metrics] == _COMPILED_METRICS
-    and type(metrics[0]) is tf.keras.metrics.SparseCategoricalAccuracy
-    and reduction
-    in (
-      tf.keras.losses.Reduction.AUTO,
-      tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE,
-    )
-    # Built eagerly: a model built in a graph would swap Keras' base
-    # classes under the eager model (`_InProcess`).
-    and compiled.unpaying(model_fn.keras_model_fn().submodules) is None
-  )
-
-
-def _compiled_sums(model_fn, specs, chunk, weights, data, splits, clients):
-  """(Σ_k client k's unfinalized metrics, each client's correct, counted)
-  as `build_evaluation`'s other passes give them, in one XLA program:
-  the model as a function of its `weights` (`KerasModelFn.predict`) over
-  chunks of `chunk` rows across clients, each example's loss
-  (`KerasModelFn.example_losses`, summed in float64: the other passes'
-  sum of the chunks' mean losses times their examples to float32
-  rounding) and accuracy matches, summed by client (`clients`: each row's
-  client, then `chunk` rows of none, index num_clients). `specs`: the
-  metrics' structure, by name (`_COMPILED_METRICS`)."""
-  size = model_ops.num_examples(data)
-  num_clients = tf.size(splits) - 1
-  rows = tf.range(chunk)
-
-  def one_chunk(start, loss, by_client):
-    # XLA's shapes are static: the last chunk's rows past the data's end
-    # are its last row again, of no client.
-    batch = model_ops.take(data, tf.minimum(start + rows, size - 1))
-    client = tf.slice(clients, [start], [chunk])
-    prediction, _ = model_fn.predict(weights, _features(batch), False)
-    losses = model_fn.example_losses(_labels(batch), prediction)
-    matches = tf.reshape(  # Sequences: matches per row.
-      tf.keras.metrics.sparse_categorical_accuracy(_labels(batch), prediction),
-      [chunk, -1],
-    )
-    in_data = client < num_clients
-    loss += tf.reduce_sum(tf.where(in_data, tf.cast(losses, tf.float64), 0.0))
-    correct_counted = tf.stack(
-      [
-        tf.reduce_sum(tf.cast(matches, tf.float64), 1),
-        tf.fill([chunk], tf.cast(tf.shape(matches)[1], tf.float64)),
-      ],
-      1,
-    )
-    by_client = tf.tensor_scatter_nd_add(
-      by_client, client[:, None], correct_counted
-    )
-    return start + chunk, loss, by_client
-
-  _, loss, by_client = tf.while_loop(
-    lambda start, *_: start < size,
-    one_chunk,
-    (
-      tf.constant(0),
-      tf.constant(0.0, tf.float64),
-      tf.zeros([num_clients + 1, 2], tf.float64),
-    ),
-  )
-  correct, counted = tf.unstack(by_client[:-1], axis=1)
-  values = dict(
-    accuracy=[tf.reduce_sum(correct), tf.reduce_sum(counted)],
-    loss=[loss, size],
-    num_examples=[size],
-    # The chunks, as `_evaluate_client` counts its forward passes.
-    num_batches=[(size + chunk - 1) // chunk],
-  )
-  total = collections.OrderedDict(
-    (name, [tf.cast(v, s.dtype) for v, s in zip(values[name], specs[name])])
-    for name in _COMPILED_METRICS
-  )
-  return total, correct, counted
-
-
-def _compiled_run(model_fn, local):
-  """(weights, [client data]) → (Σ_k unfinalized metrics, each client's
-  correct, counted) as one XLA program (`_compiled_sums`), and the
-  metrics' structure; None for a model whose evaluation keeps the other
-  passes (`_compilable`) or that XLA cannot compile
-  (`compiled.unsupported`)."""
-  if not _compilable(model_fn, local.model):
-    return None
-  specs = collections.OrderedDict(
-    (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
-    for m in local.model.get_metrics()
-  )
-  chunk = model_ops.CHUNK_SIZE
-  sums = tf.function(
-    functools.partial(_compiled_sums, model_fn, specs, chunk),
-    jit_compile=True,
-    autograph=False,
-  )
-  weights, data, _ = local.input_signature
-  # XLA compiles for shapes: checked for one client of one row, called for
-  # any clients.
-  one_row = tf.nest.map_structure(
-    lambda s: tf.TensorSpec([1, *s.shape[1:]], s.dtype), data
-  )
-  if compiled.unsupported(
-    sums.get_concrete_function(
-      weights,
-      one_row,
-      tf.TensorSpec([2], tf.int32),
-      tf.TensorSpec([1 + chunk], tf.int32),
-    )
-  ):
-    return None
-  signature = [*local.input_signature, tf.TensorSpec([None], tf.int32)]
-  sums = sums.get_concrete_function(*signature)
-  totals = sums.structured_outputs[0]
-
-  def run(weights, data):
-    concatenated, splits = local.clients(data)
-    sizes = np.diff(splits.numpy())
-    if not sizes.any():  # No examples: XLA cannot gather from none.
-      zeros = tf.zeros([len(sizes)], tf.float64)
-      return (
-        tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), totals),
-        zeros,
-        zeros,
-      )
-    # Each row's client, then a chunk of rows of none (index num_clients).
-    clients = np.repeat(
-      np.arange(len(sizes) + 1, dtype=np.int32), [*sizes, chunk]
-    )
-    return sums(
-      [tf.constant(w) for w in tf.nest.flatten(weights)],
-      concatenated,
-      splits,
-      tf.constant(clients),
-    )
-
-  return run, totals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -627,10 +355,10 @@ def build_evaluation(
   predictions are made for several clients at once (`_across_clients`),
   equal to client by client to float32 rounding.
 
-  With `across_clients`, a dense Keras classifier (`_compilable`: no
+  With `across_clients`, a dense Keras classifier (`compiled_evaluation.compilable`: no
   convolution or recurrent layer, which XLA's CPU code runs slower) is
   evaluated in one XLA program over all clients' examples, in the same
-  chunks (`_compiled_sums`): the same metrics to float32 rounding and the
+  chunks (`compiled_evaluation.sums_of`): the same metrics to float32 rounding and the
   same per-client accuracies, in fewer CPU-seconds (benchmarks/
   evaluation_passes.py times the two). Without `across_clients`, the
   passes above (the reference: the TFF computation's TF code).
@@ -652,7 +380,7 @@ def build_evaluation(
     (name, getattr(finalize, 'python_function', finalize))
     for name, finalize in model.metric_finalizers().items()
   )
-  compiled_run = across_clients and _compiled_run(model_fn, local)
+  compiled_run = across_clients and compiled_evaluation.run_of(model_fn, local)
   if compiled_run:
     run, totals = compiled_run
     return Evaluation(run, _finalize(finalizers, totals), True)
@@ -779,7 +507,7 @@ def _across_clients(local, weights, data, splits, by_state, rows_per_pass):
   report = _method(model, 'report_local_unfinalized_metrics')
   fresh = [tf.constant(v) for v in local.fresh_metrics]
   starts, ends, clients, firsts, lasts = _client_chunks(splits)
-  inputs, labels = _features(data), _labels(data)
+  inputs, labels = model_ops.features(data), model_ops.labels(data)
   slice_rows = lambda t, a, b: tf.nest.map_structure(lambda x: x[a:b], t)
 
   def one_chunk(i, offset, predictions, total, states):

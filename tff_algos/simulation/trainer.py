@@ -40,6 +40,7 @@ from tff_algos.simulation import evaluation
 from tff_algos.simulation import loop as loop_lib
 from tff_algos.simulation import outputs
 from tff_algos.simulation.client_store import ClientStore
+from tff_algos.simulation.client_tensors import ClientTensors
 from tff_algos.simulation.sampling import ClientSampler
 
 ProcessFn = Callable[[Any], Any]  # model_fn → LearningProcess
@@ -143,7 +144,7 @@ class ClientData:
   """A task's clients as a run uses them: ids and arrays by client index
   (training; test, whose clients may be others), the clients whose
   training data the evaluation reads, and the run's tensors of them
-  (`evaluation.ClientTensors`), shared by its evaluation, dissimilarity
+  (`client_tensors.ClientTensors`), shared by its evaluation, dissimilarity
   and compiled clients."""
 
   client_ids: Sequence[str]
@@ -151,8 +152,8 @@ class ClientData:
   test: Sequence[Any] | None
   evaluated: Sequence[Any]
   test_ids: Sequence[str] = ()
-  tensors: evaluation.ClientTensors = dataclasses.field(
-    default_factory=evaluation.ClientTensors, compare=False, repr=False
+  tensors: ClientTensors = dataclasses.field(
+    default_factory=ClientTensors, compare=False, repr=False
   )
 
   @classmethod

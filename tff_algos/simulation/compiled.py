@@ -369,10 +369,9 @@ def _batch_specs(model_fn, batch_size):
 # Compiled rounds made in this process, by the content of what they run
 # (`_round_key`), least recently used first. Runs in one process (a
 # notebook's, a loop of runs, the tests') whose clients train by the same
-# work reuse the round and XLA's programs for it: about 0.4-0.9 of a
-# 3-round run's 3.4-5.3 CPU-s (docs/PERFORMANCE.md, "A round's trace,
-# reused"). The memo is this module's, so a reloaded module, whose round
-# code may differ, starts without it.
+# work reuse the round and XLA's programs for it (docs/PERFORMANCE.md, "A
+# round's program, reused"). The memo is this module's, so a reloaded
+# module, whose round code may differ, starts without it.
 _ROUNDS: collections.OrderedDict = collections.OrderedDict()
 _MAX_ROUNDS = 16
 

@@ -21,7 +21,7 @@ What differs from a fresh interpreter, and so stays with `sys.executable`:
 - the interpreter's own options (-u, -X, -W): refused.
 A SIGKILL to the launcher reaches the child through the zygote, which
 kills it when the launcher's connection closes (milliseconds later).
-tests/programs/test_warm_python.py compares the two on the same commands.
+tests/commands/test_warm_python.py compares the two on the same commands.
 """
 
 import atexit

@@ -1,7 +1,7 @@
 """Federated optimization algorithms on TensorFlow Federated.
 
 Layers, top to bottom, each importing only those below it
-(tests/programs/test_layers.py checks it):
+(tests/commands/test_layers.py checks it):
 
     analysis/     results, sweeps and plots (no TensorFlow), FedAvg's Figure 1
     program/      TFF's program layer on our tasks: a task's clients as a

@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/programs/test_bad_input_corpus.py) against
+"""The bad-input corpus (tests/commands/test_bad_input_corpus.py) against
 another checkout, as real processes: a seeded sample of PER_CLASS cases per
 (entry point, class) of the bad cases (not those needing ../shared/data or
 a non-root user), counting those that break the promise (one stderr line,
@@ -27,7 +27,7 @@ main, root, per_class, out = (
   sys.argv[4],
 )
 sys.path[:0] = [
-  os.path.join(main, 'tests', 'programs'),
+  os.path.join(main, 'tests', 'commands'),
   os.path.join(main, 'tests'),
   main,
 ]

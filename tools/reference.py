@@ -12,7 +12,7 @@ them); the columns are
 callbacks and the evaluation declare (read from their source, which
 imports TensorFlow), and each algorithm's hyper-parameter, callback and
 process-metric columns; the tasks are `tasks.CATALOG`.
-`tests/programs/test_reference.py` fails when a page differs from what
+`tests/commands/test_reference.py` fails when a page differs from what
 this module generates. Each page is one function of the code's
 declarations, `PAGES[name]()`, so a change in where they live changes one
 function.

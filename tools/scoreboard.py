@@ -2552,7 +2552,7 @@ def elsewhere(name):
 # ---------------------------------------------------------------- reasons
 # Why a row differs: one or more of these, each with its evidence (a number
 # we measured, or a quoted fact of a paper or of our data); a "differs"
-# row with none is "unexplained" (tests/programs/test_scoreboard.py checks
+# row with none is "unexplained" (tests/commands/test_scoreboard.py checks
 # every "differs" row carries reasons from this list).
 REASONS = (
   'η grid',

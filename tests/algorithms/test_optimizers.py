@@ -115,7 +115,7 @@ def fedavgm():
   """The user's FedAvgM (its own file), whose builder makes its own
   optimizers: its `uses` declares neither."""
   cli.import_modules(
-    [str(REPO / 'tests/programs/user_modules/fedavgm_algorithm.py')]
+    [str(REPO / 'tests/commands/user_modules/fedavgm_algorithm.py')]
   )
   return registry.get('fedavgm')
 

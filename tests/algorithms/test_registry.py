@@ -146,7 +146,7 @@ def test_unknown_or_foreign_settings_are_usage_errors(
   assert not (tmp_path / 'x').exists()
 
 
-_FEDAVGM = REPO / 'tests' / 'programs' / 'user_modules' / 'fedavgm_algorithm.py'
+_FEDAVGM = REPO / 'tests' / 'commands' / 'user_modules' / 'fedavgm_algorithm.py'
 
 
 @pytest.mark.fast

@@ -54,7 +54,7 @@ def test_compiled_clients_train_the_per_client_model(name):
 def test_the_readme_example_algorithm_trains_in_this_process():
   from tff_algos import cli
 
-  cli.import_modules(['tests/programs/user_modules/fedavgm_algorithm.py'])
+  cli.import_modules(['tests/commands/user_modules/fedavgm_algorithm.py'])
   task, _ = helpers.task_and_arrays()
   settings = resolve(Config(algo='fedavgm', **QUICK), num_clients=30)
   process, how = trainer.build_for_run(settings, task.model_fn)

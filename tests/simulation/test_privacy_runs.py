@@ -16,10 +16,10 @@ from conftest import REPO
 from conftest import USER_ENV
 import helpers
 from tff_algos import learning
-from tff_algos import run as run_command
 from tff_algos.privacy import accounting
 from tff_algos.simulation import callbacks as callbacks_lib
 from tff_algos.simulation import evaluation
+from tff_algos.simulation import header
 from tff_algos.simulation import results
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import ConfigError
@@ -128,7 +128,7 @@ def test_under_uniform_sampling_the_header_gives_poissons_epsilon_too(
   poisson = resolve(
     helpers.quick_config(**DP, client_sampling='poisson'), num_clients=30
   )
-  assert run_command._sampling_note(poisson, mechanism, 30) is None
+  assert header.sampling_note(poisson, mechanism, 30) is None
 
 
 def test_dp_noise_is_seeded_the_same_seed_the_same_run(tmp_path, shared_run):

@@ -2,7 +2,7 @@
 
 The client works (simulation and production flavours), the statistics they
 report and the composition into a `tff.learning.templates.LearningProcess`.
-Public `tff.*` API only (tests/programs/test_layers.py checks it).
+Public `tff.*` API only (tests/commands/test_layers.py checks it).
 """
 
 from tff_algos.learning.client_definition import Batch

@@ -38,6 +38,10 @@ The shape is FedJAX's `client_init / client_step / client_final`:
   `metrics['client_work']['update_scale']`; `metrics`: scalars by name,
   summed over the clients (`metrics['client_work'][name]`).
 
+A definition's batches are its client's minibatches as the schedule
+drew them (E epochs of B), or with `one_pass` its whole data once in
+chunks, one local step (FedSGD's full-batch gradient, `local_sgd`).
+
 No Python control flow on tensors (use `tf.cond`, `tf.where`): the
 compiled engine traces the functions as they are.
 

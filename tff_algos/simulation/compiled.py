@@ -123,7 +123,8 @@ def refusal(model_fn, requested='auto', workers='') -> str | None:
     layers, loss = list(_layers(model)), model_fn.loss_fn()
     dtypes = {w.dtype.base_dtype for w in model.trainable_weights}
   if dtypes - {tf.float32}:
-    return f"the model's weights are {', '.join(sorted(d.name for d in dtypes))}, not float32"
+    names = ', '.join(sorted(d.name for d in dtypes))
+    return f"the model's weights are {names}, not float32"
   stochastic = [
     layer.name for layer in layers if isinstance(layer, _STOCHASTIC_LAYERS)
   ]

@@ -337,6 +337,7 @@ def build_evaluation(
   across_clients: bool = True,
   rows_per_pass: int = ROWS_PER_PASS,
   client_tensors: ClientTensors | None = None,
+  compiled: bool = True,
 ) -> Evaluation:
   """(weights, [client data]) → OrderedDict of the model's metrics over all
   clients' data ('loss', 'accuracy', 'num_examples', 'num_batches' for the
@@ -355,13 +356,14 @@ def build_evaluation(
   predictions are made for several clients at once (`_across_clients`),
   equal to client by client to float32 rounding.
 
-  With `across_clients`, a dense Keras classifier (`compiled_evaluation.compilable`: no
-  convolution or recurrent layer, which XLA's CPU code runs slower) is
-  evaluated in one XLA program over all clients' examples, in the same
-  chunks (`compiled_evaluation.sums_of`): the same metrics to float32 rounding and the
-  same per-client accuracies, in fewer CPU-seconds (benchmarks/
-  evaluation_passes.py times the two). Without `across_clients`, the
-  passes above (the reference: the TFF computation's TF code).
+  With `compiled` and `across_clients`, a dense Keras classifier
+  (`compiled_evaluation.compilable`: no convolution or recurrent layer,
+  which XLA's CPU code runs slower) is evaluated in one XLA program over
+  all clients' examples, in the same chunks (`compiled_evaluation.
+  sums_of`): the same metrics to float32 rounding and the same per-client
+  accuracies, in fewer CPU-seconds (benchmarks/evaluation_passes.py times
+  the two). Otherwise the passes above (the reference: the TFF
+  computation's TF code).
 
   Each client's accuracy costs no extra pass: from the forward passes'
   per-example matches summed by client (a Keras SparseCategoricalAccuracy),
@@ -380,7 +382,9 @@ def build_evaluation(
     (name, getattr(finalize, 'python_function', finalize))
     for name, finalize in model.metric_finalizers().items()
   )
-  compiled_run = across_clients and compiled_evaluation.run_of(model_fn, local)
+  compiled_run = (
+    compiled and across_clients and compiled_evaluation.run_of(model_fn, local)
+  )
   if compiled_run:
     run, totals = compiled_run
     return Evaluation(run, _finalize(finalizers, totals), True)

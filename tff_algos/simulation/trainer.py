@@ -301,18 +301,25 @@ def measurements(
   model_fn,
   data: ClientData,
   every_round: bool = False,
+  compiled: bool = False,
 ) -> list[RoundCallback]:
   """What is measured of the global model: f(w) and accuracy every
   --eval_every rounds, round 0 and the last (every round with
   `every_round`), and the dissimilarity every --dissimilarity_every.
   A model evaluated client by client has its predictions made across
-  clients but with --client_execution=per_client (the reference path)."""
+  clients but with --client_execution=per_client (the reference path);
+  with `compiled` (the clients train compiled), a dense model's
+  evaluation is compiled too (`evaluation.build_evaluation`): a run whose
+  clients train per client evaluates as the reference does, to the bit."""
   last = settings.run.rounds
   across_clients = settings.run.client_execution != 'per_client'
   measured = [
     callbacks_lib.Evaluation(
       evaluation.build_evaluation(
-        model_fn, across_clients=across_clients, client_tensors=data.tensors
+        model_fn,
+        across_clients=across_clients,
+        client_tensors=data.tensors,
+        compiled=compiled,
       ),
       data.evaluated,
       data.test,
@@ -355,6 +362,7 @@ def round_callbacks(
       model_fn,
       data,
       every_round=any(c.needs_evaluation for c in chosen),
+      compiled=isinstance(process, learning.ComputedProcess),
     )
     if evaluate
     else []

@@ -3,7 +3,7 @@ docs/REPRODUCTION.md.
 
 An independent implementation of the papers' algorithms, written against
 the papers' text, not against this repository's code: no TensorFlow, no
-TFF, no `tff_algos` and no `tasks` import (tests/programs/test_crosscheck.py
+TFF, no `tff_algos` and no `tasks` import (tests/commands/test_crosscheck.py
 checks that). What it implements:
 
 - the models: FedAvg's MNIST 2NN (784-200-200-10, ReLU, §3 of McMahan et

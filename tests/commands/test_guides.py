@@ -16,7 +16,7 @@ from conftest import USER_ENV
 import warm
 
 GUIDES = REPO / 'docs' / 'guide'
-RUN_ELSEWHERE = {'porting.md': 'tests/programs/test_porting.py'}
+RUN_ELSEWHERE = {'porting.md': 'tests/commands/test_porting.py'}
 _BLOCK = re.compile(
   r'(?:<!-- not run here: (?P<why>[^\n]*?) -->\n)?```(?P<language>\w+)\n'
   r'(?P<code>.*?)```',

@@ -18,7 +18,7 @@ from tff_algos.simulation import columns
 @pytest.fixture(autouse=True)
 def _the_packages_algorithms_only(monkeypatch):
   """The pages document the package's own algorithms: a user's module
-  another test of this process registered (tests/programs/user_modules)
+  another test of this process registered (tests/commands/user_modules)
   is left out, as it is from a fresh `tools/reference.py`."""
   monkeypatch.setattr(
     registry,

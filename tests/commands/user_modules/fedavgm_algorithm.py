@@ -2,7 +2,7 @@
 momentum (Hsu et al. 2019) and a server learning-rate warm-up, with a
 metric of its own and a round callback.
 
-  python -m tff_algos --import=tests/programs/user_modules/fedavgm_algorithm.py \\
+  python -m tff_algos --import=tests/commands/user_modules/fedavgm_algorithm.py \\
       --algo=fedavgm --momentum=0.9 ...
 """
 

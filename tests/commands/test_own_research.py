@@ -1,5 +1,5 @@
 """Your own research on the harness: a task and an algorithm
-from files of their own (tests/programs/user_modules) through the real
+from files of their own (tests/commands/user_modules) through the real
 command line, a sweep over seeds in subprocesses, killed and resumed, its
 summary, and plots that name what differs."""
 
@@ -18,7 +18,7 @@ from conftest import USER_ENV
 import helpers
 import warm
 
-MODULES = REPO / 'tests' / 'programs' / 'user_modules'
+MODULES = REPO / 'tests' / 'commands' / 'user_modules'
 IMPORTS = (
   f'--import={MODULES / "blobs_task.py"}',
   f'--import={MODULES / "fedavgm_algorithm.py"}',

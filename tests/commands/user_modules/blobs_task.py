@@ -2,7 +2,7 @@
 task"): each of 8 clients holds points of two Gaussian blobs, one per
 class, at a client-specific offset; multinomial logistic regression.
 
-  python -m tff_algos --import=tests/programs/user_modules/blobs_task.py \\
+  python -m tff_algos --import=tests/commands/user_modules/blobs_task.py \\
       --task=blobs ...
 """
 
@@ -45,5 +45,5 @@ tasks.register(
   'blobs',
   load,
   'two Gaussian blobs per client, 2 classes, MLR '
-  "(a user's task, tests/programs/user_modules)",
+  "(a user's task, tests/commands/user_modules)",
 )

@@ -300,7 +300,7 @@ def test_the_rounds_key_is_the_content_of_the_work_it_runs():
     ).get_concrete_function(tf.TensorSpec([3], tf.float32))
 
   signature = [tf.TensorSpec([3], tf.float32)]
-  key = compiled._round_key
+  key = compiled.round_key
   assert key(signature, traced(2.0)) == key(signature, traced(2.0))
   assert key(signature, traced(2.0)) != key(signature, traced(3.0))
   assert key(signature, traced(2.0)) != key(signature * 2, traced(2.0))

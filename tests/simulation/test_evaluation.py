@@ -637,3 +637,25 @@ def test_a_model_xla_runs_slower_or_cannot_compile_keeps_the_passes(which):
       np.asarray(want[0][key]).tobytes()
     ), key
   np.testing.assert_array_equal(got[1].correct, want[1].correct)
+
+
+def test_evaluations_of_one_model_share_its_compiled_program(monkeypatch):
+  """Two evaluations of the same dense model on data of the same shapes
+  in one process (a notebook's runs) share one XLA program, which gives
+  what a fresh one gives; another model gets its own."""
+  import tensorflow as tf
+
+  from tff_algos.simulation import compiled
+
+  monkeypatch.setattr(compiled, '_ROUNDS', collections.OrderedDict())
+  model_fn, arrays = _dense_task(
+    lambda: [tf.keras.layers.Dense(32, activation='relu')]
+  )
+  weights = _perturbed_weights(model_fn, scale=0.1)
+  first = evaluation.build_evaluation(model_fn)(weights, arrays)
+  assert len(compiled._ROUNDS) == 1
+  again = evaluation.build_evaluation(model_fn)(weights, arrays)
+  assert len(compiled._ROUNDS) == 1 and again == first
+  other, _ = _dense_task(lambda: [tf.keras.layers.Dense(16)])
+  evaluation.build_evaluation(other)
+  assert len(compiled._ROUNDS) == 2

@@ -368,7 +368,7 @@ def _batch_specs(model_fn, batch_size):
 
 
 # Compiled rounds made in this process, by the content of what they run
-# (`_round_key`), least recently used first. Runs in one process (a
+# (`round_key`), least recently used first. Runs in one process (a
 # notebook's, a loop of runs, the tests') whose clients train by the same
 # work reuse the round and XLA's programs for it (docs/PERFORMANCE.md, "A
 # round's program, reused"). The memo is this module's, so a reloaded
@@ -377,7 +377,7 @@ _ROUNDS: collections.OrderedDict = collections.OrderedDict()
 _MAX_ROUNDS = 16
 
 
-def _round_key(signature, traced):
+def round_key(signature, traced):
   """What a compiled round is a function of: `signature` (the weights',
   hyper-parameters' and batch's specs) and the graph of a client's work
   traced for one batch (`Clients.checked`: the model, its loss, the
@@ -392,12 +392,13 @@ def _round_key(signature, traced):
   return repr(signature), fingerprint.graph_sha256(traced.graph.as_graph_def())
 
 
-def _remembered(key, make):
-  """The round kept in `_ROUNDS` by `key`, else `make()` (kept unless
-  `key` is None), the least recently used dropped beyond _MAX_ROUNDS."""
+def remembered(key, make):
+  """The program kept in `_ROUNDS` by `key`, else `make()` (kept unless
+  it or `key` is None), the least recently used dropped beyond
+  _MAX_ROUNDS: the compiled rounds and evaluations of this process."""
   made = _ROUNDS.get(key) if key else None
   made = made or make()
-  if key:
+  if key and made is not None:
     _ROUNDS[key] = made
     _ROUNDS.move_to_end(key)
     while len(_ROUNDS) > _MAX_ROUNDS:
@@ -438,8 +439,8 @@ class Engine:
     )
     self._checked = clients.checked
     signature = [clients.specs, clients.hparam_specs(), clients.batch]
-    self._round = _remembered(
-      _round_key(signature, self._checked),
+    self._round = remembered(
+      round_key(signature, self._checked),
       lambda: tf.function(clients.run_round, jit_compile=True, autograph=False),
     )
     self.execution = EXECUTION

@@ -118,6 +118,24 @@ def sums_of(model_fn, specs, chunk, weights, data, splits, clients):
   return total, correct, counted
 
 
+def _unsupported(function, signature) -> bool:
+  """Whether XLA cannot compile `function` (asked for one client of one
+  row: XLA's IR wants static shapes)."""
+  weights, data, *_ = signature
+  one_row = tf.nest.map_structure(
+    lambda s: tf.TensorSpec([1, *s.shape[1:]], s.dtype), data
+  )
+  one_client = [
+    tf.TensorSpec([2], tf.int32),
+    tf.TensorSpec([1 + model_ops.CHUNK_SIZE], tf.int32),
+  ]
+  # A function of its own: `function`, traced for any shapes already,
+  # would hand back that trace for these.
+  alone = tf.function(function.python_function, autograph=False)
+  traced = alone.get_concrete_function(weights, one_row, *one_client)
+  return compiled.unsupported(traced) is not None
+
+
 def run_of(model_fn, local):
   """(weights, [client data]) → (Σ_k unfinalized metrics, each client's
   correct, counted) as one XLA program (`sums_of`), and the
@@ -130,29 +148,23 @@ def run_of(model_fn, local):
     (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
     for m in local.model.get_metrics()
   )
+  signature = [*local.input_signature, tf.TensorSpec([None], tf.int32)]
   chunk = model_ops.CHUNK_SIZE
-  sums = tf.function(
+  function = tf.function(
     functools.partial(sums_of, model_fn, specs, chunk),
     jit_compile=True,
     autograph=False,
   )
-  weights, data, _ = local.input_signature
-  # XLA compiles for shapes: checked for one client of one row, called for
-  # any clients.
-  one_row = tf.nest.map_structure(
-    lambda s: tf.TensorSpec([1, *s.shape[1:]], s.dtype), data
+  sums = function.get_concrete_function(*signature)
+  # Runs in one process that evaluate the same model on data of the same
+  # shapes (a notebook's, the tests') share the program and XLA's
+  # compilations of it, found by the traced graph's content.
+  key = compiled.round_key(['evaluation', *signature], sums)
+  sums = compiled.remembered(
+    key, lambda: None if _unsupported(function, signature) else sums
   )
-  if compiled.unsupported(
-    sums.get_concrete_function(
-      weights,
-      one_row,
-      tf.TensorSpec([2], tf.int32),
-      tf.TensorSpec([1 + chunk], tf.int32),
-    )
-  ):
+  if sums is None:
     return None
-  signature = [*local.input_signature, tf.TensorSpec([None], tf.int32)]
-  sums = sums.get_concrete_function(*signature)
   totals = sums.structured_outputs[0]
 
   def run(weights, data):

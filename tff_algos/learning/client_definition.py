@@ -616,9 +616,7 @@ def _computed_client(
     for name in metrics:
       statistics[name] = data['metrics'][name]
     if scaled:
-      statistics.update(
-        zip(SCALE_SUMS, (data['scale'] * data['weight'], data['weight']))
-      )
+      statistics.update(scale_sums(data['scale'], data['weight']))
     return result, data['train'], statistics
 
   return computed_client

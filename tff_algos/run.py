@@ -331,7 +331,12 @@ def _swallowed_ctrl_c_sent_again(delay_s=0.05):
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and (
       signal.getsignal(signal.SIGINT) is signal.default_int_handler
     ):
-      again = threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGINT))
+      # To the main thread: a signal the kernel handed the timer's thread
+      # would not interrupt a blocking call there (a sleep, a wait).
+      main = threading.main_thread().ident
+      again = threading.Timer(
+        delay_s, signal.pthread_kill, (main, signal.SIGINT)
+      )
       again.daemon = True
       again.start()
     else:

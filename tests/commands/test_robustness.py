@@ -181,7 +181,10 @@ def test_a_ctrl_c_swallowed_by_a_gc_callback_still_interrupts():
     del phase, info
     if not sent:
       sent.append(True)
-      os.kill(os.getpid(), signal.SIGINT)  # Raises here, to be swallowed.
+      # To this thread, so that it raises here, to be swallowed. Sent to
+      # the process, the kernel may hand it to another thread (the suite
+      # leaves some running), and the main thread's sleep would not end.
+      signal.raise_signal(signal.SIGINT)
 
   gc.callbacks.append(callback)
   start = time.monotonic()

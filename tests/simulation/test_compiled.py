@@ -238,6 +238,44 @@ def _round_inputs(model_fn, **overrides):
   return engine.inputs(state, schedules, 1), engine
 
 
+def test_a_client_trains_alike_in_rounds_of_any_size():
+  """Rounds of other buckets of clients and steps (other XLA programs, the
+  third traced once for any) give a client the same result, bit for bit."""
+  _, arrays = helpers.task_and_arrays()
+  settings = resolve(
+    Config.create(
+      algo='fedprox',
+      mu=0.5,
+      aggregator='robust',
+      **dict(QUICK, clients_per_round=30),
+    ),
+    num_clients=30,
+  )
+  model_fn = helpers.task_and_arrays()[0].model_fn
+  process, _ = trainer.build_for_run(settings, model_fn)
+  engine = compiled.Engine(process, arrays, 10)
+  assert not process.mean_of_updates  # An input a client.
+  state = process.set_model_weights(
+    process.initialize(), learning.initial_model_weights(model_fn, 0)
+  )
+  from tff_algos.simulation import client_inputs
+
+  sampler = trainer.sampler(settings, arrays)
+  plans = sampler.participants(1, settings.policy)
+  schedules = client_inputs.schedules(sampler, plans, arrays, 1, 10)
+  sizes = (1, 12, 30)
+  shapes = set()
+  for n in sizes:
+    minibatches = [engine._minibatches(*s) for s in schedules[:n]]
+    steps = [len(b) for _, b in minibatches]
+    shapes.add(compiled.layout(minibatches, 10, steps, steps).indices.shape)
+  assert len(shapes) == len(sizes)
+  first = [engine.inputs(state, schedules[:n], 1)[0] for n in sizes]
+  for other in first[1:]:
+    for a, b in zip(first[0]['update'], other['update']):
+      np.testing.assert_array_equal(a, b)
+
+
 def _same_values(a, b):
   return all(
     np.array_equal(x, y) for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b))

@@ -22,9 +22,12 @@ The shape is FedJAX's `client_init / client_step / client_final`:
   batch's mean loss (its real examples only: a compiled batch is padded
   to B and masked) plus the model's regularization, and its gradients
   with respect to `weights`; `batch.examples` is its number of real
-  examples (float32). Each call is a forward pass: the per-client
-  reference counts the model's training metrics in it, the compiled
-  clients report the last call's loss.
+  examples (float32); `batch.compiled` whether the step runs in the
+  compiled engine's XLA program, where a branch (`tf.cond`) costs more
+  than the few elementwise passes over the weights it might skip. Each
+  call is a forward pass: the per-client reference counts the model's
+  training metrics in it, the compiled clients report the last call's
+  loss.
 * `client`: `ClientInfo(examples, steps)`: the client's number of local
   examples n_k (float32; counted once, whatever work it did) and the
   steps it took τ_k (int32; a straggler's partial work is fewer).
@@ -118,6 +121,7 @@ class Batch:
   """One minibatch, as a definition's `step` sees it."""
 
   examples: tf.Tensor  # Its real examples (float32).
+  compiled = False  # Whether it is stepped in one XLA program.
 
   def loss_and_gradients(self, weights):
     """(the batch's mean loss plus the regularization, its gradients
@@ -152,6 +156,8 @@ class MaskedBatch(Batch):
   `model_ops.KerasModelFn` (its weights as tensors): what the compiled
   engine steps. `mean_loss` is the last loss computed, without the
   regularization (the training loss metric, as the per-client path's)."""
+
+  compiled = True
 
   def __init__(self, model_fn, data, mask):
     self._model_fn, self._data, self._mask = model_fn, data, mask

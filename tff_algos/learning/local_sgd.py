@@ -45,17 +45,22 @@ def proximal_sgd(
   def step(state, batch):
     weights, optimizer_state, anchor, mu = state
     _, gradients = batch.loss_and_gradients(weights)
-    # μ = 0 (FedAvg) skips the proximal term: three elementwise passes
-    # over the weights per step, ~15% of a CNN step's CPU time
-    # (docs/PERFORMANCE.md). Same values: g + 0·(w − w_t) = g.
-    gradients = tf.cond(
-      tf.equal(mu, 0.0),
-      lambda: tuple(gradients),
-      lambda: tuple(
+
+    def proximal():
+      return tuple(
         g + tf.cast(mu, g.dtype) * (w - w0)
         for g, w, w0 in zip(gradients, weights, anchor)
-      ),
-    )
+      )
+
+    # μ = 0 (FedAvg) skips the proximal term per client: three elementwise
+    # passes over the weights per step, ~15% of a CNN step's CPU time
+    # (docs/PERFORMANCE.md). Compiled, XLA fuses them into the update and
+    # the branch would cost more (10-15% of an MLR round's program). Same
+    # values: g + 0·(w − w_t) = g.
+    if batch.compiled:
+      gradients = proximal()
+    else:
+      gradients = tf.cond(tf.equal(mu, 0.0), lambda: tuple(gradients), proximal)
     optimizer_state, weights = optimizer.next(
       optimizer_state, tuple(weights), gradients
     )

@@ -301,7 +301,7 @@ class Clients:
     """The round's `layout.clients` clients, one after another: their
     results by name, each shaped for the clients the round is padded to
     (zeros after its last)."""
-    shaped_for = layout.examples.shape[0]
+    shaped_for = tf.shape(layout.examples)[0]  # Unknown when traced.
     outputs = tf.nest.map_structure(
       lambda s: tf.zeros([shaped_for, *s.shape], s.dtype),
       self._result_specs,

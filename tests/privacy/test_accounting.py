@@ -33,6 +33,7 @@ from scipy import stats
 
 from conftest import REPO
 from tff_algos.privacy import accounting
+from tff_algos.privacy import budget
 from tff_algos.simulation.sampling import SamplingScheme
 
 INTEGER_ORDERS = list(range(2, 65)) + [128, 256]
@@ -510,9 +511,7 @@ def test_no_noise_is_no_privacy():
   [(1.0, 100, None), (0.5, 20, None), (2.0, 50, 1.5), (3.9, 40, 2.0)],
 )
 def test_adaptive_split_spends_exactly_the_users_budget(z, clients, stddev):
-  value_z, count_stddev = accounting.adaptive_noise_multipliers(
-    z, clients, stddev
-  )
+  value_z, count_stddev = budget.adaptive_noise_multipliers(z, clients, stddev)
   assert count_stddev == (0.05 * clients if stddev is None else stddev)
   assert value_z > z
   assert value_z**-2 + (2 * count_stddev) ** -2 == pytest.approx(
@@ -541,7 +540,7 @@ def test_adaptive_clipping_costs_what_the_users_multiplier_says(
     sampling=sampling,
   )
   value, count = event.event.events
-  value_z, count_stddev = accounting.adaptive_noise_multipliers(1.2, 40)
+  value_z, count_stddev = budget.adaptive_noise_multipliers(1.2, 40)
   scale = 2 if sampling == 'uniform' else 1  # Replace-one: 2C, and 2·0.5.
   assert value.noise_multiplier * scale == value_z
   assert count.noise_multiplier * scale == 2 * count_stddev
@@ -558,7 +557,7 @@ def test_adaptive_clipping_refuses_what_tff_refuses():
       clients_per_round=10,
       adaptive_clipping=True,
     )
-  assert accounting.adaptive_noise_multipliers(0.0, 10) == (0.0, 0.0)
+  assert budget.adaptive_noise_multipliers(0.0, 10) == (0.0, 0.0)
   assert accounting.epsilons(
     1.0,
     3,

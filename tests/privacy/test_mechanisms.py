@@ -18,6 +18,7 @@ from tff_algos.algorithms import aggregators
 from tff_algos.algorithms import fedavg
 from tff_algos.algorithms import fedprox
 from tff_algos.privacy import accounting
+from tff_algos.privacy import budget
 from tff_algos.privacy import mechanisms
 from tff_algos.simulation import trainer
 from tff_algos.simulation.config import resolve
@@ -282,7 +283,7 @@ def test_adaptive_clipping_noises_updates_and_count_as_tff_splits_them(cohort):
     z, k, seed=2, initial_l2_norm_clip=clip, noise_cohort_size=cohort
   )
   (output,) = _aggregate(factory, values)
-  value_z, count_stddev = accounting.adaptive_noise_multipliers(z, cohort or k)
+  value_z, count_stddev = budget.adaptive_noise_multipliers(z, cohort or k)
   scale = k / (cohort or k)
   _check_gaussian(
     np.asarray(output.result, np.float64) - _clipped_mean(values, clip, k),
@@ -323,8 +324,7 @@ def test_the_dp_events_are_tffs_and_the_accountant_reads_them_alike():
     for o in (ours, tffs)
   ]
   multipliers = [[e.noise_multiplier for e in event.events] for event in events]
-  value_z, count_stddev = accounting.adaptive_noise_multipliers(z, k)
-  assert mechanisms.adaptive_noise_multipliers(z, k) == (value_z, count_stddev)
+  value_z, count_stddev = budget.adaptive_noise_multipliers(z, k)
   for pair in multipliers:
     assert pair == pytest.approx([value_z, 2 * count_stddev], rel=1e-6)
 

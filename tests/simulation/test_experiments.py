@@ -18,6 +18,7 @@ from conftest import REPO
 from conftest import USER_ENV
 import helpers
 from tff_algos.simulation import experiment
+from tff_algos.simulation import loop
 from tff_algos.simulation import results
 from tff_algos.simulation import run_dir
 from tff_algos.simulation import trainer
@@ -187,7 +188,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_its_metrics(
   )
   task, _ = helpers.task_and_arrays()
   out = tmp_path / 'run'
-  with pytest.raises(experiment.NonFiniteLoss, match='nan at round 2;'):
+  with pytest.raises(loop.NonFiniteLoss, match='nan at round 2;'):
     experiment.run(
       helpers.quick_config(rounds=5), task, str(out), show_progress=False
     )

@@ -23,11 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tff_algos.privacy import budget
-
 KINDS = ('mean', 'dp', 'compression', 'robust')
-# TFF's adaptive clipping targets the median update norm by default.
-DEFAULT_TARGET_QUANTILE = budget.TARGET_UNCLIPPED_QUANTILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,11 +51,6 @@ class AggregatorSettings:
   target_quantile: float | None = None
   noise_cohort: int | None = None
   initial_clip: float | None = None
-
-  @property
-  def weighted(self) -> bool:
-    """Whether the mean keeps the clients' weights (DP's does not)."""
-    return self.kind != 'dp'
 
 
 def build(settings: AggregatorSettings | None, seeded: bool = True):

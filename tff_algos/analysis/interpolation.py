@@ -52,7 +52,6 @@ POINTS = 50
 # grid or not (50 points over [−0.2, 1.2] put 0 and 1 on the grid, not 0.5).
 KEY_THETAS = (0.0, 0.5, 1.0)
 INDEPENDENT, SHARED = 'independent', 'shared'
-CASES = (INDEPENDENT, SHARED)
 # The paper's panel titles.
 TITLES = {
   INDEPENDENT: 'Independent initialization',

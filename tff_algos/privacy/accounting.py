@@ -120,8 +120,6 @@ UNIFORM, POISSON, PROPORTIONAL = 'uniform', 'poisson', 'proportional'
 SAMPLINGS = tuple(budget.ADJACENCY)  # The schemes the table covers.
 RDP, PLD = 'rdp', 'pld'
 ACCOUNTANTS = (RDP, PLD)
-# TFF's split of adaptive clipping's noise (tests and callers use it here).
-adaptive_noise_multipliers = budget.adaptive_noise_multipliers
 
 _RELATION = {
   budget.REPLACE_ONE: dp_accounting.NeighboringRelation.REPLACE_ONE,

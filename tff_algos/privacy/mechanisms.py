@@ -72,8 +72,6 @@ CLIP_LEARNING_RATE = 0.2
 # The random streams of one round: the updates' noise and the count's.
 _VALUE_STREAM, _COUNT_STREAM = 0, 1
 _MAX_SEED = 2**63 - 1
-# TFF's split of adaptive clipping's noise (`privacy.budget`).
-adaptive_noise_multipliers = budget.adaptive_noise_multipliers
 
 
 class _RoundKey:

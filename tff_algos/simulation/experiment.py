@@ -38,8 +38,6 @@ SECONDS_COUNTS = (
   'the rounds of earlier processes of a resumed run'
 )
 Diverged = loop_lib.Diverged
-Interrupted = loop_lib.Interrupted
-NonFiniteLoss = loop_lib.NonFiniteLoss
 
 
 class MetricsLost(RuntimeError):

@@ -238,6 +238,31 @@ def _round_inputs(model_fn, **overrides):
   return engine.inputs(state, schedules, 1), engine
 
 
+@pytest.mark.parametrize('weighting', ['uniform', 'num_examples'])
+def test_compiled_clients_report_the_per_client_update_spread(
+  tmp_path, weighting
+):
+  """The update spread (from Σ_k‖u_k‖², sent only where it is asked for)
+  of compiled clients, as one input for all (a uniform mean) or one each
+  (weighted: the spread's uniform mean needs each update), is the
+  per-client path's."""
+  spreads = {}
+  for execution in ('compiled', 'per_client'):
+    _, rows = helpers.run(
+      tmp_path,
+      execution,
+      algo='fedavg',
+      client_weighting=weighting,
+      update_spread=True,
+      client_execution=execution,
+    )
+    spreads[execution] = [float(r['update_spread']) for r in rows[1:]]
+  assert all(s > 0 for s in spreads['per_client'])
+  np.testing.assert_allclose(
+    spreads['compiled'], spreads['per_client'], rtol=1e-5
+  )
+
+
 def test_a_client_trains_alike_in_rounds_of_any_size():
   """Rounds of other buckets of clients and steps (other XLA programs, the
   third traced once for any) give a client the same result, bit for bit."""

@@ -223,12 +223,13 @@ class ClientDefinition:
 class DefinedTraining:
   """What a computed process's clients compute when their work is a
   definition (`ComputedProcess.local_training`): the definition, the
-  client weighting, and what its `final` gives besides the update
-  (`outputs`)."""
+  client weighting, what its `final` gives besides the update
+  (`outputs`), and whether a client reports ‖update‖² (`squared_norm`)."""
 
   definition: ClientDefinition
   weighting: tff.learning.ClientWeighting
   outputs: Outputs
+  squared_norm: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,9 +319,10 @@ def outputs_of(definition, weight_specs) -> Outputs:
   return found['outputs']
 
 
-def computed_data_type(weights_type, outputs: Outputs):
+def computed_data_type(weights_type, outputs: Outputs, squared_norm=False):
   """The TFF type of a `ComputedInput` client's round input: its update,
-  weight, statistics (local steps, participants: 1, ‖update‖²), training
+  weight, statistics (local steps, participants: 1; with `squared_norm`,
+  ‖update‖², for the update spread), training
   metrics, and a definition's scale and metrics. A simulation may hand the
   process one input for many clients whose updates only a mean aggregates
   (`ComputedProcess.mean_of_updates`): their weighted mean and summed
@@ -330,13 +332,14 @@ def computed_data_type(weights_type, outputs: Outputs):
     weight=tff.TensorType(np.float32),
     local_steps=tff.TensorType(np.int32),
     participants=tff.TensorType(np.int32),
-    update_squared_norm=tff.TensorType(np.float64),
     train=collections.OrderedDict(
       loss=[tff.TensorType(np.float32)] * 2,
       num_examples=[tff.TensorType(np.int64)],
       num_batches=[tff.TensorType(np.int64)],
     ),
   )
+  if squared_norm:
+    fields['update_squared_norm'] = tff.TensorType(np.float64)
   if outputs.scaled:
     fields['scale'] = tff.TensorType(np.float32)
   if outputs.metrics:
@@ -375,7 +378,9 @@ def build_client_work(
   computed = isinstance(client_input, client_work_lib.ComputedInput)
   if computed:
     finalizers = COMPUTED_METRICS
-    data_type = computed_data_type(weights_type, outputs)
+    data_type = computed_data_type(
+      weights_type, outputs, report_update_squared_norm
+    )
 
   @tff.federated_computation
   def init_fn():
@@ -412,7 +417,7 @@ def build_client_work(
     client_input,
     init_fn,
     next_fn,
-    DefinedTraining(definition, weighting, outputs),
+    DefinedTraining(definition, weighting, outputs, report_update_squared_norm),
   )
 
 

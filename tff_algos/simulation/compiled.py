@@ -415,6 +415,7 @@ class Engine:
   def __init__(self, process, train_arrays, batch_size, client_tensors=None):
     local = process.local_training
     self._mean_of_updates = process.mean_of_updates
+    self._squared_norm = local.squared_norm
     self._one_pass = local.definition.one_pass
     self._sizes = np.array([len(next(iter(a.values()))) for a in train_arrays])
     tensors = client_tensors or ClientTensors()
@@ -494,11 +495,13 @@ class Engine:
       [np.sum(s) for _, s in minibatches], np.int64
     )
     if self._mean_of_updates:
-      return [_one_input(results)]
-    return [
-      _input(tf.nest.map_structure(lambda a, k=k: a[k], results))
-      for k in range(clients)
-    ]
+      return [_one_input(results, self._squared_norm)]
+    inputs = []
+    for k in range(clients):
+      client = tf.nest.map_structure(lambda a, k=k: a[k], results)
+      norm = _squared_norm(client['update']) if self._squared_norm else None
+      inputs.append(_input(client, norm))
+    return inputs
 
   def _minibatches(self, client, order, ends):
     """A client's minibatches: (the indices into the resident data of their
@@ -515,26 +518,24 @@ class Engine:
     )
 
 
-def _input(client, participants=1):
+def _input(client, squared_norm=None, participants=1):
   """A `learning.ComputedInput` of a client's (or, summed, of many
-  clients') results: `client_definition.computed_data_type`'s fields."""
-  squared_norm = client.get('squared_norm')
-  if squared_norm is None:
-    squared_norm = sum(
-      np.sum(np.square(u, dtype=np.float64)) for u in client['update']
-    )
+  clients') results: `client_definition.computed_data_type`'s fields;
+  `squared_norm`, ‖update‖² (of many: Σ_k ‖u_k‖²) where the process
+  reports it (the update spread), else None."""
   data = collections.OrderedDict(
     update=[np.asarray(u, np.float32) for u in client['update']],
     weight=np.float32(client['weight']),
     local_steps=np.int32(client['steps']),
     participants=np.int32(participants),
-    update_squared_norm=np.float64(squared_norm),
     train=collections.OrderedDict(
       loss=[np.float32(client['loss_sum']), np.float32(client['examples'])],
       num_examples=[np.int64(client['examples'])],
       num_batches=[np.int64(client['batches'])],
     ),
   )
+  if squared_norm is not None:
+    data['update_squared_norm'] = np.float64(squared_norm)
   if 'scale' in client:
     data['scale'] = np.float32(client['scale'])
   if client['metrics']:
@@ -544,7 +545,11 @@ def _input(client, participants=1):
   return data
 
 
-def _one_input(results):
+def _squared_norm(updates):
+  return sum(np.sum(np.square(u, dtype=np.float64)) for u in updates)
+
+
+def _one_input(results, squared_norm):
   """The round's clients as the one input a mean aggregates alike
   (`learning.ComputedProcess.mean_of_updates`): their updates' and
   scales' weighted means (the float32 sums TFF's mean adds), with the sum
@@ -556,9 +561,6 @@ def _one_input(results):
       np.tensordot(weights, u, axes=1) / total for u in results['update']
     ],
     weight=total,
-    squared_norm=sum(
-      np.sum(np.square(u, dtype=np.float64)) for u in results['update']
-    ),
     metrics=collections.OrderedDict(
       (name, np.sum(v, dtype=v.dtype)) for name, v in results['metrics'].items()
     ),
@@ -569,4 +571,5 @@ def _one_input(results):
   )
   if 'scale' in results:
     summed['scale'] = np.dot(weights, results['scale']) / total
-  return _input(summed, participants=len(weights))
+  norms = _squared_norm(results['update']) if squared_norm else None
+  return _input(summed, norms, participants=len(weights))

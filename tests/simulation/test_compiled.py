@@ -266,7 +266,7 @@ def test_compiled_clients_report_the_per_client_update_spread(
 def test_a_client_trains_alike_in_rounds_of_any_size():
   """Rounds of other buckets of clients and steps (other XLA programs, the
   third traced once for any) give a client the same result, bit for bit."""
-  _, arrays = helpers.task_and_arrays()
+  task, arrays = helpers.task_and_arrays()
   settings = resolve(
     Config.create(
       algo='fedprox',
@@ -276,7 +276,7 @@ def test_a_client_trains_alike_in_rounds_of_any_size():
     ),
     num_clients=30,
   )
-  model_fn = helpers.task_and_arrays()[0].model_fn
+  model_fn = task.model_fn
   process, _ = trainer.build_for_run(settings, model_fn)
   engine = compiled.Engine(process, arrays, 10)
   assert not process.mean_of_updates  # An input a client.

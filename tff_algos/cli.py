@@ -296,11 +296,14 @@ def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:
 
 
 def task_options(holder):
-  """The data flags a task loader takes as options."""
+  """The data flags a task loader takes as options: the data section's
+  settings that are not recorded as a run setting (`group` None)."""
   return {
-    name: holder[name].value
-    for name in ('embeddings', 'num_clients')
-    if name in holder and holder[name].value is not None
+    s.name: holder[s.name].value
+    for s in config_lib.SETTINGS
+    if (s.section, s.group) == ('data', None)
+    and s.name in holder
+    and holder[s.name].value is not None
   }
 
 

@@ -161,6 +161,11 @@ COMMANDS = {
   'fedavg_table2_cnn_iid': f'{PY} --flagfile=configs/fedavg/table2_mnist_cnn.flags {DATA} '
   '--sweep=task=mnist_iid_cnn --only=E5_B10,FedSGD',
   'fedavg_table2_cnn': f'{PY} --flagfile=configs/fedavg/table2_mnist_cnn.flags {DATA}',
+  # Seeds 0-2 at E5_B50 IID's best η of fedavg_table2_cnn (its grid is
+  # seed 0).
+  'fedavg_table2_cnn_seeds': f'{PY} --flagfile=configs/fedavg/table2_mnist_cnn.flags {DATA} '
+  '--only=E5_B50 --sweep=task=mnist_iid_cnn --sweep=client_lr=0.215 '
+  '--sweep=seed=0,1,2 --rounds=44',
   'fedavg_table2_shakespeare': f'{PY} --flagfile=configs/fedavg/table2_shakespeare_lstm.flags {DATA}',
   'fedavg_table3_cifar10': f'{PY} --flagfile=configs/fedavg/table3_cifar10.flags {DATA}',
   'fedavg_table3_cifar10_sgd': f'{PY} --flagfile=configs/fedavg/table3_cifar10_sgd.flags {DATA}',

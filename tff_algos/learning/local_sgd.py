@@ -55,8 +55,8 @@ def proximal_sgd(
     # μ = 0 (FedAvg) skips the proximal term per client: three elementwise
     # passes over the weights per step, ~15% of a CNN step's CPU time
     # (docs/PERFORMANCE.md). Compiled, XLA fuses them into the update and
-    # the branch would cost more (10-15% of an MLR round's program). Same
-    # values: g + 0·(w − w_t) = g.
+    # the branch would cost more (9-16% of a Synthetic MLR round's XLA
+    # time). Same values: g + 0·(w − w_t) = g.
     if batch.compiled:
       gradients = proximal()
     else:

@@ -24,7 +24,6 @@ from absl import flags
 
 import tasks
 from tff_algos import user_modules
-from tff_algos.algorithms import optimizers
 from tff_algos.algorithms import registry
 from tff_algos.simulation import config as config_lib
 
@@ -268,11 +267,6 @@ def _hparams(holder):
       raise UsageError(f'give --{name} or --hparam={name}=..., not both')
     values[name] = number
   return values
-
-
-OPTIMIZER_FIELDS = optimizers.flag_names('client') + optimizers.flag_names(
-  'server'
-)
 
 
 def config_from_flags(holder, imports=(), check=True) -> config_lib.Config:

@@ -35,6 +35,7 @@ from tff_algos import cli
 from tff_algos.simulation import run_dir
 from tff_algos.simulation.config import ConfigError
 from tff_algos.simulation.config import resolve
+from tff_algos.simulation.declarations import SETTINGS
 
 PROGRAM = 'python -m tff_algos.export'
 GROUPS = ('algorithm', 'aggregation', 'data')
@@ -232,7 +233,7 @@ def _settings(settings, production):
   rate schedules) in the computation, and the batch size the pipeline is
   to use (B is not part of a production build)."""
   entry = settings.entry
-  simulation_only = {'straggler_policy'} | {
+  simulation_only = {s.name for s in SETTINGS if s.simulation_only} | {
     h.name for h in entry.hparams if h.simulation_only
   }
   if production:
@@ -245,14 +246,7 @@ def _settings(settings, production):
     for k in (
       *entry.uses,
       *(h.name for h in entry.hparams),
-      *cli.OPTIMIZER_FIELDS,
-      'update_spread',
-      'aggregator',
-      'dp_noise_multiplier',
-      'dp_clip',
-      'dp_target_quantile',
-      'dp_noise_cohort',
-      'seed',
+      *(s.record_key for s in SETTINGS if s.in_computation),
     )
     if k in values
     and k not in simulation_only

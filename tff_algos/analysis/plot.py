@@ -17,6 +17,7 @@ from tff_algos.simulation import results
 from tff_algos.simulation.columns import DESCRIPTIONS
 from tff_algos.simulation.config import Config
 from tff_algos.simulation.config import resolve
+from tff_algos.simulation.declarations import SETTINGS
 
 
 def _pyplot():
@@ -42,48 +43,14 @@ MATH_DESCRIPTIONS = {
   'update_spread': r'$(1/K)\,\Sigma_k \|u_k - \bar{u}\|^2$, '
   r'$u_k = w_t - w_k$',
 }
-# Settings that tell runs apart, in the order a label or title names them
-# (the algorithm's own, μ/λ and its extra hyper-parameters, are in its
-# legend entry).
-_SHOWN = (
-  ('task', '{}'),
-  ('clients_per_round', 'K={}'),
-  ('epochs', 'E={}'),
-  ('batch_size', 'B={}'),
-  ('client_lr', 'η={:g}'),
-  ('server_lr', 'η_s={:g}'),
-  ('client_optimizer', 'client {}'),
-  ('server_optimizer', 'server {}'),
-  ('straggler_fraction', '{:.0%} stragglers'),
-  ('straggler_policy', 'stragglers {}'),
-  ('client_weighting', '{} weights'),
-  ('partition', '{}'),
-  ('train_fraction', 'train {:g}'),
-  ('data_seed', 'data seed {}'),
-  ('client_sampling', '{} sampling'),
-  ('aggregator', '{} aggregator'),
-  ('dp_noise_multiplier', 'z={:g}'),
-  ('dp_clip', 'C={:g}'),
-  ('dp_target_quantile', 'clip at quantile {:g}'),
-  ('dp_noise_cohort', 'noise cohort {}'),
-  ('dp_delta', 'δ={:.2g}'),
-  ('rounds', '{} rounds'),
-)
-# Left out of a title (what all lines share there goes without saying, or
-# is the default): these settings appear only in labels, where they differ.
-_NOT_IN_TITLE = {
-  'client_weighting',
-  'straggler_policy',
-  'data_seed',
-  'train_fraction',
-  'rounds',
-}
-_DEFAULTS = {
-  'client_optimizer': 'sgd',
-  'server_optimizer': 'sgd',
-  'straggler_fraction': 0.0,
-  'client_sampling': 'uniform',
-  'aggregator': 'mean',
+# Settings that tell runs apart (those a declaration gives a label), in
+# the order a label or title names them: the task first, what the plot is
+# of, then --help's. The algorithm's own, μ/λ and its extra
+# hyper-parameters, are in its legend entry.
+_SHOWN = {
+  s.record_key: s
+  for s in sorted(SETTINGS, key=lambda s: s.name != 'task')
+  if s.label
 }
 
 
@@ -116,9 +83,8 @@ def _legend(settings, run_dir):
 
 
 def _text(key, value):
-  fmt = dict(_SHOWN)[key]
   try:
-    return fmt.format(value)
+    return _SHOWN[key].label.format(value)
   except (ValueError, TypeError):
     return f'{key}={value}'
 
@@ -130,7 +96,7 @@ def describe(groups, seeds='mean'):
   the caller says it);
   the title, the settings they all share."""
   described = [_settings(dirs[0]) for dirs in groups]
-  keys = [k for k, _ in _SHOWN]
+  keys = list(_SHOWN)
   if not any(v.get('straggler_fraction') for _, v in described):
     keys.remove('straggler_policy')  # No stragglers: no policy to tell.
   differ = [k for k in keys if len({repr(v.get(k)) for _, v in described}) > 1]
@@ -160,9 +126,8 @@ def describe(groups, seeds='mean'):
     _text(k, shared[k])
     for k in keys
     if k not in differ
-    and k not in _NOT_IN_TITLE
-    and shared.get(k) is not None
-    and shared[k] != _DEFAULTS.get(k)
+    and _SHOWN[k].in_title
+    and shared.get(k) not in (None, _SHOWN[k].plain)
   )
   return title, labels
 

@@ -414,16 +414,26 @@ def _run_values(c: Config, algorithm: registry.Algorithm) -> Config:
     given = getattr(c, name)
     if given not in (value, BY_NAME[name].default):
       flag = f'{name}={given}' if given is not None else 'client_fraction'
-      raise ConfigError(
-        f'--{flag}: {algorithm.name} has {name}={value} ({algorithm.paper})'
-      )
+      raise _fixed(algorithm, flag, f'{name}={value}')
   return dataclasses.replace(c, **fixed)
 
 
-def _owned(algorithm: registry.Algorithm) -> str:
-  """The settings and hyper-parameters `algorithm` has, for an error."""
+def _fixed(algorithm: registry.Algorithm, flag: str, fixed: str):
+  """The error for `--flag`, other than the `fixed` value the algorithm
+  has."""
+  return ConfigError(
+    f'--{flag}: {algorithm.name} has {fixed} ({algorithm.paper})'
+  )
+
+
+def _not_its(algorithm: registry.Algorithm, flag: str, why: str = ''):
+  """The error for `--flag`, which `algorithm` has not (`why`: more):
+  what it has instead."""
   owned = ', '.join((*algorithm.uses, *(h.name for h in algorithm.hparams)))
-  return owned or 'none'
+  return ConfigError(
+    f'--{flag} is not a {algorithm.name} hyper-parameter{why} (it has '
+    f'{owned or "none"})'
+  )
 
 
 def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
@@ -436,17 +446,11 @@ def _algorithm_values(config: Config, algorithm: registry.Algorithm) -> dict:
     if name in algorithm.fixed:
       values[name] = algorithm.fixed[name]
       if given not in (None, values[name]):
-        raise ConfigError(
-          f'--{name}={given}: {algorithm.name} has {name}='
-          f'{values[name]} ({algorithm.paper})'
-        )
+        raise _fixed(algorithm, f'{name}={given}', f'{name}={values[name]}')
     elif name in algorithm.uses:
       values[name] = algorithm.defaults[name] if given is None else given
     elif given is not None:
-      raise ConfigError(
-        f'--{name} is not a {algorithm.name} hyper-parameter (it has '
-        f'{_owned(algorithm)})'
-      )
+      raise _not_its(algorithm, name)
     else:
       values[name] = None
   for name, value in list(values.items()):
@@ -462,18 +466,14 @@ def _hyperparameters(config: Config, algorithm: registry.Algorithm) -> dict:
   for name, value in config.hparams.items():
     declared = algorithm.hyperparameter(name)
     if declared is None:
-      raise ConfigError(
-        f'--{name} is not a {algorithm.name} hyper-parameter (it has '
-        f'{_owned(algorithm)})'
-      )
+      raise _not_its(algorithm, name)
     error = declared.error(value)
-    if error is None and declared.fixed and value != declared.default:
-      error = (
-        f'--{name}={value:g}: {algorithm.name} has {name}='
-        f'{declared.default:g} ({algorithm.paper})'
-      )
     if error is not None:
       raise ConfigError(error)
+    if declared.fixed and value != declared.default:
+      raise _fixed(
+        algorithm, f'{name}={value:g}', f'{name}={declared.default:g}'
+      )
   return {
     h.name: h.value(config.hparams.get(h.name, h.default))
     for h in algorithm.hparams
@@ -506,25 +506,19 @@ def _optimizers(config, algorithm, values):
       runs = optimizers.flags_of(plain, role)
       for name in _OPTIMIZER[role]:
         if given[name] is not None and given[name] != runs[name]:
-          raise ConfigError(_not_taken(algorithm, name, role))
+          raise _not_taken(algorithm, name, role)
       found.append(plain)
   except optimizers.SettingsError as e:
     raise ConfigError(str(e)) from None
   return found
 
 
-def _not_taken(algorithm, flag, role) -> str:
+def _not_taken(algorithm, flag, role):
   """The error for `--flag` of a `role` optimizer `algorithm` does not
-  declare: what it has instead."""
-  why = (
-    'its clients run no optimizer'
-    if role == 'client' and not algorithm.client_optimizer
-    else f'its {role} optimizer is its own'
-  )
-  return (
-    f'--{flag} is not a {algorithm.name} hyper-parameter: {why} (it has '
-    f'{_owned(algorithm)})'
-  )
+  declare."""
+  if role == 'client' and not algorithm.client_optimizer:
+    return _not_its(algorithm, flag, ': its clients run no optimizer')
+  return _not_its(algorithm, flag, f': its {role} optimizer is its own')
 
 
 def _needs(c: Config):

@@ -79,6 +79,14 @@ class Setting:
       are checked by `optimizers.resolve`).
     users: the algorithms that take it (a hyper-parameter's flag; not
       those that hold it fixed).
+    label: how a plot names its value where runs differ (a format:
+      'K={}'); '' = plots leave it out.
+    in_title: whether a plot's title names it when all runs share it.
+    plain: the value a title leaves unsaid (what a reader assumes).
+    in_computation: it shapes the built computation (`tff_algos.export`
+      records it beside it), besides the algorithm's `uses`.
+    simulation_only: a callback of the simulation acts on it between
+      rounds; a production build has no such setting.
   """
 
   name: str
@@ -97,6 +105,11 @@ class Setting:
   multi: bool = True
   checked: bool = True
   users: str = ''
+  label: str = ''
+  in_title: bool = True
+  plain: Any = None
+  in_computation: bool = False
+  simulation_only: bool = False
 
   @property
   def record_key(self) -> str | None:
@@ -153,6 +166,7 @@ def _optimizer_settings(role: str) -> list[Setting]:
       'algorithm',
       'algorithm',
       checked=False,
+      in_computation=True,
       **more,
     )
 
@@ -168,6 +182,8 @@ def _optimizer_settings(role: str) -> list[Setting]:
       choices=(
         optimizers.SERVER_OPTIMIZERS if server else optimizers.CLIENT_OPTIMIZERS
       ),
+      label=f'{role} {{}}',
+      plain='sgd',
     ),
     declare(
       'momentum', float, f'--{role}_optimizer=sgdm: momentum (default 0.9).'
@@ -229,6 +245,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       f'Communication rounds T, 1 to {MAX_ROUNDS:,} (2^31 - 1: '
       "the server optimizer's round counter is int32).",
       check=ROUNDS,
+      label='{} rounds',
+      in_title=False,
     ),
     S(
       'clients_per_round',
@@ -238,6 +256,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       group='sampling',
       unset=True,
       check=AT_LEAST_1,
+      label='K={}',
     ),
     S(
       'client_fraction',
@@ -256,6 +275,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       'they run x ~ U{1..E-1} epochs, fewer than E.',
       group='sampling',
       check=SHARE,
+      label='{:.0%} stragglers',
+      plain=0.0,
     ),
     S(
       'seed',
@@ -264,6 +285,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'Seed of the initial model, client selection, stragglers '
       'and minibatch order (0..2^32-1).',
       check=SEED,
+      in_computation=True,
     ),
     S(
       'workers',
@@ -319,6 +341,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'algorithm',
       'algorithm',
       check=EPOCHS,
+      label='E={}',
     ),
     S(
       'batch_size',
@@ -329,6 +352,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'algorithm',
       'algorithm',
       check=BATCH,
+      label='B={}',
     ),
     S(
       'client_lr',
@@ -339,6 +363,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'algorithm',
       'algorithm',
       check=RATE,
+      label='η={:g}',
     ),
     S(
       'server_lr',
@@ -350,6 +375,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'algorithm',
       'algorithm',
       check=RATE,
+      label='η_s={:g}',
     ),
     S(
       'straggler_policy',
@@ -360,6 +386,9 @@ def _declare_settings() -> tuple[Setting, ...]:
       'algorithm',
       'algorithm',
       choices=('drop', 'partial'),
+      label='stragglers {}',
+      in_title=False,
+      simulation_only=True,
     ),
     S(
       'client_weighting',
@@ -370,6 +399,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       'algorithm',
       'algorithm',
       choices=('num_examples', 'uniform'),
+      label='{} weights',
+      in_title=False,
     ),
     S(
       'hparam',
@@ -396,6 +427,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       'aggregation',
       'sampling',
       choices=SAMPLING,
+      label='{} sampling',
+      plain='uniform',
     ),
     S(
       'aggregator',
@@ -408,12 +441,17 @@ def _declare_settings() -> tuple[Setting, ...]:
       'aggregation',
       'algorithm',
       choices=aggregators.KINDS,
+      label='{} aggregator',
+      plain='mean',
+      in_computation=True,
     ),
     _dp(
       'noise_multiplier',
       float,
       ': z, the noise stddev on the clipped sum over the clip norm.',
       check=NON_NEGATIVE,
+      label='z={:g}',
+      in_computation=True,
     ),
     _dp(
       'clip',
@@ -421,6 +459,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       ': clip every update to this L2 norm C (fixed '
       'clipping); without it, adaptive clipping.',
       check=POSITIVE,
+      label='C={:g}',
+      in_computation=True,
     ),
     _dp(
       'target_quantile',
@@ -428,6 +468,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       ', adaptive clipping: the quantile of the '
       "update norms the clip follows (default 0.5, TFF's).",
       check=OPEN_UNIT,
+      label='clip at quantile {:g}',
+      in_computation=True,
     ),
     _dp(
       'noise_cohort',
@@ -438,6 +480,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       "its ε is the epsilon column; the M-client deployment's is "
       'deployment_epsilon.',
       check=AT_LEAST_1,
+      label='noise cohort {}',
+      in_computation=True,
     ),
     _dp(
       'initial_clip',
@@ -461,6 +505,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       float,
       ": δ of the ε reported (default 0.1/N, N the task's clients).",
       check=OPEN_UNIT,
+      label='δ={:.2g}',
     ),
     _dp(
       'accountant',
@@ -476,6 +521,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'synthetic_1_1',
       'The task: data and model (listed above).',
       'data',
+      label='{}',
     ),
     S(
       'data_dir',
@@ -495,6 +541,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       'so runs of every --seed share the data).',
       'data',
       check=SEED,
+      label='data seed {}',
+      in_title=False,
     ),
     S(
       'train_fraction',
@@ -504,6 +552,8 @@ def _declare_settings() -> tuple[Setting, ...]:
       'split devices themselves (default 0.9; FedISGD used 0.8).',
       'data',
       check=OPEN_UNIT,
+      label='train {:g}',
+      in_title=False,
     ),
     S(
       'partition',
@@ -514,6 +564,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'few labels per client), seeded by --data_seed; the per-'
       'client label counts go to label_histogram.csv.',
       'data',
+      label='{}',
     ),
     S(
       'num_clients',
@@ -636,6 +687,7 @@ def _declare_settings() -> tuple[Setting, ...]:
       'every round (FedISGD always does: its VLG).',
       'output',
       'measurement',
+      in_computation=True,
     ),
     S(
       'target_accuracy',

@@ -226,3 +226,33 @@ def test_a_sweep_plot_names_each_variants_hyper_parameters_under_its_title(
     assert title_bottom > note.get_window_extent(renderer).y1
   finally:
     plot._pyplot().close('all')
+
+
+def test_a_plot_names_settings_as_their_declarations_say(tmp_path):
+  """Labels and titles come from the settings' declarations: the setting
+  the runs differ in is in each label in its declared form; the shared
+  ones in the title, the task first, without the values a reader assumes
+  (`plain`) or those declared label-only (`in_title=False`); and every
+  declared label formats a value of its setting's type."""
+  from tff_algos.analysis import plot
+  from tff_algos.simulation.declarations import SETTINGS
+
+  runs = []
+  for lr in (0.1, 0.05):
+    run_dir = tmp_path / f'lr{lr}'
+    _fake_run(run_dir, [0.1, 0.5])
+    (run_dir / 'config.json').write_text(
+      json.dumps(
+        dict(algo='fedavg', task='synthetic_1_1', client_lr=lr, rounds=7)
+      )
+    )
+    runs.append([str(run_dir)])
+  title, labels = plot.describe(runs)
+  assert labels == ['FedAvg, η=0.1', 'FedAvg, η=0.05']
+  assert title.startswith('synthetic_1_1, K=10, E=')
+  assert 'stragglers' not in title and 'sgd' not in title  # Plain values.
+  assert 'rounds' not in title  # Label-only.
+  for s in SETTINGS:
+    if s.label:
+      value = s.choices[0] if s.choices else s.kind(1)
+      assert plot._text(s.record_key, value) != f'{s.record_key}={value}'

@@ -2,6 +2,9 @@
 the committed ledger of results.
 
   .venv/bin/python tools/scoreboard.py [--runs=runs] [--runs=OTHER] [--write]
+  .venv/bin/python tools/scoreboard.py --figure=COMMAND --out=FILE.png
+      [--metric=train_loss_sampled] [--title=...]   (a command's runs drawn
+      from the run folders, else the ledger: a panel per swept value)
 
 One row per table cell or figure panel of the three papers: the paper's
 value, ours (mean ± std over seeds where run with seeds), a status, for a
@@ -61,6 +64,7 @@ import typing
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
+from tff_algos.analysis import plot
 from tff_algos.simulation import columns
 from tff_algos.simulation import results
 
@@ -3274,6 +3278,61 @@ def crosscheck_table(runs, crosscheck):
   return lines
 
 
+def _swept_value(text):
+  """A swept value as the run's name spells it (`0.9`): the number."""
+  try:
+    return float(text)
+  except ValueError:
+    return text
+
+
+def _panel_title(swept):
+  """`straggler_fraction-0.9` → the settings' plot labels (90% stragglers)."""
+  parts = [part.split('-', 1) for part in swept.split('__') if '-' in part]
+  return ', '.join(plot.setting_text(k, _swept_value(v)) for k, v in parts)
+
+
+def figure_series(runs, command, metric):
+  """{panel: {legend: (rounds, values)}} of `command`'s finished runs:
+  a panel per swept value (the run's name after its variant,
+  `FedAvg__straggler_fraction-0.9`), a line per variant, from the run
+  folders or else the ledger, which keeps their values to 6 significant
+  digits: a figure whose run folders are gone is drawn alike."""
+  panels = {}
+  for name, record in sorted(runs.records(command).items()):
+    if not record.finished:
+      continue
+    variant, _, swept = name.partition('__')
+    rows = [r for r in record.rows if r.get(metric)]
+    panels.setdefault(_panel_title(swept), {})[
+      record.summary.get('legend', variant)
+    ] = ([int(r['round']) for r in rows], [float(r[metric]) for r in rows])
+  return panels
+
+
+def draw_figure(runs, command, metric, out, title=''):
+  """`figure_series` side by side on one y axis, into the file `out`."""
+  panels = figure_series(runs, command, metric)
+  if not panels:
+    raise ValueError(
+      f'{command}: no finished runs in the run folders or ledger'
+    )
+  pyplot = plot._pyplot()
+  figure, axes_row = pyplot.subplots(
+    1, len(panels), figsize=(3.6 * len(panels), 3.4), sharey=True, squeeze=False
+  )
+  for axes, (panel, lines) in zip(axes_row[0], panels.items()):
+    for legend, (rounds, values) in lines.items():
+      axes.plot(rounds, values, label=legend)
+    axes.set_title(panel, fontsize=9)
+    axes.set_xlabel('# rounds')
+  axes_row[0][0].set_ylabel(metric, fontsize=9)
+  axes_row[0][0].legend(fontsize=7, frameon=False)
+  figure.suptitle(title, fontsize=10)
+  figure.savefig(out, dpi=120, bbox_inches='tight')
+  pyplot.close(figure)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument(
@@ -3299,7 +3358,25 @@ def main(argv=None):
     help='print the command of this cell '
     "(COMMAND.NAME, the cells table's) and exit",
   )
+  parser.add_argument(
+    '--figure',
+    help="draw this command's runs (from the run folders, else the "
+    'ledger) into --out and exit: a panel per swept value, a line per '
+    'variant',
+  )
+  parser.add_argument('--metric', default='train_loss_sampled')
+  parser.add_argument('--out', help="--figure's image file")
+  parser.add_argument('--title', default='', help="--figure's title")
   args = parser.parse_args(argv)
+  if args.figure:
+    if not args.out:
+      parser.error('--figure needs --out')
+    runs = Runs(args.runs or ['runs'], Ledger(args.ledger))
+    try:
+      draw_figure(runs, args.figure, args.metric, args.out, args.title)
+    except ValueError as e:
+      parser.error(str(e))
+    return
   if args.cell:
     command, _, name = args.cell.partition('.')
     if (command, name) not in CELLS:

@@ -255,4 +255,4 @@ def test_a_plot_names_settings_as_their_declarations_say(tmp_path):
   for s in SETTINGS:
     if s.label:
       value = s.choices[0] if s.choices else s.kind(1)
-      assert plot._text(s.record_key, value) != f'{s.record_key}={value}'
+      assert plot.setting_text(s.record_key, value) != f'{s.record_key}={value}'

@@ -562,3 +562,48 @@ def test_the_figure_1_rows_read_the_interpolation_csv():
   )
   assert '0.4419 / 1.1056 / 0.4619' in left and left_status == 'matches'
   assert '0.4304 / 0.3914 / 0.4619' in right and right_status == 'matches'
+
+
+def test_a_figure_drawn_from_the_ledger_is_the_one_from_its_run_folders(
+  tmp_path,
+):
+  """--figure draws a panel per swept value and a line per variant; once
+  the run folders are recorded and gone, the ledger gives the same series
+  (to the 6 significant digits the ledger keeps) and draws the figure;
+  an unfinished run is left out."""
+  ledger_path = tmp_path / 'ledger.json'
+  root = tmp_path / 'runs'
+  command = root / 'fedprox_fig1_shakespeare'
+  for variant, legend in (('FedAvg', 'FedAvg'), ('FedProx_mu0', 'FedProx μ=0')):
+    for fraction in (0, 0.9):
+      folder = command / f'{variant}__straggler_fraction-{fraction}'
+      folder.mkdir(parents=True)
+      (folder / 'metrics.csv').write_text(
+        'round,train_loss_sampled,test_accuracy\n0,4.123456789,0.1\n1,,\n'
+        f'5,{2 + fraction / 3},0.3\n'
+      )
+      (folder / 'config.json').write_text('{"rounds": 5}')
+      (folder / 'summary.json').write_text(json.dumps({'legend': legend}))
+  (command / 'FedAvg__straggler_fraction-0.5').mkdir()  # Not finished.
+  runs = SCOREBOARD.Runs([str(root)], SCOREBOARD.Ledger(str(ledger_path)))
+  drawn = SCOREBOARD.figure_series(runs, command.name, 'train_loss_sampled')
+  assert list(drawn) == ['0% stragglers', '90% stragglers']
+  assert drawn['90% stragglers']['FedProx μ=0'] == ([0, 5], [4.12346, 2.3])
+  runs.record()
+  runs.ledger.save()
+  clone = SCOREBOARD.Runs(
+    [str(tmp_path / 'gone')], SCOREBOARD.Ledger(str(ledger_path))
+  )
+  assert SCOREBOARD.figure_series(
+    clone, command.name, 'train_loss_sampled'
+  ) == (drawn)
+  out = tmp_path / 'figure.png'
+  SCOREBOARD.main(
+    [
+      f'--runs={tmp_path / "gone"}',
+      f'--ledger={ledger_path}',
+      f'--figure={command.name}',
+      f'--out={out}',
+    ]
+  )
+  assert out.stat().st_size > 0

@@ -82,10 +82,11 @@ def _legend(settings, run_dir):
   return summary.get('legend') or os.path.basename(os.path.normpath(run_dir))
 
 
-def _text(key, value):
+def setting_text(key, value):
+  """How a plot names the setting `key` at `value` (its declared label)."""
   try:
     return _SHOWN[key].label.format(value)
-  except (ValueError, TypeError):
+  except (KeyError, ValueError, TypeError):  # Not labelled, or not its type.
     return f'{key}={value}'
 
 
@@ -103,7 +104,9 @@ def describe(groups, seeds='mean'):
   labels = []
   for (config, values), dirs in zip(described, groups):
     parts = [
-      _text(k, values.get(k)) for k in differ if values.get(k) is not None
+      setting_text(k, values.get(k))
+      for k in differ
+      if values.get(k) is not None
     ]
     label = ', '.join([_legend(config, dirs[0])] + parts)
     labels.append(
@@ -123,7 +126,7 @@ def describe(groups, seeds='mean'):
     ]
   shared = described[0][1] if described else {}
   title = ', '.join(
-    _text(k, shared[k])
+    setting_text(k, shared[k])
     for k in keys
     if k not in differ
     and _SHOWN[k].in_title

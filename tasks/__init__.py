@@ -89,6 +89,10 @@ CATALOG = {
     'shakespeare',
     'the same lines shuffled over as many clients (FedAvg IID)',
   ),
+  'shakespeare_roles_lstm100': (
+    'shakespeare',
+    "the per-role split with FedProx's char-LSTM of 100 units (App. C.1)",
+  ),
   'sent140': (
     'sent140',
     'Sent140 tweets by user (the shared copy is a '

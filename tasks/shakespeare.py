@@ -20,7 +20,8 @@ Tasks (each `loader(data_dir, seed, **options) -> FederatedTask`):
 Options: `num_clients=N` keeps a seeded random subset of N clients (for
 short runs on a CPU), `seed` chooses it (and the IID shuffle).
 
-The model is `text_models.char_lstm(90)` (820,522 parameters).
+The model is `text_models.char_lstm(90)` (820,522 parameters);
+`shakespeare_roles_lstm100` has FedProx's of 100 units (133,810).
 """
 
 import collections
@@ -301,8 +302,9 @@ def split_roles(roles, iid=False, seed=0, train_fraction=TRAIN_FRACTION):
 
 
 # ------------------------------------------------------------------- tasks
-def build_task(name, train_snippets, test_snippets, description):
-  """A FederatedTask from {client: [snippets]} train/test dicts."""
+def build_task(name, train_snippets, test_snippets, description, units=256):
+  """A FederatedTask from {client: [snippets]} train/test dicts, with the
+  char-LSTM of `units` units a layer."""
   train = collections.OrderedDict(
     (c, to_examples(s)) for c, s in train_snippets.items()
   )
@@ -313,7 +315,7 @@ def build_task(name, train_snippets, test_snippets, description):
     name=name,
     train=base.client_data_from_arrays(train),
     test=base.client_data_from_arrays(test),
-    model_fn=text_models.char_lstm(VOCAB_SIZE, SEQUENCE_LENGTH, PAD),
+    model_fn=text_models.char_lstm(VOCAB_SIZE, SEQUENCE_LENGTH, PAD, units),
     description=description,
   )
 
@@ -331,17 +333,20 @@ def load_shakespeare(data_dir, seed=0, num_clients=None):
   )
 
 
-def load_roles(data_dir, seed=0, num_clients=None, iid=False):
+def load_roles(data_dir, seed=0, num_clients=None, iid=False, units=256):
   train, test = split_roles(read_roles(data_dir), iid=iid, seed=seed)
   train, test = base.client_subset(train, test, num_clients, seed)
   subset = f', {len(train)}-client subset (seed {seed})' if num_clients else ''
   kind = 'IID: lines shuffled across' if iid else 'one client per'
+  name = 'shakespeare_roles' + ('_iid' if iid else '')
   return build_task(
-    'shakespeare_roles_iid' if iid else 'shakespeare_roles',
+    name if units == 256 else f'{name}_lstm{units}',
     train,
     test,
     f'LEAF-style Shakespeare from pg100 ({kind} speaking role with >= 2 '
-    f'lines, 80/20 lines per role){subset}; char-LSTM',
+    f'lines, 80/20 lines per role){subset}; char-LSTM'
+    + ('' if units == 256 else f" of {units} units (FedProx's)"),
+    units,
   )
 
 
@@ -349,4 +354,6 @@ TASKS = {
   'shakespeare': load_shakespeare,
   'shakespeare_roles': load_roles,
   'shakespeare_roles_iid': functools.partial(load_roles, iid=True),
+  # FedProx's model (App. C.1) on the same split.
+  'shakespeare_roles_lstm100': functools.partial(load_roles, units=100),
 }

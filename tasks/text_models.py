@@ -4,6 +4,8 @@
   TFF's `simulation.baselines.shakespeare`: an 8-d character embedding, two
   LSTM layers of 256 units and a dense layer giving a logit per vocabulary
   symbol at each of the 80 positions (next-character prediction).
+  `units=100` is FedProx's (Li et al. 2020, App. C.1: two LSTM layers of
+  100 units after the same 8-d embedding).
   Padding (id `pad_id`, 0) is masked in BOTH the loss and the accuracy: the
   loss is the mean cross-entropy over non-pad target positions, and
   'accuracy' counts non-pad target positions only (TFF's baseline masks pad in
@@ -74,10 +76,13 @@ class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
     return dict(pad_id=self.pad_id, name=self.name)
 
 
-def char_lstm_keras(vocab_size: int, sequence_length: int = 80):
-  """Embedding(vocab, 8) → LSTM(256) → LSTM(256) → Dense(vocab) per step."""
+def char_lstm_keras(
+  vocab_size: int, sequence_length: int = 80, units: int = 256
+):
+  """Embedding(vocab, 8) → LSTM(units) → LSTM(units) → Dense(vocab) per
+  step."""
   lstm = lambda: tf.keras.layers.LSTM(
-    256, return_sequences=True, kernel_initializer='he_normal'
+    units, return_sequences=True, kernel_initializer='he_normal'
   )
   return tf.keras.Sequential(
     [
@@ -89,13 +94,15 @@ def char_lstm_keras(vocab_size: int, sequence_length: int = 80):
   )
 
 
-def char_lstm_num_params(vocab_size: int) -> int:
+def char_lstm_num_params(vocab_size: int, units: int = 256) -> int:
   """Trainable parameters of `char_lstm_keras` (all are trainable)."""
-  lstm = lambda n_in: 4 * 256 * (n_in + 256 + 1)
-  return vocab_size * 8 + lstm(8) + lstm(256) + 256 * vocab_size + vocab_size
+  lstm = lambda n_in: 4 * units * (n_in + units + 1)
+  return vocab_size * 8 + lstm(8) + lstm(units) + (units + 1) * vocab_size
 
 
-def char_lstm(vocab_size: int, sequence_length: int = 80, pad_id: int = 0):
+def char_lstm(
+  vocab_size: int, sequence_length: int = 80, pad_id: int = 0, units: int = 256
+):
   """No-arg model_fn: the char-LSTM for x, y int32[None, sequence_length]."""
   input_spec = collections.OrderedDict(
     x=tf.TensorSpec([None, sequence_length], tf.int32),
@@ -104,7 +111,7 @@ def char_lstm(vocab_size: int, sequence_length: int = 80, pad_id: int = 0):
 
   def model_fn():
     return tff.learning.models.from_keras_model(
-      char_lstm_keras(vocab_size, sequence_length),
+      char_lstm_keras(vocab_size, sequence_length, units),
       loss=MaskedSparseCategoricalCrossentropy(pad_id=pad_id),
       input_spec=input_spec,
       metrics=[MaskedSparseCategoricalAccuracy(name='accuracy', pad_id=pad_id)],

@@ -215,6 +215,13 @@ def test_char_lstm_parameters_and_masked_metrics():
     CHAR_LSTM_PARAMS
   )
   assert not model.non_trainable_variables
+  fedprox = shakespeare.build_task(  # FedProx's LSTM: 100 units a layer.
+    't', {'a': ['hi']}, {'a': ['ho']}, '', units=100
+  ).model_fn()
+  assert [v.shape[-1] for v in fedprox.trainable_variables[1:4]] == [400] * 3
+  assert sum(int(np.prod(v.shape)) for v in fedprox.trainable_variables) == (
+    text_models.char_lstm_num_params(90, units=100)
+  )
   y = tf.constant([[3, 5, 0, 0]])
   logits = tf.one_hot([[3, 4, 1, 0]], 6) * 10.0  # Right, wrong, pad, pad.
   accuracy = text_models.MaskedSparseCategoricalAccuracy()

@@ -3327,6 +3327,11 @@ def draw_figure(runs, command, metric, out, title=''):
     raise ValueError(
       f'{command}: no finished runs in the run folders or ledger'
     )
+  if not any(r for lines in panels.values() for r, _ in lines.values()):
+    raise ValueError(
+      f'{command}: its runs have no {metric} values (the ledger keeps '
+      'only the columns its rows read: COLUMNS, test_accuracy for FedAvg)'
+    )
   pyplot = plot._pyplot()
   figure, axes_row = pyplot.subplots(
     1, len(panels), figsize=(3.6 * len(panels), 3.4), sharey=True, squeeze=False
@@ -3386,6 +3391,8 @@ def main(argv=None):
       draw_figure(runs, args.figure, args.metric, args.out, args.title)
     except ValueError as e:
       parser.error(str(e))
+    except OSError as e:  # The image file cannot be written there.
+      parser.error(f'--out={args.out}: {e.strerror or e}')
     return
   if args.cell:
     command, _, name = args.cell.partition('.')

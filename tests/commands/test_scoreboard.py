@@ -607,3 +607,30 @@ def test_a_figure_drawn_from_the_ledger_is_the_one_from_its_run_folders(
     ]
   )
   assert out.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+  'flags, says',
+  [
+    (['--figure=fedprox_fig1_shakespeare'], '--figure needs --out'),
+    (['--figure=no_such_command', '--out=OUT'], 'no finished runs'),
+    (['--figure=fedprox_fig1_shakespeare', '--metric=x', '--out=OUT'], 'no x'),
+    (['--figure=fedprox_fig1_shakespeare', '--out=GONE/f.png'], 'No such file'),
+  ],
+)
+def test_a_figure_that_cannot_be_drawn_is_one_error(
+  flags, says, tmp_path, capsys
+):
+  """--figure's bad input is a usage error (exit 2) naming the cause,
+  and writes nothing."""
+  flags = [
+    f.replace('OUT', str(tmp_path / 'f.png')).replace(
+      'GONE', str(tmp_path / 'x')
+    )
+    for f in flags
+  ]
+  with pytest.raises(SystemExit) as exited:
+    SCOREBOARD.main(['--runs=' + str(tmp_path / 'none'), *flags])
+  assert exited.value.code == 2
+  assert says in capsys.readouterr().err.splitlines()[-1]
+  assert not list(tmp_path.iterdir())

@@ -594,9 +594,8 @@ def test_a_figure_drawn_from_the_ledger_is_the_one_from_its_run_folders(
   clone = SCOREBOARD.Runs(
     [str(tmp_path / 'gone')], SCOREBOARD.Ledger(str(ledger_path))
   )
-  assert SCOREBOARD.figure_series(
-    clone, command.name, 'train_loss_sampled'
-  ) == (drawn)
+  again = SCOREBOARD.figure_series(clone, command.name, 'train_loss_sampled')
+  assert again == drawn
   out = tmp_path / 'figure.png'
   SCOREBOARD.main(
     [

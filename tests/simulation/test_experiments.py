@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 import tensorflow as tf
@@ -250,3 +251,39 @@ def test_a_stop_request_whose_interrupt_was_swallowed_ends_the_round(
     stop_requests=requests,
   )  # Resumes; no stale request.
   assert results.summarize(str(out))['rounds'] == 5
+
+
+@pytest.mark.fast
+def test_an_interrupt_that_became_a_system_error_still_interrupts():
+  """A signal's KeyboardInterrupt raised inside a C call (numpy's __array__
+  while TensorFlow converts a round's inputs) surfaces as a SystemError
+  caused by it: the loop stops as interrupted at that round, with its
+  signal; any other SystemError is a bug and propagates."""
+  from tff_algos.simulation import loop as loop_lib
+
+  def stepping(error):
+    def step(state, round_num):
+      if round_num == 3:
+        raise error
+      return types.SimpleNamespace(state=state, stop=False)
+
+    run = object.__new__(loop_lib.Loop)  # Only what `run` reads.
+    run.callbacks, run.step = [], step
+    run.stop_requests = loop_lib.StopRequests()
+    return run
+
+  signalled = loop_lib.StopRequests().request(signal.SIGTERM)
+  try:
+    raise SystemError('returned a result with an exception set') from (
+      signalled
+    )
+  except SystemError as e:
+    mangled = e
+  with pytest.raises(loop_lib.Interrupted) as interrupted:
+    stepping(mangled).run('state', range(1, 6))
+  assert (interrupted.value.round_num, interrupted.value.signum) == (
+    3,
+    signal.SIGTERM,
+  )
+  with pytest.raises(SystemError):
+    stepping(SystemError('a bug')).run('state', range(1, 6))

@@ -226,7 +226,14 @@ class Loop:
           if self.stop_requests.pending is not None:
             # Its KeyboardInterrupt was swallowed.
             raise _interrupt(self.stop_requests.pending)
-        except KeyboardInterrupt as e:
+        except (KeyboardInterrupt, SystemError) as e:
+          # A signal's KeyboardInterrupt raised inside a C call (numpy's
+          # __array__ as TensorFlow converts a round's inputs) arrives as
+          # the SystemError it caused.
+          if isinstance(e, SystemError):
+            if not isinstance(e.__cause__, KeyboardInterrupt):
+              raise
+            e = e.__cause__
           self.stop_requests.clear()  # Handled: resuming starts afresh.
           interrupted = Interrupted(round_num)
           if hasattr(e, 'signum'):  # SIGTERM, as the CLI raises it.
